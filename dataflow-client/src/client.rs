@@ -1,0 +1,697 @@
+//! [`PsClient`]: the whole client API, shared by every task of a process.
+//!
+//! A call resolves the matrix from the cached partition map, splits its keys or rows by
+//! partition, sends one request per server concurrently and reassembles the answers in request
+//! order. When a server answers that the map moved (FAILED_PRECONDITION), the client refreshes
+//! the map and resends only what that server refused, so no update is applied twice.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use angel_proto::master_client::MasterClient;
+use angel_proto::server_client::ServerClient;
+use angel_proto::{
+    Caller, DescribeMatrixRequest, DropMatrixRequest, GetPartitionMapRequest, PartitionMap,
+    PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, RowSlice, StatusReply,
+    StatusRequest, StorageKind,
+};
+use bytes::Bytes;
+use parking_lot::RwLock;
+use prost::Message;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::matrix::Matrix;
+use crate::psf::{finish, merge_into};
+use crate::split::KeySplit;
+use crate::{Element, MatrixSpec, Merge, PsError, Result, wire};
+
+/// Retries after a stale-map answer before giving up.
+const STALE_MAP_RETRIES: usize = 3;
+
+/// Largest row a client materialises densely (2^28 elements, 1 GiB of f32).
+const MAX_DENSE_ROW: u64 = 1 << 28;
+
+/// How a client talks to the service.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Deadline of every request.
+    pub timeout: Duration,
+    /// Largest request the client sends; larger ones fail with [`PsError::TooLarge`] before
+    /// anything is sent. Keep it at or below the servers' `--max-message-bytes`.
+    pub max_message_bytes: usize,
+    /// Identifies this client in requests (idempotent retries, per-client metrics).
+    pub worker_id: u64,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            timeout: Duration::from_secs(30),
+            max_message_bytes: 256 << 20,
+            worker_id: u64::from(std::process::id()) << 20 | next_local_id(),
+        }
+    }
+}
+
+fn next_local_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A connection to one server, cheap to clone (tonic channels multiplex one HTTP/2 connection).
+#[derive(Debug, Clone)]
+struct ServerConn {
+    addr: String,
+    rpc: ServerClient<Channel>,
+}
+
+/// The cached partition map.
+#[derive(Debug, Default)]
+struct Routing {
+    epoch: u64,
+    servers: HashMap<u32, ServerConn>,
+    by_name: HashMap<String, Arc<Matrix>>,
+    by_id: HashMap<u32, Arc<Matrix>>,
+}
+
+/// The client of an angel-ps service. Create one per process ([`PsClient::shared`]) and share it.
+#[derive(Debug)]
+pub struct PsClient {
+    master_addr: String,
+    master: MasterClient<Channel>,
+    config: ClientConfig,
+    routing: RwLock<Routing>,
+    seq: AtomicU64,
+}
+
+impl PsClient {
+    /// Connects to the master at `addr` (`host:port`) with default settings.
+    pub async fn connect(addr: &str) -> Result<Arc<Self>> {
+        Self::connect_with(addr, ClientConfig::default()).await
+    }
+
+    /// Connects to the master at `addr` and loads the partition map.
+    pub async fn connect_with(addr: &str, config: ClientConfig) -> Result<Arc<Self>> {
+        let channel = endpoint(addr, &config)?
+            .connect()
+            .await
+            .map_err(|e| PsError::Unavailable(format!("master {addr} is unreachable: {e}")))?;
+        let client = Arc::new(PsClient {
+            master_addr: addr.to_string(),
+            master: MasterClient::new(channel)
+                .max_decoding_message_size(usize::MAX)
+                .max_encoding_message_size(usize::MAX),
+            config,
+            routing: RwLock::new(Routing::default()),
+            seq: AtomicU64::new(0),
+        });
+        client.refresh().await?;
+        Ok(client)
+    }
+
+    /// The process-wide client for the master at `addr`, created on first use. Every task of a
+    /// process shares it, and with it the connections and the cached map.
+    pub async fn shared(addr: &str) -> Result<Arc<Self>> {
+        static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, Arc<PsClient>>>> =
+            OnceLock::new();
+        let mut clients = CLIENTS.get_or_init(Default::default).lock().await;
+        if let Some(client) = clients.get(addr) {
+            return Ok(client.clone());
+        }
+        let client = Self::connect(addr).await?;
+        clients.insert(addr.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// The master address this client talks to.
+    pub fn master_addr(&self) -> &str {
+        &self.master_addr
+    }
+
+    /// Epoch of the cached partition map.
+    pub fn map_epoch(&self) -> u64 {
+        self.routing.read().epoch
+    }
+
+    /// Reloads the partition map from the master.
+    pub async fn refresh(&self) -> Result<()> {
+        let map = self
+            .master
+            .clone()
+            .get_partition_map(GetPartitionMapRequest {})
+            .await
+            .map_err(|s| self.master_error(s))?
+            .into_inner();
+        self.install(map)
+    }
+
+    fn install(&self, map: PartitionMap) -> Result<()> {
+        let mut routing = self.routing.write();
+        if map.epoch < routing.epoch {
+            return Ok(());
+        }
+        let mut servers = HashMap::new();
+        for s in &map.servers {
+            let conn = match routing.servers.get(&s.id) {
+                Some(conn) if conn.addr == s.addr => conn.clone(),
+                _ => ServerConn {
+                    addr: s.addr.clone(),
+                    rpc: ServerClient::new(endpoint(&s.addr, &self.config)?.connect_lazy())
+                        .max_decoding_message_size(usize::MAX)
+                        .max_encoding_message_size(usize::MAX),
+                },
+            };
+            servers.insert(s.id, conn);
+        }
+        let mut by_name = HashMap::new();
+        let mut by_id = HashMap::new();
+        for meta in map.matrices {
+            let matrix = Arc::new(Matrix::new(meta)?);
+            by_id.insert(matrix.meta.id, matrix.clone());
+            by_name.insert(matrix.meta.name.clone(), matrix);
+        }
+        *routing = Routing {
+            epoch: map.epoch,
+            servers,
+            by_name,
+            by_id,
+        };
+        Ok(())
+    }
+
+    fn master_error(&self, status: tonic::Status) -> PsError {
+        PsError::from_status(status, &format!("master {}", self.master_addr))
+    }
+
+    /// Creates a matrix; fails with ALREADY_EXISTS if the name is taken.
+    pub async fn create_matrix(&self, spec: MatrixSpec) -> Result<Arc<Matrix>> {
+        self.master
+            .clone()
+            .create_matrix(spec.to_request())
+            .await
+            .map_err(|s| self.master_error(s))?;
+        self.refresh().await?;
+        self.matrix(&spec.name).await
+    }
+
+    /// Drops a matrix and frees its partitions.
+    pub async fn drop_matrix(&self, name: &str) -> Result<()> {
+        self.master
+            .clone()
+            .drop_matrix(DropMatrixRequest { name: name.into() })
+            .await
+            .map_err(|s| self.master_error(s))?;
+        self.refresh().await
+    }
+
+    /// Asks the master for a matrix's current metadata.
+    pub async fn describe(&self, name: &str) -> Result<Matrix> {
+        let meta = self
+            .master
+            .clone()
+            .describe_matrix(DescribeMatrixRequest { name: name.into() })
+            .await
+            .map_err(|s| self.master_error(s))?
+            .into_inner();
+        Matrix::new(meta)
+    }
+
+    /// The matrix named `name` from the cached map, refreshing once if it is not there.
+    pub async fn matrix(&self, name: &str) -> Result<Arc<Matrix>> {
+        if let Some(m) = self.routing.read().by_name.get(name) {
+            return Ok(m.clone());
+        }
+        self.refresh().await?;
+        let routing = self.routing.read();
+        routing.by_name.get(name).cloned().ok_or_else(|| {
+            let mut known: Vec<&str> = routing.by_name.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            PsError::NotFound(format!(
+                "no matrix named '{name}' (known: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    }
+
+    /// Servers, matrices and partition sizes, as the master sees them.
+    pub async fn status(&self) -> Result<StatusReply> {
+        Ok(self
+            .master
+            .clone()
+            .status(StatusRequest {})
+            .await
+            .map_err(|s| self.master_error(s))?
+            .into_inner())
+    }
+
+    /// Pulls the values of `keys` in `row`, in request order. Duplicate keys are fetched once;
+    /// only the partitions holding the keys are asked.
+    pub async fn pull_keys<T: Element>(
+        &self,
+        name: &str,
+        row: u64,
+        keys: &[u64],
+    ) -> Result<Vec<T>> {
+        let m = self.typed_matrix::<T>(name).await?;
+        let band = m.layout.band(row)?;
+        let split = KeySplit::new(&m.layout, band, keys)?;
+        let slices = split
+            .groups
+            .iter()
+            .map(|g| RowSlice {
+                partition_id: m.meta.partitions[band.part(g.pos)].id,
+                row,
+                keys: wire::encode_keys(&g.keys),
+                values: Bytes::new(),
+            })
+            .collect();
+        let replies = self.pull_slices(&m, slices).await?;
+        let answers = replies
+            .iter()
+            .zip(&split.groups)
+            .map(|(reply, g)| decode_exact::<T>(&reply.values, g.keys.len(), &m))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(split.reassemble(&answers))
+    }
+
+    /// Pulls whole rows as dense vectors of `cols` values (absent sparse keys read as zero).
+    pub async fn pull_rows<T: Element>(&self, name: &str, rows: &[u64]) -> Result<Vec<Vec<T>>> {
+        let m = self.typed_matrix::<T>(name).await?;
+        let cols = m.meta.cols;
+        if cols > MAX_DENSE_ROW {
+            return Err(PsError::TooLarge(format!(
+                "rows of matrix '{name}' have {cols} columns, too many to pull densely; pull keys instead"
+            )));
+        }
+        let mut slices = Vec::new();
+        let mut places = Vec::new();
+        for (i, &row) in rows.iter().enumerate() {
+            let band = m.layout.band(row)?;
+            for pos in 0..band.len() {
+                let part = &m.meta.partitions[band.part(pos)];
+                slices.push(RowSlice {
+                    partition_id: part.id,
+                    row,
+                    ..Default::default()
+                });
+                places.push((i, band.cols(pos)));
+            }
+        }
+        let replies = self.pull_slices(&m, slices).await?;
+        let mut out = vec![vec![T::default(); cols as usize]; rows.len()];
+        for (reply, (i, range)) in replies.iter().zip(places) {
+            let width = (range.end - range.start) as usize;
+            let dest = &mut out[i][range.start as usize..range.end as usize];
+            if reply.keys.is_empty() && m.meta.storage() == StorageKind::Dense {
+                dest.copy_from_slice(&decode_exact::<T>(&reply.values, width, &m)?);
+                continue;
+            }
+            let keys = wire::decode_keys(&reply.keys, "pull reply keys")?;
+            let values = decode_exact::<T>(&reply.values, keys.len(), &m)?;
+            for (k, v) in keys.into_iter().zip(values) {
+                let col = k.checked_sub(range.start).filter(|&c| c < width as u64);
+                let col = col.ok_or_else(|| {
+                    PsError::Internal(format!("server returned key {k} outside block {range:?}"))
+                })?;
+                dest[col as usize] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds `values` to `keys` of `row`. Duplicate keys are summed before sending.
+    pub async fn push_keys<T: Element>(
+        &self,
+        name: &str,
+        row: u64,
+        keys: &[u64],
+        values: &[T],
+    ) -> Result<()> {
+        if keys.len() != values.len() {
+            return Err(PsError::InvalidArgument(format!(
+                "push to matrix '{name}': {} keys but {} values",
+                keys.len(),
+                values.len()
+            )));
+        }
+        let m = self.typed_matrix::<T>(name).await?;
+        let band = m.layout.band(row)?;
+        let split = KeySplit::new(&m.layout, band, keys)?;
+        let slices = split
+            .groups
+            .iter()
+            .zip(split.merge(values))
+            .map(|(g, merged)| RowSlice {
+                partition_id: m.meta.partitions[band.part(g.pos)].id,
+                row,
+                keys: wire::encode_keys(&g.keys),
+                values: wire::encode_values(&merged),
+            })
+            .collect();
+        self.push_slices(&m, slices).await
+    }
+
+    /// Adds a whole dense row (`values.len()` must equal the matrix's columns).
+    pub async fn push_row<T: Element>(&self, name: &str, row: u64, values: &[T]) -> Result<()> {
+        let m = self.typed_matrix::<T>(name).await?;
+        if values.len() as u64 != m.meta.cols {
+            return Err(PsError::InvalidArgument(format!(
+                "push to row {row} of matrix '{name}': {} values for {} columns",
+                values.len(),
+                m.meta.cols
+            )));
+        }
+        let band = m.layout.band(row)?;
+        let slices = (0..band.len())
+            .map(|pos| {
+                let cols = band.cols(pos);
+                RowSlice {
+                    partition_id: m.meta.partitions[band.part(pos)].id,
+                    row,
+                    keys: Bytes::new(),
+                    values: wire::encode_values(&values[cols.start as usize..cols.end as usize]),
+                }
+            })
+            .collect();
+        self.push_slices(&m, slices).await
+    }
+
+    /// Runs the PS function `name` on the servers over `operands` (matrix name, row) with
+    /// scalar `args`, and combines the per-partition results with the merge the function
+    /// declares. Operands must share one partition layout.
+    pub async fn psf(
+        &self,
+        name: &str,
+        operands: &[(&str, u64)],
+        args: &[f64],
+    ) -> Result<Vec<f64>> {
+        let Some(&(first, first_row)) = operands.first() else {
+            return Err(PsError::InvalidArgument(format!(
+                "PS function '{name}' needs an operand"
+            )));
+        };
+        let lead = self.matrix(first).await?;
+        let mut matrices = Vec::with_capacity(operands.len());
+        for &(matrix, row) in operands {
+            let m = self.matrix(matrix).await?;
+            m.layout.band(row)?;
+            matrices.push((m, row));
+        }
+        let lead_band = lead.layout.band(first_row)?;
+        let mut blocks = Vec::with_capacity(lead_band.len());
+        for pos in 0..lead_band.len() {
+            let lead_part = &lead.meta.partitions[lead_band.part(pos)];
+            let mut ids = Vec::with_capacity(matrices.len());
+            for (m, row) in &matrices {
+                let band = m.layout.band(*row)?;
+                let colocated = band.len() == lead_band.len()
+                    && band.cols(pos) == lead_band.cols(pos)
+                    && m.meta.partitions[band.part(pos)].server_id == lead_part.server_id;
+                if !colocated {
+                    return Err(PsError::InvalidArgument(format!(
+                        "PS function '{name}': operands '{first}' and '{}' are partitioned differently",
+                        m.meta.name
+                    )));
+                }
+                ids.push(m.meta.partitions[band.part(pos)].id);
+            }
+            blocks.push(PsfBlock { partition_ids: ids });
+        }
+        let operand_msgs: Vec<PsfOperand> = matrices
+            .iter()
+            .map(|(m, row)| PsfOperand {
+                matrix_id: m.meta.id,
+                row: *row,
+            })
+            .collect();
+        let merge_kind = Arc::new(parking_lot::Mutex::new(Merge::Sum));
+        let lead_id = lead.meta.id;
+        let results = self
+            .scatter(
+                blocks,
+                |routing, block: &PsfBlock| server_of(routing, lead_id, block.partition_ids[0]),
+                |mut conn, blocks, caller| {
+                    let request = PsfRequest {
+                        caller: Some(caller),
+                        name: name.to_string(),
+                        operands: operand_msgs.clone(),
+                        args: args.to_vec(),
+                        blocks,
+                    };
+                    let merge_kind = merge_kind.clone();
+                    async move {
+                        let reply = conn.rpc.call_psf(request).await?.into_inner();
+                        *merge_kind.lock() = reply.merge();
+                        Ok(reply.results.into_iter().map(|r| r.values).collect())
+                    }
+                },
+            )
+            .await?;
+        let merge = *merge_kind.lock();
+        let mut acc = Vec::new();
+        for partial in &results {
+            merge_into(merge, &mut acc, partial);
+        }
+        Ok(finish(merge, acc))
+    }
+
+    async fn typed_matrix<T: Element>(&self, name: &str) -> Result<Arc<Matrix>> {
+        let m = self.matrix(name).await?;
+        if m.value_type() != T::VALUE_TYPE {
+            return Err(PsError::InvalidArgument(format!(
+                "matrix '{name}' holds {:?} values, not {:?}",
+                m.value_type(),
+                T::VALUE_TYPE
+            )));
+        }
+        Ok(m)
+    }
+
+    async fn pull_slices(&self, m: &Matrix, slices: Vec<RowSlice>) -> Result<Vec<RowSlice>> {
+        let (matrix_id, value_type) = (m.meta.id, m.meta.value_type);
+        let limit = self.config.max_message_bytes;
+        let name = m.meta.name.clone();
+        self.scatter(
+            slices,
+            |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
+            |mut conn, slices, caller| {
+                let request = PullRequest {
+                    caller: Some(caller),
+                    matrix_id,
+                    value_type,
+                    slices,
+                };
+                let checked = check_size(&request, limit, "pull from", &name, &conn.addr);
+                async move {
+                    checked?;
+                    Ok(conn.rpc.pull(request).await?.into_inner().slices)
+                }
+            },
+        )
+        .await
+    }
+
+    async fn push_slices(&self, m: &Matrix, slices: Vec<RowSlice>) -> Result<()> {
+        let (matrix_id, value_type) = (m.meta.id, m.meta.value_type);
+        let limit = self.config.max_message_bytes;
+        let name = m.meta.name.clone();
+        self.scatter(
+            slices,
+            |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
+            |mut conn, slices, caller| {
+                let count = slices.len();
+                let request = PushRequest {
+                    caller: Some(caller),
+                    matrix_id,
+                    value_type,
+                    slices,
+                    codec: 0,
+                };
+                let checked = check_size(&request, limit, "push to", &name, &conn.addr);
+                async move {
+                    checked?;
+                    conn.rpc.push(request).await?;
+                    Ok(vec![(); count])
+                }
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Sends `items` grouped by server, all servers concurrently, and returns one answer per
+    /// item in input order. Items a server refuses as routed with a stale map are re-routed
+    /// after a refresh; nothing another server accepted is sent again.
+    async fn scatter<I, R, Fut>(
+        &self,
+        items: Vec<I>,
+        route: impl Fn(&Routing, &I) -> Result<u32>,
+        send: impl Fn(ServerConn, Vec<I>, Caller) -> Fut,
+    ) -> Result<Vec<R>>
+    where
+        I: Clone,
+        Fut: Future<Output = std::result::Result<Vec<R>, SendError>>,
+    {
+        let mut answers: Vec<Option<R>> = items.iter().map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..items.len()).collect();
+        for attempt in 0..=STALE_MAP_RETRIES {
+            let mut by_server: HashMap<u32, (ServerConn, Vec<usize>)> = HashMap::new();
+            {
+                let routing = self.routing.read();
+                for &i in &pending {
+                    let server = route(&routing, &items[i])?;
+                    let conn = routing.servers.get(&server).ok_or_else(|| {
+                        PsError::Unavailable(format!("server {server} is not in the partition map"))
+                    })?;
+                    by_server
+                        .entry(server)
+                        .or_insert_with(|| (conn.clone(), Vec::new()))
+                        .1
+                        .push(i);
+                }
+            }
+            let calls = by_server.into_values().map(|(conn, idx)| {
+                let addr = conn.addr.clone();
+                let batch = idx.iter().map(|&i| items[i].clone()).collect();
+                let fut = send(conn, batch, self.caller());
+                async move { (idx, addr, fut.await) }
+            });
+            pending.clear();
+            let mut stale = None;
+            for (idx, addr, result) in futures::future::join_all(calls).await {
+                match result {
+                    Ok(replies) if replies.len() == idx.len() => {
+                        for (i, r) in idx.into_iter().zip(replies) {
+                            answers[i] = Some(r);
+                        }
+                    }
+                    Ok(replies) => {
+                        return Err(PsError::Internal(format!(
+                            "server {addr} answered {} parts for {} asked",
+                            replies.len(),
+                            idx.len()
+                        )));
+                    }
+                    Err(SendError::Local(e)) => return Err(e),
+                    Err(SendError::Remote(status)) => match PsError::from_status(status, &addr) {
+                        PsError::StaleMap(msg) if attempt < STALE_MAP_RETRIES => {
+                            stale = Some(msg);
+                            pending.extend(idx);
+                        }
+                        e => return Err(e),
+                    },
+                }
+            }
+            match stale {
+                None => break,
+                Some(msg) => {
+                    tracing::debug!(%msg, "partition map moved; refreshing");
+                    self.refresh().await?;
+                }
+            }
+        }
+        answers
+            .into_iter()
+            .map(|a| a.ok_or_else(|| PsError::Internal("a request part got no answer".into())))
+            .collect()
+    }
+
+    fn caller(&self) -> Caller {
+        Caller {
+            worker_id: self.config.worker_id,
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            clock: 0,
+            map_epoch: self.map_epoch(),
+        }
+    }
+}
+
+/// Why one server's part of a call failed: before sending, or as the server's answer.
+#[derive(Debug)]
+enum SendError {
+    Local(PsError),
+    Remote(tonic::Status),
+}
+
+impl From<tonic::Status> for SendError {
+    fn from(status: tonic::Status) -> Self {
+        SendError::Remote(status)
+    }
+}
+
+impl From<PsError> for SendError {
+    fn from(err: PsError) -> Self {
+        SendError::Local(err)
+    }
+}
+
+fn server_of(routing: &Routing, matrix_id: u32, partition_id: u32) -> Result<u32> {
+    let m = routing.by_id.get(&matrix_id).ok_or_else(|| {
+        PsError::NotFound(format!(
+            "matrix {matrix_id} was dropped while the call was in flight"
+        ))
+    })?;
+    m.meta
+        .partitions
+        .get(partition_id as usize)
+        .map(|p| p.server_id)
+        .ok_or_else(|| {
+            PsError::Internal(format!(
+                "matrix '{}' has no partition {partition_id}",
+                m.meta.name
+            ))
+        })
+}
+
+fn check_size(
+    request: &impl Message,
+    limit: usize,
+    verb: &str,
+    matrix: &str,
+    addr: &str,
+) -> Result<(), SendError> {
+    let len = request.encoded_len();
+    if len > limit {
+        return Err(SendError::Local(PsError::TooLarge(format!(
+            "{verb} matrix '{matrix}' on server {addr} would send {len} bytes, over the \
+             {limit}-byte message limit; send fewer keys per call"
+        ))));
+    }
+    Ok(())
+}
+
+fn decode_exact<T: Element>(bytes: &[u8], expected: usize, m: &Matrix) -> Result<Vec<T>> {
+    let values: Vec<T> = wire::decode_values(bytes, "pull reply values")?;
+    if values.len() != expected {
+        return Err(PsError::Internal(format!(
+            "pull from matrix '{}' returned {} values for {expected} asked",
+            m.meta.name,
+            values.len()
+        )));
+    }
+    Ok(values)
+}
+
+/// A tonic endpoint tuned for bulk transfers: large HTTP/2 windows, no Nagle delay, and the
+/// configured request deadline.
+fn endpoint(addr: &str, config: &ClientConfig) -> Result<Endpoint> {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| PsError::InvalidArgument(format!("bad address '{addr}': {e}")))
+        .map(|e| {
+            e.timeout(config.timeout)
+                .connect_timeout(Duration::from_secs(5))
+                .tcp_nodelay(true)
+                .initial_stream_window_size(Some(WINDOW))
+                .initial_connection_window_size(Some(WINDOW))
+        })
+}
+
+/// HTTP/2 flow-control window (bytes) used by clients and servers alike.
+pub const WINDOW: u32 = 64 << 20;

@@ -1,0 +1,121 @@
+//! Typed errors, one per gRPC status code the service uses, each with a message that names
+//! the matrix, key, row or server involved.
+
+use tonic::{Code, Status};
+
+/// Result alias used across the client and the service.
+pub type Result<T, E = PsError> = std::result::Result<T, E>;
+
+/// Every failure a caller of the PS can see. The variant is the gRPC status code; the text says
+/// what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PsError {
+    /// Unknown matrix, server or PS function (NOT_FOUND).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// A name that is already taken (ALREADY_EXISTS).
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    /// A key or row outside the matrix (OUT_OF_RANGE).
+    #[error("out of range: {0}")]
+    OutOfRange(String),
+    /// Malformed request: wrong value type, dimension mismatch, bad payload (INVALID_ARGUMENT).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A request over the size limit, or storage that cannot be allocated (RESOURCE_EXHAUSTED).
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// A server or the master cannot be reached (UNAVAILABLE).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// The caller routed with an outdated partition map (FAILED_PRECONDITION).
+    #[error("stale partition map: {0}")]
+    StaleMap(String),
+    /// A deadline passed (DEADLINE_EXCEEDED).
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// Anything else; a bug if it ever shows.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl PsError {
+    /// The gRPC status code this error travels as.
+    pub fn code(&self) -> Code {
+        match self {
+            PsError::NotFound(_) => Code::NotFound,
+            PsError::AlreadyExists(_) => Code::AlreadyExists,
+            PsError::OutOfRange(_) => Code::OutOfRange,
+            PsError::InvalidArgument(_) => Code::InvalidArgument,
+            PsError::TooLarge(_) => Code::ResourceExhausted,
+            PsError::Unavailable(_) => Code::Unavailable,
+            PsError::StaleMap(_) => Code::FailedPrecondition,
+            PsError::Timeout(_) => Code::DeadlineExceeded,
+            PsError::Internal(_) => Code::Internal,
+        }
+    }
+
+    /// Turns a status received from `peer` (a server or master address) into a typed error.
+    /// Transport failures become [`PsError::Unavailable`] naming the peer.
+    pub fn from_status(status: Status, peer: &str) -> Self {
+        let msg = status.message().to_string();
+        match status.code() {
+            Code::NotFound => PsError::NotFound(msg),
+            Code::AlreadyExists => PsError::AlreadyExists(msg),
+            Code::OutOfRange => PsError::OutOfRange(msg),
+            Code::InvalidArgument => PsError::InvalidArgument(msg),
+            Code::ResourceExhausted => PsError::TooLarge(msg),
+            Code::FailedPrecondition => PsError::StaleMap(msg),
+            Code::DeadlineExceeded => PsError::Timeout(format!("{peer}: {msg}")),
+            Code::Unavailable | Code::Unknown | Code::Cancelled => {
+                PsError::Unavailable(format!("{peer} is unreachable: {msg}"))
+            }
+            _ => PsError::Internal(format!("{peer}: {msg}")),
+        }
+    }
+}
+
+impl From<PsError> for Status {
+    fn from(err: PsError) -> Status {
+        let msg = match &err {
+            PsError::NotFound(m)
+            | PsError::AlreadyExists(m)
+            | PsError::OutOfRange(m)
+            | PsError::InvalidArgument(m)
+            | PsError::TooLarge(m)
+            | PsError::Unavailable(m)
+            | PsError::StaleMap(m)
+            | PsError::Timeout(m)
+            | PsError::Internal(m) => m.clone(),
+        };
+        Status::new(err.code(), msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_round_trip_keeps_code_and_message() {
+        let errors = [
+            PsError::NotFound("matrix 'w'".into()),
+            PsError::OutOfRange("key 9 of matrix 'w'".into()),
+            PsError::InvalidArgument("value type".into()),
+            PsError::TooLarge("request".into()),
+            PsError::StaleMap("epoch".into()),
+            PsError::AlreadyExists("matrix 'w'".into()),
+        ];
+        for err in errors {
+            let back = PsError::from_status(Status::from(err.clone()), "127.0.0.1:1");
+            assert_eq!(back, err);
+        }
+    }
+
+    #[test]
+    fn unavailable_names_the_peer() {
+        let err = PsError::from_status(Status::unavailable("connection refused"), "10.0.0.1:7");
+        assert_eq!(err.code(), Code::Unavailable);
+        assert!(err.to_string().contains("10.0.0.1:7"), "{err}");
+    }
+}

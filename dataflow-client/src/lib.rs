@@ -1,0 +1,31 @@
+//! The angel-ps client, used by every process that computes against the parameter servers.
+//!
+//! # Layout
+//!
+//! - [`client`]: [`PsClient`], the one object a process keeps: connects to the master, caches
+//!   the partition map, and offers the whole API (create, describe, drop, pull, push, psf).
+//! - [`routing`]: [`Layout`], which partition of a matrix holds a given (row, column).
+//! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
+//!   and remembering how to put the answers back in request order.
+//! - [`wire`]: packed little-endian key and value arrays, the only way bulk data travels.
+//! - [`value`]: [`Element`], the value types a matrix can hold (f32, f64, i64).
+//! - [`matrix`]: [`MatrixSpec`], what a caller asks for when creating a matrix.
+//! - [`psf`]: [`Merge`], how per-partition results of a PS function combine.
+//! - [`error`]: [`PsError`], one typed error per gRPC status the service uses.
+
+pub mod client;
+pub mod error;
+pub mod matrix;
+pub mod psf;
+pub mod routing;
+pub mod split;
+pub mod value;
+pub mod wire;
+
+pub use angel_proto::{StorageKind, ValueType};
+pub use client::{ClientConfig, PsClient};
+pub use error::{PsError, Result};
+pub use matrix::MatrixSpec;
+pub use psf::Merge;
+pub use routing::Layout;
+pub use value::Element;

@@ -1,0 +1,113 @@
+//! What a caller asks for when it creates a matrix, and the handle it gets back.
+
+use angel_proto::{CreateMatrixRequest, MatrixMeta, StorageKind, ValueType};
+
+use crate::{Layout, Result};
+
+/// A request to create a matrix: shape, element type, storage and partitioning.
+///
+/// ```
+/// use angel_client::{MatrixSpec, ValueType};
+/// let spec = MatrixSpec::sparse("weights", 1, 1 << 40).value_type(ValueType::F64);
+/// assert_eq!(spec.cols, 1 << 40);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixSpec {
+    /// Unique name; matrices are addressed by it.
+    pub name: String,
+    /// Number of rows (a vector has one).
+    pub rows: u64,
+    /// Number of columns, up to 2^63 for sparse storage.
+    pub cols: u64,
+    /// Element type.
+    pub value_type: ValueType,
+    /// Dense arrays or sparse hash maps.
+    pub storage: StorageKind,
+    /// Partitioner registered on the master; `None` selects "range".
+    pub partitioner: Option<String>,
+    /// Block shape hints (rows, cols) for the partitioner; 0 lets it choose.
+    pub block_shape: (u64, u64),
+}
+
+impl MatrixSpec {
+    /// A dense f32 matrix.
+    pub fn dense(name: impl Into<String>, rows: u64, cols: u64) -> Self {
+        Self::new(name, rows, cols, StorageKind::Dense)
+    }
+
+    /// A sparse f32 matrix.
+    pub fn sparse(name: impl Into<String>, rows: u64, cols: u64) -> Self {
+        Self::new(name, rows, cols, StorageKind::Sparse)
+    }
+
+    fn new(name: impl Into<String>, rows: u64, cols: u64, storage: StorageKind) -> Self {
+        MatrixSpec {
+            name: name.into(),
+            rows,
+            cols,
+            value_type: ValueType::F32,
+            storage,
+            partitioner: None,
+            block_shape: (0, 0),
+        }
+    }
+
+    /// Sets the element type.
+    pub fn value_type(mut self, value_type: ValueType) -> Self {
+        self.value_type = value_type;
+        self
+    }
+
+    /// Selects a partitioner registered on the master by name.
+    pub fn partitioner(mut self, name: impl Into<String>) -> Self {
+        self.partitioner = Some(name.into());
+        self
+    }
+
+    /// Asks for blocks of about `rows` x `cols` elements (0 = let the partitioner choose).
+    pub fn block_shape(mut self, rows: u64, cols: u64) -> Self {
+        self.block_shape = (rows, cols);
+        self
+    }
+
+    /// The wire request.
+    pub fn to_request(&self) -> CreateMatrixRequest {
+        CreateMatrixRequest {
+            name: self.name.clone(),
+            rows: self.rows,
+            cols: self.cols,
+            value_type: self.value_type as i32,
+            storage: self.storage as i32,
+            partitioner: self.partitioner.clone().unwrap_or_default(),
+            block_rows: self.block_shape.0,
+            block_cols: self.block_shape.1,
+        }
+    }
+}
+
+/// A matrix as the client knows it: its metadata and the routing layout derived from it.
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    /// Metadata from the master, including each partition's server.
+    pub meta: MatrixMeta,
+    /// Which partition holds which (row, column).
+    pub layout: Layout,
+}
+
+impl Matrix {
+    /// Builds the handle, validating that the partitions tile the matrix.
+    pub fn new(meta: MatrixMeta) -> Result<Self> {
+        let layout = Layout::new(&meta)?;
+        Ok(Matrix { meta, layout })
+    }
+
+    /// The matrix name.
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    /// The element type.
+    pub fn value_type(&self) -> ValueType {
+        self.meta.value_type()
+    }
+}

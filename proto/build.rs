@@ -1,0 +1,11 @@
+//! Compiles `proto/angel.proto` with protox (pure Rust), so no protoc is needed on the machine.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let fds = protox::compile(["angel.proto"], ["proto"])?;
+    tonic_prost_build::configure()
+        // Keys and values are packed arrays: keep them as `bytes::Bytes`, zero-copy from the wire.
+        .bytes(".")
+        .compile_fds(fds)?;
+    println!("cargo:rerun-if-changed=proto/angel.proto");
+    Ok(())
+}

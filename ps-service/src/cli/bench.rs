@@ -1,0 +1,284 @@
+//! `angel-ps bench ps`: PS throughput against a standalone service with 1 and 2 servers,
+//! beside the same bytes sent through a plain tokio TCP socket on loopback.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use angel_client::{MatrixSpec, PsClient, PsError, Result};
+use clap::{Args, Subcommand};
+use comfy_table::Table;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::standalone::{Standalone, StandaloneConfig};
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Sparse and dense pull/push throughput, with a raw-TCP bound for comparison.
+    Ps(PsBenchArgs),
+}
+
+/// Flags of `angel-ps bench ps`.
+#[derive(Debug, Args)]
+pub struct PsBenchArgs {
+    /// Server counts to measure, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub servers: Vec<usize>,
+    /// Keys per sparse pull or push.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: usize,
+    /// Sparse keys are drawn uniformly from 0..key_space.
+    #[arg(long, default_value_t = 1_000_000_000)]
+    pub key_space: u64,
+    /// f32 elements of the dense row.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub dense: u64,
+    /// Timed repetitions of each sparse operation.
+    #[arg(long, default_value_t = 40)]
+    pub rounds: usize,
+    /// Timed repetitions of each dense operation.
+    #[arg(long, default_value_t = 10)]
+    pub dense_rounds: usize,
+    /// Also write the table, as Markdown, to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One measured operation.
+#[derive(Debug, Clone)]
+pub struct Measure {
+    /// Servers in the service.
+    pub servers: usize,
+    /// Operation name.
+    pub op: &'static str,
+    /// (key, value) pairs or elements per operation.
+    pub pairs: usize,
+    /// Payload bytes per operation (keys and values).
+    pub bytes: usize,
+    /// Mean seconds per operation.
+    pub secs: f64,
+    /// Mean seconds to move `bytes` through a raw TCP socket.
+    pub raw_secs: f64,
+}
+
+impl Measure {
+    /// Pairs (or elements) per second.
+    pub fn pairs_per_sec(&self) -> f64 {
+        self.pairs as f64 / self.secs
+    }
+    /// Payload megabytes per second.
+    pub fn mb_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.secs / 1e6
+    }
+}
+
+/// Runs a benchmark command.
+pub async fn run(command: BenchCommand) -> Result<()> {
+    match command {
+        BenchCommand::Ps(args) => ps(args).await,
+    }
+}
+
+async fn ps(args: PsBenchArgs) -> Result<()> {
+    let mut rows = Vec::new();
+    for &servers in &args.servers {
+        let service = Standalone::start(StandaloneConfig::new(servers)).await?;
+        let client = PsClient::connect(&service.master_addr()).await?;
+        rows.extend(measure_ps(&client, servers, &args).await?);
+        service.shutdown().await?;
+    }
+    let table = render(&rows);
+    println!("{table}");
+    if let Some(path) = &args.out {
+        std::fs::write(path, markdown(&rows))
+            .map_err(|e| PsError::Internal(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// Measures sparse push/pull and dense push/pull on one service.
+pub async fn measure_ps(
+    client: &PsClient,
+    servers: usize,
+    args: &PsBenchArgs,
+) -> Result<Vec<Measure>> {
+    let sparse = format!("bench_sparse_{servers}");
+    let dense = format!("bench_dense_{servers}");
+    client
+        .create_matrix(MatrixSpec::sparse(&sparse, 1, args.key_space))
+        .await?;
+    client
+        .create_matrix(MatrixSpec::dense(&dense, 1, args.dense))
+        .await?;
+    let mut rng = StdRng::seed_from_u64(42);
+    let keys: Vec<u64> = (0..args.keys)
+        .map(|_| rng.random_range(0..args.key_space))
+        .collect();
+    let values: Vec<f32> = (0..args.keys).map(|_| rng.random::<f32>()).collect();
+    let row: Vec<f32> = (0..args.dense).map(|i| i as f32).collect();
+    let total = 2 * (args.rounds + args.dense_rounds) as u64;
+    let bar = progress(total, &format!("bench ps, {servers} server(s)"));
+    let sparse_bytes = args.keys * 12;
+    let dense_bytes = args.dense as usize * 4;
+    let sparse_raw = raw_tcp_secs(sparse_bytes, args.rounds).await?;
+    let dense_raw = raw_tcp_secs(dense_bytes, args.dense_rounds).await?;
+    let mut out = Vec::new();
+    let mut add = |op, pairs, bytes, secs, raw_secs| {
+        out.push(Measure {
+            servers,
+            op,
+            pairs,
+            bytes,
+            secs,
+            raw_secs,
+        })
+    };
+    let secs = time(args.rounds, &bar, || {
+        client.push_keys(&sparse, 0, &keys, &values)
+    })
+    .await?;
+    add("sparse push", args.keys, sparse_bytes, secs, sparse_raw);
+    let secs = time(args.rounds, &bar, || async {
+        client.pull_keys::<f32>(&sparse, 0, &keys).await.map(drop)
+    })
+    .await?;
+    add("sparse pull", args.keys, sparse_bytes, secs, sparse_raw);
+    let secs = time(args.dense_rounds, &bar, || client.push_row(&dense, 0, &row)).await?;
+    add(
+        "dense push",
+        args.dense as usize,
+        dense_bytes,
+        secs,
+        dense_raw,
+    );
+    let secs = time(args.dense_rounds, &bar, || async {
+        client.pull_rows::<f32>(&dense, &[0]).await.map(drop)
+    })
+    .await?;
+    add(
+        "dense pull",
+        args.dense as usize,
+        dense_bytes,
+        secs,
+        dense_raw,
+    );
+    bar.finish_and_clear();
+    client.drop_matrix(&sparse).await?;
+    client.drop_matrix(&dense).await?;
+    Ok(out)
+}
+
+/// A progress bar with rate and ETA, drawn on stderr.
+pub fn progress(len: u64, message: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} ops, {per_sec}, ETA {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
+/// Mean seconds per call of `op` over `rounds` timed calls, after one warm-up call.
+pub async fn time<F, Fut>(rounds: usize, bar: &ProgressBar, mut op: F) -> Result<f64>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    op().await?;
+    let start = Instant::now();
+    for _ in 0..rounds.max(1) {
+        op().await?;
+        bar.inc(1);
+    }
+    Ok(start.elapsed().as_secs_f64() / rounds.max(1) as f64)
+}
+
+/// Mean seconds to send `bytes` over a loopback tokio TCP socket and get a one-byte reply:
+/// the bound any RPC moving the same payload can approach.
+pub async fn raw_tcp_secs(bytes: usize, rounds: usize) -> Result<f64> {
+    let io = |e: std::io::Error| PsError::Internal(format!("raw TCP baseline: {e}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    let echo = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await?;
+        socket.set_nodelay(true)?;
+        let mut buf = vec![0u8; bytes];
+        while socket.read_exact(&mut buf).await.is_ok() {
+            socket.write_all(&[1]).await?;
+        }
+        std::io::Result::Ok(())
+    });
+    let mut socket = tokio::net::TcpStream::connect(addr).await.map_err(io)?;
+    socket.set_nodelay(true).map_err(io)?;
+    let payload = vec![7u8; bytes];
+    let mut ack = [0u8; 1];
+    let mut secs = 0.0;
+    for round in 0..=rounds.max(1) {
+        let start = Instant::now();
+        socket.write_all(&payload).await.map_err(io)?;
+        socket.read_exact(&mut ack).await.map_err(io)?;
+        if round > 0 {
+            secs += start.elapsed().as_secs_f64();
+        }
+    }
+    drop(socket);
+    echo.await
+        .map_err(|e| PsError::Internal(format!("raw TCP baseline: {e}")))?
+        .map_err(io)?;
+    Ok(secs / rounds.max(1) as f64)
+}
+
+const HEADER: [&str; 8] = [
+    "servers",
+    "operation",
+    "pairs/op",
+    "MB/op",
+    "Mpairs/s",
+    "MB/s",
+    "raw TCP MB/s",
+    "ratio",
+];
+
+fn cells(m: &Measure) -> [String; 8] {
+    let raw_mb = m.bytes as f64 / m.raw_secs / 1e6;
+    [
+        m.servers.to_string(),
+        m.op.to_string(),
+        m.pairs.to_string(),
+        format!("{:.1}", m.bytes as f64 / 1e6),
+        format!("{:.2}", m.pairs_per_sec() / 1e6),
+        format!("{:.0}", m.mb_per_sec()),
+        format!("{raw_mb:.0}"),
+        format!("{:.2}", m.raw_secs / m.secs),
+    ]
+}
+
+/// The measurements as a terminal table.
+pub fn render(rows: &[Measure]) -> String {
+    let mut table = Table::new();
+    table.set_header(HEADER);
+    for m in rows {
+        table.add_row(cells(m));
+    }
+    table.to_string()
+}
+
+fn markdown(rows: &[Measure]) -> String {
+    let mut s = format!(
+        "| {} |\n|{}\n",
+        HEADER.join(" | "),
+        "---|".repeat(HEADER.len())
+    );
+    for m in rows {
+        s.push_str(&format!("| {} |\n", cells(m).join(" | ")));
+    }
+    s
+}

@@ -1,0 +1,76 @@
+//! The `angel-ps` command line: one binary for every role.
+//!
+//! - `master`, `server`, `standalone`: run the service ([`service`]).
+//! - `status`: the service as tables ([`status`]).
+//! - `demo`: a short PS smoke job with throughput ([`demo`]).
+//! - `bench ps`: the PS throughput table against a raw TCP baseline ([`bench`]).
+
+pub mod bench;
+pub mod demo;
+pub mod service;
+pub mod status;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A parameter server offered as a service.
+#[derive(Debug, Parser)]
+#[command(name = "angel-ps", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the master: the coordinator servers register with and clients ask for routes.
+    Master(service::MasterArgs),
+    /// Run one parameter server that registers with a master.
+    Server(service::ServerArgs),
+    /// Run a master and N servers in this process on 127.0.0.1, until Ctrl-C or SIGTERM.
+    Standalone(service::StandaloneArgs),
+    /// Show servers, matrices and partition sizes of a running service.
+    Status(status::StatusArgs),
+    /// Start an embedded service, run a short push/pull/PS-function job, print throughput.
+    Demo(demo::DemoArgs),
+    /// Benchmarks; each prints a table.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+/// Parses the command line, runs the command and maps errors to exit code 1.
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Master(args) => service::master(args).await,
+            Command::Server(args) => service::server(args).await,
+            Command::Standalone(args) => service::standalone(args).await,
+            Command::Status(args) => status::run(args).await,
+            Command::Demo(args) => demo::run(args).await,
+            Command::Bench(command) => bench::run(command).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

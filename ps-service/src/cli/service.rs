@@ -1,0 +1,104 @@
+//! `angel-ps master`, `server` and `standalone`. Each prints one line with its address on
+//! stdout once it is ready (scripts and tests wait for it), then runs until Ctrl-C / SIGTERM.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use angel_client::Result;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use crate::master::{MasterConfig, MasterNode};
+use crate::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
+use crate::psf::PsfRegistry;
+use crate::server::{ServerConfig, ServerNode};
+use crate::standalone::{Standalone, StandaloneConfig};
+
+/// Flags of `angel-ps master`.
+#[derive(Debug, Args)]
+pub struct MasterArgs {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "ANGEL_MASTER_BIND", default_value = "127.0.0.1:7077")]
+    pub bind: SocketAddr,
+    /// Blocks per server the default range partitioner aims for.
+    #[arg(long, env = "ANGEL_PARTS_PER_SERVER", default_value_t = 4)]
+    pub parts_per_server: u64,
+}
+
+/// Flags of `angel-ps server`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Master address (host:port).
+    #[arg(long, env = "ANGEL_MASTER")]
+    pub master: String,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, env = "ANGEL_SERVER_BIND", default_value = "127.0.0.1:0")]
+    pub bind: SocketAddr,
+    /// Address clients should use when it differs from --bind (for example with 0.0.0.0).
+    #[arg(long, env = "ANGEL_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Largest request accepted, in bytes; larger ones get RESOURCE_EXHAUSTED.
+    #[arg(long, env = "ANGEL_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Milliseconds between heartbeats to the master.
+    #[arg(long, env = "ANGEL_HEARTBEAT_MS", default_value_t = 1000)]
+    pub heartbeat_ms: u64,
+}
+
+/// Flags of `angel-ps standalone`.
+#[derive(Debug, Args)]
+pub struct StandaloneArgs {
+    /// Number of servers to run beside the master.
+    #[arg(long, env = "ANGEL_SERVERS", default_value_t = 2)]
+    pub servers: usize,
+    /// Master address to listen on (port 0 picks a free port); servers take free ports.
+    #[arg(long, env = "ANGEL_MASTER_BIND", default_value = "127.0.0.1:7077")]
+    pub bind: SocketAddr,
+    /// Largest request a server accepts, in bytes.
+    #[arg(long, env = "ANGEL_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+}
+
+/// Runs the master until a signal.
+pub async fn master(args: MasterArgs) -> Result<()> {
+    let shutdown = CancellationToken::new();
+    net::cancel_on_signal(shutdown.clone());
+    let config = MasterConfig {
+        parts_per_server: args.parts_per_server,
+        ..MasterConfig::new(args.bind)
+    };
+    let node = MasterNode::start(config, shutdown).await?;
+    println!("angel-ps master listening on {}", node.addr);
+    node.wait().await
+}
+
+/// Runs one server until a signal.
+pub async fn server(args: ServerArgs) -> Result<()> {
+    let shutdown = CancellationToken::new();
+    net::cancel_on_signal(shutdown.clone());
+    let config = ServerConfig {
+        bind: args.bind,
+        advertise: args.advertise,
+        max_message_bytes: args.max_message_bytes,
+        heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
+        ..ServerConfig::new(args.master)
+    };
+    let node = ServerNode::start(config, PsfRegistry::builtin(), shutdown).await?;
+    println!("angel-ps server {} listening on {}", node.id, node.addr);
+    node.wait().await
+}
+
+/// Runs master and servers in this process until a signal.
+pub async fn standalone(args: StandaloneArgs) -> Result<()> {
+    let config = StandaloneConfig {
+        bind: args.bind,
+        max_message_bytes: args.max_message_bytes,
+        ..StandaloneConfig::new(args.servers)
+    };
+    let service = Standalone::start(config).await?;
+    net::cancel_on_signal(service.shutdown_token());
+    println!("angel-ps master listening on {}", service.master_addr());
+    service.wait().await?;
+    eprintln!("angel-ps standalone stopped");
+    Ok(())
+}

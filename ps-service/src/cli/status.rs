@@ -1,0 +1,85 @@
+//! `angel-ps status`: servers, matrices and partition sizes as tables.
+
+use std::collections::HashMap;
+
+use angel_client::{PsClient, Result};
+use angel_proto::StatusReply;
+use clap::Args;
+use comfy_table::Table;
+
+/// Flags of `angel-ps status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Master address (host:port).
+    #[arg(long, env = "ANGEL_MASTER")]
+    pub master: String,
+}
+
+/// Prints the service's status.
+pub async fn run(args: StatusArgs) -> Result<()> {
+    let client = PsClient::connect(&args.master).await?;
+    print!("{}", render(&client.status().await?));
+    Ok(())
+}
+
+/// The status as two tables: servers, then matrices.
+pub fn render(status: &StatusReply) -> String {
+    let map = status.map.clone().unwrap_or_default();
+    let mut per_matrix: HashMap<u32, (u64, u64)> = HashMap::new();
+    let mut servers = Table::new();
+    servers.set_header([
+        "server",
+        "address",
+        "state",
+        "heartbeat",
+        "partitions",
+        "elements",
+        "bytes",
+    ]);
+    for s in &status.servers {
+        let (elements, bytes) = s.partitions.iter().fold((0, 0), |(e, b), p| {
+            let m = per_matrix.entry(p.matrix_id).or_default();
+            (m.0, m.1) = (m.0 + p.elements, m.1 + p.bytes);
+            (e + p.elements, b + p.bytes)
+        });
+        let state = if s.reachable {
+            "up".to_string()
+        } else {
+            format!("unreachable: {}", s.error)
+        };
+        servers.add_row([
+            s.server_id.to_string(),
+            s.addr.clone(),
+            state,
+            format!("{} ms ago", s.last_heartbeat_ms),
+            s.partitions.len().to_string(),
+            elements.to_string(),
+            bytes.to_string(),
+        ]);
+    }
+    let mut matrices = Table::new();
+    matrices.set_header([
+        "matrix",
+        "id",
+        "shape",
+        "type",
+        "storage",
+        "partitions",
+        "elements",
+        "bytes",
+    ]);
+    for m in &map.matrices {
+        let (elements, bytes) = per_matrix.get(&m.id).copied().unwrap_or_default();
+        matrices.add_row([
+            m.name.clone(),
+            m.id.to_string(),
+            format!("{} x {}", m.rows, m.cols),
+            format!("{:?}", m.value_type()),
+            format!("{:?}", m.storage()),
+            m.partitions.len().to_string(),
+            elements.to_string(),
+            bytes.to_string(),
+        ]);
+    }
+    format!("partition map epoch {}\n{servers}\n{matrices}\n", map.epoch)
+}

@@ -1,0 +1,25 @@
+//! angel-ps: a parameter server offered as a service.
+//!
+//! # Layout
+//!
+//! - [`master`]: the coordinator: servers, matrices, the partition map and its epoch.
+//! - [`server`]: a parameter server: hosts partitions, answers pull / push / PS functions.
+//! - [`storage`]: how a server holds partitions: dense arrays and compact sparse maps.
+//! - [`psf`]: PS functions, the built-ins and the trait users implement for their own.
+//! - [`standalone`]: master and servers in one process on 127.0.0.1.
+//! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
+//! - [`cli`]: the `angel-ps` command (master, server, standalone, status, demo, bench).
+//!
+//! Clients use the `angel-client` crate; this crate never depends on a SQL engine on the
+//! server side.
+
+pub mod cli;
+pub mod master;
+pub mod net;
+pub mod psf;
+pub mod server;
+pub mod standalone;
+pub mod storage;
+
+pub use psf::{PsFunction, PsfContext, PsfRegistry};
+pub use standalone::{Standalone, StandaloneConfig};

@@ -1,0 +1,14 @@
+//! The master: the one coordinator of a service.
+//!
+//! - [`partitioner`]: [`Partitioner`], which cuts a new matrix into blocks, and the default
+//!   [`RangePartitioner`].
+//! - [`service`]: the gRPC handlers: server registration and heartbeats, matrix
+//!   create/drop/describe, the partition map (with its epoch) and status.
+//! - [`node`]: [`MasterNode`], which binds and serves.
+
+pub mod node;
+pub mod partitioner;
+pub mod service;
+
+pub use node::{MasterConfig, MasterNode};
+pub use partitioner::{BlockRange, Partitioner, RangePartitioner};

@@ -1,0 +1,72 @@
+//! [`MasterNode`]: binds and serves the master until shut down.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use angel_client::{PsError, Result};
+use angel_proto::master_server::MasterServer;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::service::MasterService;
+use super::{Partitioner, RangePartitioner};
+use crate::net;
+
+/// How to start a master.
+#[derive(Clone)]
+pub struct MasterConfig {
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Blocks per server the default partitioner aims for.
+    pub parts_per_server: u64,
+    /// Partitioners besides "range", selectable by name in create requests.
+    pub partitioners: Vec<Arc<dyn Partitioner>>,
+}
+
+impl MasterConfig {
+    /// Defaults, listening on `bind`.
+    pub fn new(bind: SocketAddr) -> Self {
+        MasterConfig {
+            bind,
+            parts_per_server: 4,
+            partitioners: Vec::new(),
+        }
+    }
+}
+
+/// A running master.
+pub struct MasterNode {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    task: JoinHandle<Result<()>>,
+}
+
+impl MasterNode {
+    /// Binds and serves until `shutdown` is cancelled.
+    pub async fn start(config: MasterConfig, shutdown: CancellationToken) -> Result<Self> {
+        let (incoming, addr) = net::bind(config.bind).await?;
+        let mut partitioners: Vec<Arc<dyn Partitioner>> = vec![Arc::new(RangePartitioner {
+            parts_per_server: config.parts_per_server,
+        })];
+        partitioners.extend(config.partitioners);
+        let service = MasterServer::new(MasterService::new(partitioners))
+            .max_decoding_message_size(net::DEFAULT_MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(usize::MAX);
+        let task = tokio::spawn(async move {
+            net::grpc_server()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+                .await
+                .map_err(|e| PsError::Internal(format!("master stopped: {e}")))
+        });
+        tracing::info!(%addr, "master started");
+        Ok(MasterNode { addr, task })
+    }
+
+    /// Waits until the master has shut down.
+    pub async fn wait(self) -> Result<()> {
+        self.task
+            .await
+            .map_err(|e| PsError::Internal(format!("master task failed: {e}")))?
+    }
+}

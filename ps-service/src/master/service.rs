@@ -1,0 +1,412 @@
+//! The master's gRPC handlers and the state behind them: servers, matrices, and the epoch
+//! of the partition map, which increases on every change.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use angel_client::client::WINDOW;
+use angel_client::{Layout, PsError, Result, StorageKind, ValueType};
+use angel_proto::master_server::Master;
+use angel_proto::server_client::ServerClient;
+use angel_proto::{
+    CreateMatrixRequest, CreatePartitionsRequest, DescribeMatrixRequest, DropMatrixReply,
+    DropMatrixRequest, DropPartitionsRequest, GetPartitionMapRequest, HeartbeatReply,
+    HeartbeatRequest, MatrixMeta, Partition, PartitionMap, RegisterServerReply,
+    RegisterServerRequest, ServerInfo, ServerStatus, StatsRequest, StatusReply, StatusRequest,
+};
+use parking_lot::Mutex;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+
+use super::Partitioner;
+
+/// Largest column count: keys are below 2^63 so u64::MAX stays free as a storage marker.
+pub const MAX_COLS: u64 = 1 << 63;
+/// Largest row count of one matrix.
+pub const MAX_ROWS: u64 = 1 << 24;
+/// Longest matrix name.
+const MAX_NAME: usize = 256;
+/// Deadline of master -> server calls.
+const SERVER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Deadline of the per-server statistics gathered for `status`.
+const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+struct ServerEntry {
+    addr: String,
+    last_seen: Instant,
+    rpc: ServerClient<Channel>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    epoch: u64,
+    next_server: u32,
+    next_matrix: u32,
+    servers: BTreeMap<u32, ServerEntry>,
+    matrices: BTreeMap<String, MatrixMeta>,
+}
+
+impl State {
+    fn map(&self) -> PartitionMap {
+        PartitionMap {
+            epoch: self.epoch,
+            servers: self
+                .servers
+                .iter()
+                .map(|(&id, s)| ServerInfo {
+                    id,
+                    addr: s.addr.clone(),
+                })
+                .collect(),
+            matrices: self.matrices.values().cloned().collect(),
+        }
+    }
+
+    fn matrix(&self, name: &str) -> Result<&MatrixMeta> {
+        self.matrices.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.matrices.keys().map(String::as_str).collect();
+            PsError::NotFound(format!(
+                "no matrix named '{name}' (known: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
+    }
+}
+
+/// The master's gRPC service.
+pub struct MasterService {
+    state: Mutex<State>,
+    /// Serialises matrix creation so names and ids are decided once.
+    creating: tokio::sync::Mutex<()>,
+    partitioners: BTreeMap<String, Arc<dyn Partitioner>>,
+}
+
+impl MasterService {
+    /// A master with the given partitioners (by name).
+    pub fn new(partitioners: Vec<Arc<dyn Partitioner>>) -> Self {
+        MasterService {
+            state: Mutex::new(State::default()),
+            creating: tokio::sync::Mutex::new(()),
+            partitioners: partitioners
+                .into_iter()
+                .map(|p| (p.name().to_string(), p))
+                .collect(),
+        }
+    }
+
+    fn register(&self, addr: String) -> Result<RegisterServerReply> {
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| PsError::InvalidArgument(format!("bad server address '{addr}': {e}")))?
+            .timeout(SERVER_CALL_TIMEOUT)
+            .initial_stream_window_size(Some(WINDOW))
+            .initial_connection_window_size(Some(WINDOW));
+        let rpc = ServerClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let mut state = self.state.lock();
+        let id = state.next_server;
+        state.next_server += 1;
+        state.epoch += 1;
+        state.servers.insert(
+            id,
+            ServerEntry {
+                addr: addr.clone(),
+                last_seen: Instant::now(),
+                rpc,
+            },
+        );
+        tracing::info!(id, %addr, "server registered");
+        Ok(RegisterServerReply {
+            server_id: id,
+            epoch: state.epoch,
+        })
+    }
+
+    fn heartbeat(&self, server_id: u32) -> Result<HeartbeatReply> {
+        let mut state = self.state.lock();
+        let epoch = state.epoch;
+        let server = state.servers.get_mut(&server_id).ok_or_else(|| {
+            PsError::NotFound(format!(
+                "server {server_id} is not registered with this master"
+            ))
+        })?;
+        server.last_seen = Instant::now();
+        Ok(HeartbeatReply { epoch })
+    }
+
+    async fn create(&self, request: CreateMatrixRequest) -> Result<MatrixMeta> {
+        let _creating = self.creating.lock().await;
+        let (meta, servers) = self.plan(&request)?;
+        let epoch = self.state.lock().epoch + 1;
+        let mut placed = Vec::new();
+        let mut failure = None;
+        let calls = servers.iter().map(|(&id, (entry, pids))| {
+            let mut rpc = entry.rpc.clone();
+            let call = CreatePartitionsRequest {
+                matrix: Some(meta.clone()),
+                partition_ids: pids.clone(),
+                epoch,
+            };
+            async move { (id, entry.addr.clone(), rpc.create_partitions(call).await) }
+        });
+        for (id, addr, result) in futures::future::join_all(calls).await {
+            match result {
+                Ok(_) => placed.push(id),
+                Err(status) => {
+                    failure = Some(PsError::from_status(status, &format!("server {addr}")))
+                }
+            }
+        }
+        if let Some(err) = failure {
+            self.drop_on(&servers, &placed, meta.id, epoch).await;
+            return Err(err);
+        }
+        let mut state = self.state.lock();
+        state.epoch = epoch;
+        state.matrices.insert(meta.name.clone(), meta.clone());
+        tracing::info!(name = %meta.name, partitions = meta.partitions.len(), "matrix created");
+        Ok(meta)
+    }
+
+    /// Validates a create request and decides blocks, ids and placement.
+    #[allow(clippy::type_complexity)]
+    fn plan(
+        &self,
+        r: &CreateMatrixRequest,
+    ) -> Result<(MatrixMeta, BTreeMap<u32, (ServerEntry, Vec<u32>)>)> {
+        validate(r)?;
+        let name = if r.partitioner.is_empty() {
+            "range"
+        } else {
+            &r.partitioner
+        };
+        let partitioner = self.partitioners.get(name).ok_or_else(|| {
+            PsError::NotFound(format!(
+                "no partitioner named '{name}' (registered: {})",
+                self.partitioners
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let mut state = self.state.lock();
+        if state.matrices.contains_key(&r.name) {
+            return Err(PsError::AlreadyExists(format!(
+                "matrix '{}' already exists",
+                r.name
+            )));
+        }
+        if state.servers.is_empty() {
+            return Err(PsError::Unavailable(
+                "no servers have registered with the master".into(),
+            ));
+        }
+        let ids: Vec<u32> = state.servers.keys().copied().collect();
+        let blocks = partitioner.partition(r, ids.len())?;
+        let id = state.next_matrix;
+        state.next_matrix += 1;
+        let partitions: Vec<Partition> = blocks
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| Partition {
+                id: i as u32,
+                row_start: b.rows.start,
+                row_end: b.rows.end,
+                col_start: b.cols.start,
+                col_end: b.cols.end,
+                server_id: ids[i % ids.len()],
+            })
+            .collect();
+        let meta = MatrixMeta {
+            id,
+            name: r.name.clone(),
+            rows: r.rows,
+            cols: r.cols,
+            value_type: r.value_type,
+            storage: r.storage,
+            partitioner: name.to_string(),
+            partitions,
+        };
+        Layout::new(&meta).map_err(|e| {
+            PsError::InvalidArgument(format!("partitioner '{name}' returned a bad layout: {e}"))
+        })?;
+        let mut servers: BTreeMap<u32, (ServerEntry, Vec<u32>)> = BTreeMap::new();
+        for p in &meta.partitions {
+            servers
+                .entry(p.server_id)
+                .or_insert_with(|| (state.servers[&p.server_id].clone(), Vec::new()))
+                .1
+                .push(p.id);
+        }
+        Ok((meta, servers))
+    }
+
+    async fn drop_on(
+        &self,
+        servers: &BTreeMap<u32, (ServerEntry, Vec<u32>)>,
+        which: &[u32],
+        matrix_id: u32,
+        epoch: u64,
+    ) {
+        let calls = which.iter().map(|id| {
+            let entry = servers[id].0.clone();
+            async move {
+                let request = DropPartitionsRequest { matrix_id, epoch };
+                if let Err(status) = entry.rpc.clone().drop_partitions(request).await {
+                    tracing::warn!(addr = %entry.addr, %status, "could not free partitions");
+                }
+            }
+        });
+        futures::future::join_all(calls).await;
+    }
+
+    async fn drop_matrix(&self, name: &str) -> Result<()> {
+        let (meta, epoch, servers) = {
+            let mut state = self.state.lock();
+            let meta = state.matrix(name)?.clone();
+            state.matrices.remove(name);
+            state.epoch += 1;
+            let servers: BTreeMap<u32, (ServerEntry, Vec<u32>)> = state
+                .servers
+                .iter()
+                .map(|(&id, s)| (id, (s.clone(), Vec::new())))
+                .collect();
+            (meta, state.epoch, servers)
+        };
+        let ids: Vec<u32> = servers.keys().copied().collect();
+        self.drop_on(&servers, &ids, meta.id, epoch).await;
+        tracing::info!(%name, "matrix dropped");
+        Ok(())
+    }
+
+    async fn status(&self) -> StatusReply {
+        let (map, servers) = {
+            let state = self.state.lock();
+            (state.map(), state.servers.clone())
+        };
+        let calls = servers.into_iter().map(|(id, s)| async move {
+            let mut status = ServerStatus {
+                server_id: id,
+                addr: s.addr.clone(),
+                last_heartbeat_ms: s.last_seen.elapsed().as_millis() as u64,
+                ..Default::default()
+            };
+            let mut request = Request::new(StatsRequest {});
+            request.set_timeout(STATUS_TIMEOUT);
+            match s.rpc.clone().stats(request).await {
+                Ok(reply) => {
+                    status.reachable = true;
+                    status.partitions = reply.into_inner().partitions;
+                }
+                Err(e) => status.error = PsError::from_status(e, &s.addr).to_string(),
+            }
+            status
+        });
+        StatusReply {
+            map: Some(map),
+            servers: futures::future::join_all(calls).await,
+        }
+    }
+}
+
+fn validate(r: &CreateMatrixRequest) -> Result<()> {
+    let bad = |why: String| {
+        Err(PsError::InvalidArgument(format!(
+            "matrix '{}': {why}",
+            r.name
+        )))
+    };
+    if r.name.is_empty() || r.name.len() > MAX_NAME {
+        return Err(PsError::InvalidArgument(format!(
+            "a matrix name must have 1 to {MAX_NAME} bytes, got {}",
+            r.name.len()
+        )));
+    }
+    if r.rows == 0 || r.cols == 0 {
+        return bad(format!("shape {} x {} has no elements", r.rows, r.cols));
+    }
+    if r.rows > MAX_ROWS {
+        return bad(format!("{} rows is over the limit of {MAX_ROWS}", r.rows));
+    }
+    if r.cols > MAX_COLS {
+        return bad(format!("{} columns is over the limit of 2^63", r.cols));
+    }
+    if !matches!(ValueType::try_from(r.value_type), Ok(t) if t != ValueType::Unspecified) {
+        return bad(format!(
+            "value type {} is not one of F32, F64, I64",
+            r.value_type
+        ));
+    }
+    if !matches!(StorageKind::try_from(r.storage), Ok(k) if k != StorageKind::Unspecified) {
+        return bad(format!("storage kind {} is not DENSE or SPARSE", r.storage));
+    }
+    Ok(())
+}
+
+fn answer<T>(result: Result<T>) -> std::result::Result<Response<T>, Status> {
+    result.map(Response::new).map_err(Status::from)
+}
+
+#[tonic::async_trait]
+impl Master for MasterService {
+    async fn register_server(
+        &self,
+        request: Request<RegisterServerRequest>,
+    ) -> std::result::Result<Response<RegisterServerReply>, Status> {
+        answer(self.register(request.into_inner().addr))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> std::result::Result<Response<HeartbeatReply>, Status> {
+        answer(self.heartbeat(request.into_inner().server_id))
+    }
+
+    async fn create_matrix(
+        &self,
+        request: Request<CreateMatrixRequest>,
+    ) -> std::result::Result<Response<MatrixMeta>, Status> {
+        answer(self.create(request.into_inner()).await)
+    }
+
+    async fn drop_matrix(
+        &self,
+        request: Request<DropMatrixRequest>,
+    ) -> std::result::Result<Response<DropMatrixReply>, Status> {
+        answer(
+            self.drop_matrix(&request.into_inner().name)
+                .await
+                .map(|()| DropMatrixReply {}),
+        )
+    }
+
+    async fn describe_matrix(
+        &self,
+        request: Request<DescribeMatrixRequest>,
+    ) -> std::result::Result<Response<MatrixMeta>, Status> {
+        let name = request.into_inner().name;
+        answer(self.state.lock().matrix(&name).cloned())
+    }
+
+    async fn get_partition_map(
+        &self,
+        _request: Request<GetPartitionMapRequest>,
+    ) -> std::result::Result<Response<PartitionMap>, Status> {
+        Ok(Response::new(self.state.lock().map()))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<StatusRequest>,
+    ) -> std::result::Result<Response<StatusReply>, Status> {
+        Ok(Response::new(self.status().await))
+    }
+}

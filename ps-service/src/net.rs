@@ -1,0 +1,51 @@
+//! Network plumbing shared by the master and the servers: listeners, tonic settings,
+//! and shutdown on Ctrl-C / SIGTERM.
+
+use std::net::SocketAddr;
+
+use angel_client::client::WINDOW;
+use angel_client::{PsError, Result};
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
+
+/// Default request size limit (bytes) for servers and the master.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// Binds `addr` (port 0 picks a free port) and returns the listener with its real address.
+pub async fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| PsError::Unavailable(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| PsError::Internal(format!("listener on {addr} has no address: {e}")))?;
+    Ok((TcpIncoming::from(listener).with_nodelay(Some(true)), local))
+}
+
+/// A tonic server tuned for bulk transfers (large HTTP/2 windows and frames).
+pub fn grpc_server() -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .initial_stream_window_size(WINDOW)
+        .initial_connection_window_size(WINDOW)
+        .max_frame_size(Some((1 << 24) - 1))
+}
+
+/// Cancels `token` on Ctrl-C or SIGTERM.
+pub fn cancel_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler installs");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        token.cancel();
+    });
+}

@@ -1,0 +1,245 @@
+//! PS functions: operators that run on the servers, next to the data.
+//!
+//! A PS function implements [`PsFunction`]. The client sends its name, operands (rows of
+//! matrices that share a partition layout) and scalar arguments; each server runs it once per
+//! block it holds, through a [`PsfContext`], and the client merges the per-block results with
+//! the function's [`Merge`]. Users add functions by registering them in a [`PsfRegistry`] when
+//! they build a server: no server code changes.
+//!
+//! - [`aggregate`]: sum, nnz, norm2, min, max, dot.
+//! - [`elementwise`]: axpy, copy, add, sub, mul, div, scale.
+//! - [`init`]: fill, zero, random uniform and normal initialisation.
+
+pub mod aggregate;
+pub mod elementwise;
+pub mod init;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+
+use angel_client::{Merge, PsError, Result};
+
+use crate::server::partition::Partition;
+use crate::storage::{RowView, RowViewMut};
+use crate::with_block;
+
+/// A server-side operator over rows of one or more matrices.
+pub trait PsFunction: Send + Sync + 'static {
+    /// The name clients call it by.
+    fn name(&self) -> &str;
+
+    /// How results from different blocks combine (default: element-wise sum).
+    fn merge(&self) -> Merge {
+        Merge::Sum
+    }
+
+    /// Runs on one block. Returns this block's partial result (empty for pure updates).
+    fn apply(&self, ctx: &PsfContext<'_>) -> Result<Vec<f64>>;
+}
+
+/// What a PS function sees of one block: its operands' rows and the call's arguments.
+///
+/// Each access locks only the partition it touches, for as long as the closure runs, so a
+/// function never holds two locks and cannot deadlock; a function that reads one operand and
+/// writes another reads into a [`RowCopy`] first.
+pub struct PsfContext<'a> {
+    name: &'a str,
+    operands: Vec<(Arc<Partition>, u64)>,
+    args: &'a [f64],
+}
+
+impl<'a> PsfContext<'a> {
+    pub(crate) fn new(
+        name: &'a str,
+        operands: Vec<(Arc<Partition>, u64)>,
+        args: &'a [f64],
+    ) -> Self {
+        PsfContext {
+            name,
+            operands,
+            args,
+        }
+    }
+
+    /// Checks the number of operands, naming them in the error.
+    pub fn expect_operands(&self, names: &[&str]) -> Result<()> {
+        if self.operands.len() == names.len() {
+            return Ok(());
+        }
+        Err(PsError::InvalidArgument(format!(
+            "PS function '{}' takes {} operand(s) ({}), got {}",
+            self.name,
+            names.len(),
+            names.join(", "),
+            self.operands.len()
+        )))
+    }
+
+    /// Argument `i`, or INVALID_ARGUMENT naming it.
+    pub fn arg(&self, i: usize, what: &str) -> Result<f64> {
+        self.args.get(i).copied().ok_or_else(|| {
+            PsError::InvalidArgument(format!(
+                "PS function '{}' needs argument {i} ({what})",
+                self.name
+            ))
+        })
+    }
+
+    /// Column range of this block.
+    pub fn cols(&self) -> Range<u64> {
+        self.operands[0].0.cols.clone()
+    }
+
+    /// A number unique to this block of operand 0 (matrix, partition, row): with a user seed
+    /// it makes random initialisation deterministic whatever the number of servers.
+    pub fn block_seed(&self) -> u64 {
+        let (part, row) = &self.operands[0];
+        (u64::from(part.matrix.id) << 48) ^ (u64::from(part.id) << 32) ^ row
+    }
+
+    /// Name of the matrix of operand `i`.
+    pub fn matrix_name(&self, i: usize) -> &str {
+        &self.operands[i].0.matrix.name
+    }
+
+    /// Reads operand `i`'s row under a read lock.
+    pub fn read<R>(&self, i: usize, f: impl FnOnce(&dyn RowView) -> R) -> R {
+        let (part, row) = &self.operands[i];
+        let block = part.data.read();
+        with_block!(&*block, b => f(&b.row_ref(*row)))
+    }
+
+    /// Writes operand `i`'s row under a write lock.
+    pub fn write<R>(&self, i: usize, f: impl FnOnce(&mut dyn RowViewMut) -> R) -> R {
+        let (part, row) = &self.operands[i];
+        let mut block = part.data.write();
+        with_block!(&mut *block, b => f(&mut b.row_mut(*row)))
+    }
+
+    /// A copy of operand `i`'s row, for functions that read one operand and write another.
+    pub fn copy(&self, i: usize) -> RowCopy {
+        self.read(i, RowCopy::of)
+    }
+}
+
+/// An owned copy of one row of one block.
+#[derive(Debug, Clone)]
+pub struct RowCopy {
+    cols: Range<u64>,
+    data: RowCopyData,
+}
+
+#[derive(Debug, Clone)]
+enum RowCopyData {
+    Dense(Vec<f64>),
+    Sparse(HashMap<u64, f64>),
+}
+
+impl RowCopy {
+    /// Copies a row.
+    pub fn of(row: &dyn RowView) -> Self {
+        let data = if row.is_dense() {
+            let mut values = Vec::with_capacity(row.stored() as usize);
+            row.for_each(&mut |_, v| values.push(v));
+            RowCopyData::Dense(values)
+        } else {
+            let mut map = HashMap::with_capacity(row.stored() as usize);
+            row.for_each(&mut |k, v| {
+                map.insert(k, v);
+            });
+            RowCopyData::Sparse(map)
+        };
+        RowCopy {
+            cols: row.cols(),
+            data,
+        }
+    }
+}
+
+impl RowView for RowCopy {
+    fn cols(&self) -> Range<u64> {
+        self.cols.clone()
+    }
+
+    fn is_dense(&self) -> bool {
+        matches!(self.data, RowCopyData::Dense(_))
+    }
+
+    fn get(&self, col: u64) -> f64 {
+        match &self.data {
+            RowCopyData::Dense(v) if self.cols.contains(&col) => {
+                v[(col - self.cols.start) as usize]
+            }
+            RowCopyData::Dense(_) => 0.0,
+            RowCopyData::Sparse(m) => m.get(&col).copied().unwrap_or(0.0),
+        }
+    }
+
+    fn contains(&self, col: u64) -> bool {
+        match &self.data {
+            RowCopyData::Dense(_) => self.cols.contains(&col),
+            RowCopyData::Sparse(m) => m.contains_key(&col),
+        }
+    }
+
+    fn for_each(&self, f: &mut dyn FnMut(u64, f64)) {
+        match &self.data {
+            RowCopyData::Dense(v) => self.cols.clone().zip(v).for_each(|(c, &x)| f(c, x)),
+            RowCopyData::Sparse(m) => m.iter().for_each(|(&c, &x)| f(c, x)),
+        }
+    }
+
+    fn stored(&self) -> u64 {
+        match &self.data {
+            RowCopyData::Dense(v) => v.len() as u64,
+            RowCopyData::Sparse(m) => m.len() as u64,
+        }
+    }
+}
+
+/// The PS functions a server can run, by name.
+#[derive(Clone)]
+pub struct PsfRegistry {
+    functions: BTreeMap<String, Arc<dyn PsFunction>>,
+}
+
+impl PsfRegistry {
+    /// A registry holding every built-in function.
+    pub fn builtin() -> Self {
+        let mut registry = PsfRegistry {
+            functions: BTreeMap::new(),
+        };
+        aggregate::register(&mut registry);
+        elementwise::register(&mut registry);
+        init::register(&mut registry);
+        registry
+    }
+
+    /// Adds (or replaces) a function under its name.
+    pub fn register(&mut self, function: impl PsFunction) -> &mut Self {
+        self.functions
+            .insert(function.name().to_string(), Arc::new(function));
+        self
+    }
+
+    /// The function named `name`, or NOT_FOUND listing what is registered.
+    pub fn get(&self, name: &str) -> Result<Arc<dyn PsFunction>> {
+        self.functions.get(name).cloned().ok_or_else(|| {
+            PsError::NotFound(format!(
+                "no PS function named '{name}' (registered: {})",
+                self.functions
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+    }
+}
+
+impl Default for PsfRegistry {
+    fn default() -> Self {
+        Self::builtin()
+    }
+}

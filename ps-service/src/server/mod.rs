@@ -1,0 +1,12 @@
+//! The parameter server: holds partitions and answers pull, push and PS-function calls.
+//!
+//! - [`partition`]: [`partition::Partition`], one hosted block with its lock, and
+//!   [`partition::Partitions`], everything this server hosts.
+//! - [`service`]: the gRPC handlers (validation first, then storage).
+//! - [`node`]: [`ServerNode`], which binds, registers with the master and heartbeats.
+
+pub mod node;
+pub mod partition;
+pub mod service;
+
+pub use node::{ServerConfig, ServerNode};

@@ -1,0 +1,151 @@
+//! [`ServerNode`]: starts one parameter server: bind, register with the master, serve,
+//! and heartbeat until shut down.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use angel_client::{PsError, Result};
+use angel_proto::master_client::MasterClient;
+use angel_proto::server_server::ServerServer;
+use angel_proto::{HeartbeatRequest, RegisterServerRequest};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::partition::Partitions;
+use super::service::ServerService;
+use crate::net;
+use crate::psf::PsfRegistry;
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Master address (`host:port`).
+    pub master: String,
+    /// Address to listen on; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Address clients should use, when it differs from the bound one (NAT, 0.0.0.0).
+    pub advertise: Option<String>,
+    /// Largest request accepted, in bytes.
+    pub max_message_bytes: usize,
+    /// Time between heartbeats.
+    pub heartbeat: Duration,
+    /// How long to keep trying to reach the master at start-up.
+    pub register_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults for a server of the master at `master`, on a free local port.
+    pub fn new(master: impl Into<String>) -> Self {
+        ServerConfig {
+            master: master.into(),
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertise: None,
+            max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
+            heartbeat: Duration::from_secs(1),
+            register_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A running server.
+pub struct ServerNode {
+    /// Id the master assigned.
+    pub id: u32,
+    /// Address clients reach it at.
+    pub addr: String,
+    task: JoinHandle<Result<()>>,
+}
+
+impl ServerNode {
+    /// Binds, registers with the master and serves until `shutdown` is cancelled.
+    pub async fn start(
+        config: ServerConfig,
+        psfs: PsfRegistry,
+        shutdown: CancellationToken,
+    ) -> Result<Self> {
+        let (incoming, local) = net::bind(config.bind).await?;
+        let addr = config
+            .advertise
+            .clone()
+            .unwrap_or_else(|| local.to_string());
+        let mut master = connect_master(&config).await?;
+        let reply = master
+            .register_server(RegisterServerRequest { addr: addr.clone() })
+            .await
+            .map_err(|s| PsError::from_status(s, &format!("master {}", config.master)))?
+            .into_inner();
+        let parts = Arc::new(Partitions::default());
+        parts.observe_epoch(reply.epoch);
+        let id = reply.server_id;
+        let service = ServerService {
+            parts: parts.clone(),
+            psfs,
+            max_message_bytes: config.max_message_bytes,
+            server_id: id,
+        };
+        let grpc = ServerServer::new(service)
+            .max_decoding_message_size(config.max_message_bytes.saturating_mul(2))
+            .max_encoding_message_size(usize::MAX);
+        tokio::spawn(heartbeat(
+            master,
+            id,
+            parts,
+            config.heartbeat,
+            shutdown.clone(),
+        ));
+        let task = tokio::spawn(async move {
+            net::grpc_server()
+                .add_service(grpc)
+                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+                .await
+                .map_err(|e| PsError::Internal(format!("server {id} stopped: {e}")))
+        });
+        tracing::info!(id, %addr, "server started");
+        Ok(ServerNode { id, addr, task })
+    }
+
+    /// Waits until the server has shut down.
+    pub async fn wait(self) -> Result<()> {
+        self.task
+            .await
+            .map_err(|e| PsError::Internal(format!("server task failed: {e}")))?
+    }
+}
+
+async fn connect_master(config: &ServerConfig) -> Result<MasterClient<tonic::transport::Channel>> {
+    let url = format!("http://{}", config.master);
+    let deadline = tokio::time::Instant::now() + config.register_timeout;
+    loop {
+        match MasterClient::connect(url.clone()).await {
+            Ok(client) => return Ok(client),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(PsError::Unavailable(format!(
+                    "master {} is unreachable after {:?}: {e}",
+                    config.master, config.register_timeout
+                )));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+async fn heartbeat(
+    mut master: MasterClient<tonic::transport::Channel>,
+    server_id: u32,
+    parts: Arc<Partitions>,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match master.heartbeat(HeartbeatRequest { server_id }).await {
+            Ok(reply) => parts.observe_epoch(reply.into_inner().epoch),
+            Err(status) => tracing::warn!(server_id, %status, "heartbeat to master failed"),
+        }
+    }
+}

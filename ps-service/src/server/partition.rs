@@ -1,0 +1,107 @@
+//! The partitions one server hosts, each behind its own lock so pushes to different
+//! partitions run in parallel and pushes to the same partition never lose an update.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use angel_client::{PsError, Result};
+use angel_proto::MatrixMeta;
+use parking_lot::RwLock;
+
+use crate::storage::AnyBlock;
+
+/// One hosted partition.
+#[derive(Debug)]
+pub struct Partition {
+    /// The matrix it belongs to (shared by its partitions on this server).
+    pub matrix: Arc<MatrixMeta>,
+    /// Partition id within the matrix.
+    pub id: u32,
+    /// Rows of the block.
+    pub rows: Range<u64>,
+    /// Columns of the block.
+    pub cols: Range<u64>,
+    /// The data.
+    pub data: RwLock<AnyBlock>,
+}
+
+impl Partition {
+    /// OUT_OF_RANGE unless `row` is in this block.
+    pub fn check_row(&self, row: u64) -> Result<()> {
+        if self.rows.contains(&row) {
+            return Ok(());
+        }
+        Err(PsError::OutOfRange(format!(
+            "row {row} is out of range for partition {} of matrix '{}' (rows {:?} of {})",
+            self.id, self.matrix.name, self.rows, self.matrix.rows
+        )))
+    }
+
+    /// OUT_OF_RANGE naming the first key outside this block's columns.
+    pub fn check_keys(&self, keys: &[u64]) -> Result<()> {
+        match keys.iter().find(|k| !self.cols.contains(k)) {
+            None => Ok(()),
+            Some(k) => Err(PsError::OutOfRange(format!(
+                "key {k} is out of range for partition {} of matrix '{}' (columns {:?} of {})",
+                self.id, self.matrix.name, self.cols, self.matrix.cols
+            ))),
+        }
+    }
+
+    /// Block width in columns.
+    pub fn width(&self) -> u64 {
+        self.cols.end - self.cols.start
+    }
+}
+
+/// Everything a server hosts, by (matrix id, partition id).
+#[derive(Debug, Default)]
+pub struct Partitions {
+    parts: RwLock<HashMap<(u32, u32), Arc<Partition>>>,
+    /// Newest partition-map epoch this server has seen.
+    epoch: AtomicU64,
+}
+
+impl Partitions {
+    /// Records a map epoch seen from the master.
+    pub fn observe_epoch(&self, epoch: u64) {
+        self.epoch.fetch_max(epoch, Ordering::Relaxed);
+    }
+
+    /// The partition, or FAILED_PRECONDITION telling the caller to refresh its map.
+    pub fn get(
+        &self,
+        matrix_id: u32,
+        partition_id: u32,
+        caller_epoch: u64,
+    ) -> Result<Arc<Partition>> {
+        if let Some(p) = self.parts.read().get(&(matrix_id, partition_id)) {
+            return Ok(p.clone());
+        }
+        Err(PsError::StaleMap(format!(
+            "partition {partition_id} of matrix {matrix_id} is not on this server (caller map \
+             epoch {caller_epoch}, server epoch {}); refresh the partition map",
+            self.epoch.load(Ordering::Relaxed)
+        )))
+    }
+
+    /// Adds partitions of a new matrix.
+    pub fn insert(&self, parts: Vec<Partition>) {
+        let mut map = self.parts.write();
+        for p in parts {
+            map.insert((p.matrix.id, p.id), Arc::new(p));
+        }
+    }
+
+    /// Removes every partition of `matrix_id`.
+    pub fn remove_matrix(&self, matrix_id: u32) {
+        self.parts.write().retain(|(m, _), _| *m != matrix_id);
+    }
+
+    /// Every hosted partition.
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        self.parts.read().values().cloned().collect()
+    }
+}

@@ -1,0 +1,296 @@
+//! The server's gRPC handlers. Each validates the whole request (value type, rows, keys,
+//! lengths, size) before touching storage, so a bad request changes nothing.
+
+use std::sync::Arc;
+
+use angel_client::value::value_size;
+use angel_client::{PsError, Result, StorageKind, ValueType, wire};
+use angel_proto::server_server::Server;
+use angel_proto::{
+    CreatePartitionsReply, CreatePartitionsRequest, DropPartitionsReply, DropPartitionsRequest,
+    PartitionStats, PsfReply, PsfRequest, PsfValues, PullReply, PullRequest, PushReply,
+    PushRequest, RowSlice, StatsReply, StatsRequest,
+};
+use prost::Message;
+use tonic::{Request, Response, Status};
+
+use super::partition::{Partition, Partitions};
+use crate::psf::{PsfContext, PsfRegistry};
+use crate::storage::AnyBlock;
+use crate::with_block;
+
+/// The state behind one server's gRPC service.
+pub struct ServerService {
+    /// Hosted partitions.
+    pub parts: Arc<Partitions>,
+    /// PS functions this server runs.
+    pub psfs: PsfRegistry,
+    /// Largest request accepted, in bytes.
+    pub max_message_bytes: usize,
+    /// Id the master gave this server.
+    pub server_id: u32,
+}
+
+/// A slice checked against its partition, ready to apply.
+struct Checked {
+    part: Arc<Partition>,
+    row: u64,
+    keys: Option<Vec<u64>>,
+    values: bytes::Bytes,
+}
+
+impl ServerService {
+    fn check_size(&self, request: &impl Message, verb: &str) -> Result<()> {
+        let len = request.encoded_len();
+        if len > self.max_message_bytes {
+            return Err(PsError::TooLarge(format!(
+                "{verb} request of {len} bytes is over this server's limit of {} bytes; \
+                 send fewer keys per call",
+                self.max_message_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Resolves and checks every slice of a pull or push.
+    fn check_slices(
+        &self,
+        matrix_id: u32,
+        value_type: i32,
+        epoch: u64,
+        slices: Vec<RowSlice>,
+        with_values: bool,
+    ) -> Result<Vec<Checked>> {
+        let mut checked = Vec::with_capacity(slices.len());
+        for s in slices {
+            let part = self.parts.get(matrix_id, s.partition_id, epoch)?;
+            let expected = part.matrix.value_type();
+            if value_type != expected as i32 {
+                return Err(PsError::InvalidArgument(format!(
+                    "matrix '{}' holds {expected:?} values; the request carries {:?}",
+                    part.matrix.name,
+                    ValueType::try_from(value_type).unwrap_or(ValueType::Unspecified)
+                )));
+            }
+            part.check_row(s.row)?;
+            let keys = match s.keys.is_empty() {
+                true => None,
+                false => {
+                    let keys = wire::decode_keys(&s.keys, "keys")?;
+                    part.check_keys(&keys)?;
+                    Some(keys)
+                }
+            };
+            if with_values {
+                let n = keys.as_ref().map_or(part.width(), |k| k.len() as u64);
+                let size = value_size(expected) as u64;
+                if s.values.len() as u64 != n * size {
+                    return Err(PsError::InvalidArgument(format!(
+                        "push to partition {} of matrix '{}': {} value bytes for {n} elements of \
+                         {size} bytes",
+                        part.id,
+                        part.matrix.name,
+                        s.values.len()
+                    )));
+                }
+            }
+            checked.push(Checked {
+                part,
+                row: s.row,
+                keys,
+                values: s.values,
+            });
+        }
+        Ok(checked)
+    }
+
+    fn pull_checked(&self, request: PullRequest) -> Result<PullReply> {
+        self.check_size(&request, "pull")?;
+        let epoch = request.caller.map_or(0, |c| c.map_epoch);
+        let checked = self.check_slices(
+            request.matrix_id,
+            request.value_type,
+            epoch,
+            request.slices,
+            false,
+        )?;
+        let slices = checked
+            .into_iter()
+            .map(|c| {
+                let block = c.part.data.read();
+                let (keys, values) = with_block!(&*block, b => b.pull(c.row, c.keys.as_deref()));
+                RowSlice {
+                    partition_id: c.part.id,
+                    row: c.row,
+                    keys,
+                    values,
+                }
+            })
+            .collect();
+        Ok(PullReply { slices })
+    }
+
+    fn push_checked(&self, request: PushRequest) -> Result<PushReply> {
+        self.check_size(&request, "push")?;
+        if request.codec != 0 {
+            return Err(PsError::InvalidArgument(format!(
+                "push codec {} is not supported by this server (supported: 0 = raw)",
+                request.codec
+            )));
+        }
+        let epoch = request.caller.map_or(0, |c| c.map_epoch);
+        let checked = self.check_slices(
+            request.matrix_id,
+            request.value_type,
+            epoch,
+            request.slices,
+            true,
+        )?;
+        for c in checked {
+            let mut block = c.part.data.write();
+            with_block!(&mut *block, b => b.push(c.row, c.keys.as_deref(), &c.values))?;
+        }
+        Ok(PushReply {})
+    }
+
+    fn psf_checked(&self, request: PsfRequest) -> Result<PsfReply> {
+        self.check_size(&request, "PS function")?;
+        let function = self.psfs.get(&request.name)?;
+        let epoch = request.caller.map_or(0, |c| c.map_epoch);
+        let mut results = Vec::with_capacity(request.blocks.len());
+        for block in &request.blocks {
+            if block.partition_ids.len() != request.operands.len() {
+                return Err(PsError::InvalidArgument(format!(
+                    "PS function '{}': a block names {} partitions for {} operands",
+                    request.name,
+                    block.partition_ids.len(),
+                    request.operands.len()
+                )));
+            }
+            let mut operands: Vec<(Arc<Partition>, u64)> =
+                Vec::with_capacity(request.operands.len());
+            for (op, &pid) in request.operands.iter().zip(&block.partition_ids) {
+                let part = self.parts.get(op.matrix_id, pid, epoch)?;
+                part.check_row(op.row)?;
+                if let Some((first, _)) = operands.first()
+                    && part.cols != first.cols
+                {
+                    return Err(PsError::InvalidArgument(format!(
+                        "PS function '{}': operands '{}' and '{}' are partitioned differently",
+                        request.name, first.matrix.name, part.matrix.name
+                    )));
+                }
+                operands.push((part, op.row));
+            }
+            let ctx = PsfContext::new(&request.name, operands, &request.args);
+            results.push(PsfValues {
+                values: function.apply(&ctx)?,
+            });
+        }
+        Ok(PsfReply {
+            results,
+            merge: function.merge() as i32,
+        })
+    }
+
+    fn create_checked(&self, request: CreatePartitionsRequest) -> Result<CreatePartitionsReply> {
+        self.parts.observe_epoch(request.epoch);
+        let meta = Arc::new(request.matrix.ok_or_else(|| {
+            PsError::InvalidArgument("create partitions: the matrix is missing".into())
+        })?);
+        let mut parts = Vec::with_capacity(request.partition_ids.len());
+        for pid in request.partition_ids {
+            let p = meta.partitions.get(pid as usize).ok_or_else(|| {
+                PsError::InvalidArgument(format!("matrix '{}' has no partition {pid}", meta.name))
+            })?;
+            let (rows, cols) = (p.row_start..p.row_end, p.col_start..p.col_end);
+            let storage = StorageKind::try_from(meta.storage).unwrap_or(StorageKind::Unspecified);
+            let block = AnyBlock::new(meta.value_type(), rows.clone(), cols.clone(), storage)
+                .map_err(|e| match e {
+                    PsError::TooLarge(why) => PsError::TooLarge(format!(
+                        "partition {pid} of matrix '{}': {why}",
+                        meta.name
+                    )),
+                    e => e,
+                })?;
+            parts.push(Partition {
+                matrix: meta.clone(),
+                id: pid,
+                rows,
+                cols,
+                data: parking_lot::RwLock::new(block),
+            });
+        }
+        self.parts.insert(parts);
+        Ok(CreatePartitionsReply {})
+    }
+}
+
+fn answer<T>(result: Result<T>) -> std::result::Result<Response<T>, Status> {
+    result.map(Response::new).map_err(Status::from)
+}
+
+#[tonic::async_trait]
+impl Server for ServerService {
+    async fn create_partitions(
+        &self,
+        request: Request<CreatePartitionsRequest>,
+    ) -> std::result::Result<Response<CreatePartitionsReply>, Status> {
+        answer(self.create_checked(request.into_inner()))
+    }
+
+    async fn drop_partitions(
+        &self,
+        request: Request<DropPartitionsRequest>,
+    ) -> std::result::Result<Response<DropPartitionsReply>, Status> {
+        let request = request.into_inner();
+        self.parts.observe_epoch(request.epoch);
+        self.parts.remove_matrix(request.matrix_id);
+        Ok(Response::new(DropPartitionsReply {}))
+    }
+
+    async fn pull(
+        &self,
+        request: Request<PullRequest>,
+    ) -> std::result::Result<Response<PullReply>, Status> {
+        answer(self.pull_checked(request.into_inner()))
+    }
+
+    async fn push(
+        &self,
+        request: Request<PushRequest>,
+    ) -> std::result::Result<Response<PushReply>, Status> {
+        answer(self.push_checked(request.into_inner()))
+    }
+
+    async fn call_psf(
+        &self,
+        request: Request<PsfRequest>,
+    ) -> std::result::Result<Response<PsfReply>, Status> {
+        answer(self.psf_checked(request.into_inner()))
+    }
+
+    async fn stats(
+        &self,
+        _request: Request<StatsRequest>,
+    ) -> std::result::Result<Response<StatsReply>, Status> {
+        let partitions = self
+            .parts
+            .all()
+            .into_iter()
+            .map(|p| {
+                let (elements, bytes) = with_block!(&*p.data.read(), b => b.usage());
+                PartitionStats {
+                    matrix_id: p.matrix.id,
+                    partition_id: p.id,
+                    elements,
+                    bytes,
+                }
+            })
+            .collect();
+        Ok(Response::new(StatsReply {
+            server_id: self.server_id,
+            partitions,
+        }))
+    }
+}

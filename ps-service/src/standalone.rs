@@ -1,0 +1,92 @@
+//! [`Standalone`]: a master and N servers in one process, on real sockets on 127.0.0.1.
+//! The embedded default for jobs, demos, benchmarks and tests of custom PS functions.
+
+use std::net::SocketAddr;
+
+use angel_client::Result;
+use tokio_util::sync::CancellationToken;
+
+use crate::master::{MasterConfig, MasterNode};
+use crate::net;
+use crate::psf::PsfRegistry;
+use crate::server::{ServerConfig, ServerNode};
+
+/// What to start.
+#[derive(Clone)]
+pub struct StandaloneConfig {
+    /// Master listen address; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Number of servers (each on a free port of the master's host).
+    pub servers: usize,
+    /// Request size limit of each server, in bytes.
+    pub max_message_bytes: usize,
+    /// PS functions the servers run.
+    pub psfs: PsfRegistry,
+}
+
+impl StandaloneConfig {
+    /// `servers` servers with the built-in PS functions, master on a free local port.
+    pub fn new(servers: usize) -> Self {
+        StandaloneConfig {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            servers,
+            max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
+            psfs: PsfRegistry::builtin(),
+        }
+    }
+}
+
+/// A running in-process service.
+pub struct Standalone {
+    master: MasterNode,
+    servers: Vec<ServerNode>,
+    shutdown: CancellationToken,
+}
+
+impl Standalone {
+    /// Starts the master, then the servers, and returns once all servers have registered.
+    pub async fn start(config: StandaloneConfig) -> Result<Self> {
+        let shutdown = CancellationToken::new();
+        let master = MasterNode::start(MasterConfig::new(config.bind), shutdown.clone()).await?;
+        let mut servers = Vec::with_capacity(config.servers);
+        for _ in 0..config.servers {
+            let server_config = ServerConfig {
+                bind: SocketAddr::new(master.addr.ip(), 0),
+                max_message_bytes: config.max_message_bytes,
+                ..ServerConfig::new(master.addr.to_string())
+            };
+            servers.push(
+                ServerNode::start(server_config, config.psfs.clone(), shutdown.clone()).await?,
+            );
+        }
+        Ok(Standalone {
+            master,
+            servers,
+            shutdown,
+        })
+    }
+
+    /// The master address clients connect to.
+    pub fn master_addr(&self) -> String {
+        self.master.addr.to_string()
+    }
+
+    /// A token that stops everything when cancelled (for signal handlers).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Waits until the service stops (its shutdown token is cancelled).
+    pub async fn wait(self) -> Result<()> {
+        for server in self.servers {
+            server.wait().await?;
+        }
+        self.master.wait().await
+    }
+
+    /// Stops the master and servers and waits for them.
+    pub async fn shutdown(self) -> Result<()> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+}

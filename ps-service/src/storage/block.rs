@@ -1,0 +1,198 @@
+//! [`Block`]: the rows x columns rectangle one partition stores, generic over the value type,
+//! and [`AnyBlock`], which erases the type so a server can hold blocks of every type together.
+
+use std::ops::Range;
+
+use angel_client::{Element, PsError, Result, StorageKind, ValueType, wire};
+use bytes::Bytes;
+
+use super::row::{RowMut, RowRef};
+use super::{RowStore, SparseMap};
+
+/// The data of one partition. Rows and keys are global; callers check them against
+/// [`Block::rows`] and [`Block::cols`] before calling.
+#[derive(Debug, Clone)]
+pub struct Block<T> {
+    rows: Range<u64>,
+    cols: Range<u64>,
+    data: Vec<RowStore<T>>,
+}
+
+impl<T: Element> Block<T> {
+    /// Allocates a zeroed block; dense storage that cannot be allocated is RESOURCE_EXHAUSTED
+    /// instead of an abort.
+    pub fn new(rows: Range<u64>, cols: Range<u64>, storage: StorageKind) -> Result<Self> {
+        let width = usize::try_from(cols.end - cols.start).ok();
+        let data = (rows.start..rows.end)
+            .map(|_| match storage {
+                StorageKind::Sparse => Ok(RowStore::Sparse(SparseMap::default())),
+                _ => width
+                    .and_then(|w| {
+                        let mut v = Vec::new();
+                        v.try_reserve_exact(w).ok()?;
+                        v.resize(w, T::default());
+                        Some(RowStore::Dense(v))
+                    })
+                    .ok_or_else(|| {
+                        PsError::TooLarge(format!(
+                            "cannot allocate a dense row of {} elements",
+                            cols.end - cols.start
+                        ))
+                    }),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Block { rows, cols, data })
+    }
+
+    fn store(&self, row: u64) -> &RowStore<T> {
+        &self.data[(row - self.rows.start) as usize]
+    }
+
+    fn store_mut(&mut self, row: u64) -> &mut RowStore<T> {
+        &mut self.data[(row - self.rows.start) as usize]
+    }
+
+    /// Packed values of `keys` in `row`, or of the whole row when `keys` is `None`
+    /// (with the stored keys for sparse rows).
+    pub fn pull(&self, row: u64, keys: Option<&[u64]>) -> (Bytes, Bytes) {
+        match (self.store(row), keys) {
+            (RowStore::Dense(v), None) => (Bytes::new(), wire::encode_values(v)),
+            (RowStore::Sparse(m), None) => {
+                let (k, v): (Vec<u64>, Vec<T>) = m.iter().unzip();
+                (wire::encode_keys(&k), wire::encode_values(&v))
+            }
+            (RowStore::Dense(v), Some(keys)) => {
+                let start = self.cols.start;
+                let values: Vec<T> = keys.iter().map(|&k| v[(k - start) as usize]).collect();
+                (Bytes::new(), wire::encode_values(&values))
+            }
+            (RowStore::Sparse(m), Some(keys)) => {
+                let values: Vec<T> = keys.iter().map(|&k| m.get(k).unwrap_or_default()).collect();
+                (Bytes::new(), wire::encode_values(&values))
+            }
+        }
+    }
+
+    /// Adds packed `values` at `keys` of `row`, or across the whole row when `keys` is `None`.
+    /// Lengths were checked by the caller.
+    pub fn push(&mut self, row: u64, keys: Option<&[u64]>, values: &[u8]) -> Result<()> {
+        let values: Vec<T> = wire::decode_values(values, "push values")?;
+        let start = self.cols.start;
+        match (self.store_mut(row), keys) {
+            (RowStore::Dense(v), None) => {
+                v.iter_mut().zip(values).for_each(|(x, d)| *x = x.plus(d));
+            }
+            (RowStore::Sparse(m), None) => {
+                for (col, d) in (start..).zip(values) {
+                    if d != T::default() {
+                        m.add(col, d);
+                    }
+                }
+            }
+            (RowStore::Dense(v), Some(keys)) => {
+                for (&k, d) in keys.iter().zip(values) {
+                    let x = &mut v[(k - start) as usize];
+                    *x = x.plus(d);
+                }
+            }
+            (RowStore::Sparse(m), Some(keys)) => {
+                keys.iter().zip(values).for_each(|(&k, d)| m.add(k, d));
+            }
+        }
+        Ok(())
+    }
+
+    /// A read view of `row` for PS functions.
+    pub fn row_ref(&self, row: u64) -> RowRef<'_, T> {
+        RowRef {
+            cols: self.cols.clone(),
+            store: self.store(row),
+        }
+    }
+
+    /// A write view of `row` for PS functions.
+    pub fn row_mut(&mut self, row: u64) -> RowMut<'_, T> {
+        RowMut {
+            cols: self.cols.clone(),
+            store: self.store_mut(row),
+        }
+    }
+
+    /// (stored elements, bytes held) over all rows.
+    pub fn usage(&self) -> (u64, u64) {
+        self.data.iter().fold((0, 0), |(n, b), r| {
+            (n + r.stored() as u64, b + r.memory_bytes() as u64)
+        })
+    }
+}
+
+/// A block of any value type.
+#[derive(Debug, Clone)]
+pub enum AnyBlock {
+    /// f32 elements.
+    F32(Block<f32>),
+    /// f64 elements.
+    F64(Block<f64>),
+    /// i64 elements (counts).
+    I64(Block<i64>),
+}
+
+/// Runs `$body` with `$b` bound to the typed block inside an [`AnyBlock`] (or `&`/`&mut` to it).
+#[macro_export]
+macro_rules! with_block {
+    ($any:expr, $b:ident => $body:expr) => {
+        match $any {
+            $crate::storage::AnyBlock::F32($b) => $body,
+            $crate::storage::AnyBlock::F64($b) => $body,
+            $crate::storage::AnyBlock::I64($b) => $body,
+        }
+    };
+}
+
+impl AnyBlock {
+    /// Allocates a zeroed block of `value_type`.
+    pub fn new(
+        value_type: ValueType,
+        rows: Range<u64>,
+        cols: Range<u64>,
+        storage: StorageKind,
+    ) -> Result<Self> {
+        Ok(match value_type {
+            ValueType::F32 => AnyBlock::F32(Block::new(rows, cols, storage)?),
+            ValueType::F64 => AnyBlock::F64(Block::new(rows, cols, storage)?),
+            ValueType::I64 => AnyBlock::I64(Block::new(rows, cols, storage)?),
+            ValueType::Unspecified => {
+                return Err(PsError::InvalidArgument("value type is unspecified".into()));
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_and_sparse_blocks_answer_pulls_and_pushes_alike() {
+        for storage in [StorageKind::Dense, StorageKind::Sparse] {
+            let mut block = Block::<f32>::new(2..4, 100..110, storage).unwrap();
+            block
+                .push(3, Some(&[101, 105]), &wire::encode_values(&[1.5f32, -2.0]))
+                .unwrap();
+            block
+                .push(3, Some(&[105]), &wire::encode_values(&[0.5f32]))
+                .unwrap();
+            let (_, values) = block.pull(3, Some(&[105, 101, 109]));
+            let values: Vec<f32> = wire::decode_values(&values, "v").unwrap();
+            assert_eq!(values, vec![-1.5, 1.5, 0.0], "{storage:?}");
+            let (keys, _) = block.pull(2, None);
+            assert!(keys.is_empty());
+        }
+    }
+
+    #[test]
+    fn an_impossible_dense_block_is_an_error_not_an_abort() {
+        let err = Block::<f64>::new(0..1, 0..(1 << 62), StorageKind::Dense).unwrap_err();
+        assert!(matches!(err, PsError::TooLarge(_)), "{err}");
+    }
+}

@@ -1,0 +1,194 @@
+//! [`SparseMap`]: keys and values in two flat arrays with linear probing.
+//!
+//! A `HashMap<u64, f32>` pads each entry to 16 bytes and doubles its capacity when full, so a
+//! sparse model costs up to ~35 bytes per key. Here keys and values live in separate arrays
+//! (12 bytes per slot for f32), the table grows by 1.5x at 80% load, and a slot is free when its
+//! key is `u64::MAX` (never a valid column: columns stop at 2^63). That keeps a live key at
+//! 15-23 bytes.
+
+use angel_client::Element;
+
+const EMPTY: u64 = u64::MAX;
+const MAX_LOAD_NUM: usize = 4;
+const MAX_LOAD_DEN: usize = 5;
+
+/// A map from column key (< 2^63) to value; absent keys read as zero.
+#[derive(Debug, Clone, Default)]
+pub struct SparseMap<T> {
+    keys: Vec<u64>,
+    values: Vec<T>,
+    len: usize,
+}
+
+impl<T: Element> SparseMap<T> {
+    /// Number of stored keys.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no key is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes held by the two arrays.
+    pub fn memory_bytes(&self) -> usize {
+        self.keys.capacity() * 8 + self.values.capacity() * std::mem::size_of::<T>()
+    }
+
+    /// The value stored at `key`, if any.
+    pub fn get(&self, key: u64) -> Option<T> {
+        self.find(key).ok().map(|slot| self.values[slot])
+    }
+
+    /// Adds `delta` to the value at `key`, inserting it when absent.
+    pub fn add(&mut self, key: u64, delta: T) {
+        let slot = self.slot_for_insert(key);
+        self.values[slot] = self.values[slot].plus(delta);
+    }
+
+    /// Sets the value at `key`. Storing zero at an absent key stores nothing.
+    pub fn set(&mut self, key: u64, value: T) {
+        if value == T::default() && self.find(key).is_err() {
+            return;
+        }
+        let slot = self.slot_for_insert(key);
+        self.values[slot] = value;
+    }
+
+    /// Every stored (key, value), in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, T)> + '_ {
+        self.keys
+            .iter()
+            .zip(&self.values)
+            .filter(|(k, _)| **k != EMPTY)
+            .map(|(&k, &v)| (k, v))
+    }
+
+    /// Calls `f` on every stored (key, value) with the value mutable.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(u64, &mut T)) {
+        for (k, v) in self.keys.iter().zip(self.values.iter_mut()) {
+            if *k != EMPTY {
+                f(*k, v);
+            }
+        }
+    }
+
+    /// Removes every key and frees the memory.
+    pub fn clear(&mut self) {
+        *self = SparseMap {
+            keys: Vec::new(),
+            values: Vec::new(),
+            len: 0,
+        };
+    }
+
+    fn home(key: u64, capacity: usize) -> usize {
+        // Fibonacci hashing, then the high bits scaled onto the table (capacity need not be 2^k).
+        let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        ((u128::from(h) * capacity as u128) >> 64) as usize
+    }
+
+    /// `Ok(slot)` holding `key`, or `Err(slot)` where it would go.
+    fn find(&self, key: u64) -> Result<usize, usize> {
+        let capacity = self.keys.len();
+        if capacity == 0 {
+            return Err(0);
+        }
+        let mut slot = Self::home(key, capacity);
+        loop {
+            match self.keys[slot] {
+                k if k == key => return Ok(slot),
+                EMPTY => return Err(slot),
+                _ => slot = if slot + 1 == capacity { 0 } else { slot + 1 },
+            }
+        }
+    }
+
+    fn slot_for_insert(&mut self, key: u64) -> usize {
+        debug_assert_ne!(key, EMPTY, "u64::MAX is reserved");
+        match self.find(key) {
+            Ok(slot) => slot,
+            Err(_) if (self.len + 1) * MAX_LOAD_DEN > self.keys.len() * MAX_LOAD_NUM => {
+                self.grow();
+                self.claim(key)
+            }
+            Err(slot) => self.claim_at(slot, key),
+        }
+    }
+
+    fn claim(&mut self, key: u64) -> usize {
+        let slot = self.find(key).expect_err("key is absent after growth");
+        self.claim_at(slot, key)
+    }
+
+    fn claim_at(&mut self, slot: usize, key: u64) -> usize {
+        self.keys[slot] = key;
+        self.values[slot] = T::default();
+        self.len += 1;
+        slot
+    }
+
+    fn grow(&mut self) {
+        let capacity = (self.keys.len() * 3 / 2).max(16);
+        let old_keys = std::mem::replace(&mut self.keys, vec![EMPTY; capacity]);
+        let old_values = std::mem::replace(&mut self.values, vec![T::default(); capacity]);
+        for (k, v) in old_keys.into_iter().zip(old_values) {
+            if k != EMPTY {
+                let slot = self.find(k).expect_err("keys are distinct");
+                self.keys[slot] = k;
+                self.values[slot] = v;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_hash_map(ops in proptest::collection::vec((0u64..200, -5i64..5, any::<bool>()), 0..600)) {
+            let mut map = SparseMap::<i64>::default();
+            let mut reference = HashMap::new();
+            for (key, v, is_set) in ops {
+                if is_set {
+                    map.set(key, v);
+                    if v != 0 || reference.contains_key(&key) {
+                        reference.insert(key, v);
+                    }
+                } else {
+                    map.add(key, v);
+                    *reference.entry(key).or_insert(0) += v;
+                }
+            }
+            prop_assert_eq!(map.len(), reference.len());
+            for (k, v) in &reference {
+                prop_assert_eq!(map.get(*k), Some(*v));
+            }
+            let mut seen: Vec<_> = map.iter().collect();
+            seen.sort_unstable();
+            let mut expected: Vec<_> = reference.into_iter().collect();
+            expected.sort_unstable();
+            prop_assert_eq!(seen, expected);
+        }
+    }
+
+    #[test]
+    fn ten_million_f32_keys_cost_at_most_twice_the_raw_twelve_bytes() {
+        let mut map = SparseMap::<f32>::default();
+        let mut key = 0x1234_5678u64;
+        for _ in 0..10_000_000 {
+            key = key
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            map.add(key >> 1, 1.0);
+        }
+        let per_key = map.memory_bytes() as f64 / map.len() as f64;
+        assert!(map.len() > 9_990_000, "{} distinct keys", map.len());
+        assert!(per_key <= 24.0, "{per_key:.1} bytes per key");
+    }
+}
