@@ -49,3 +49,25 @@ pub fn cancel_on_signal(token: CancellationToken) {
         token.cancel();
     });
 }
+
+/// How long a stopping node waits for in-flight requests before closing connections.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Serves `router` on `incoming` until `shutdown` is cancelled, then allows in-flight
+/// requests [`SHUTDOWN_GRACE`] to finish; idle client connections do not hold it open.
+pub async fn serve(
+    router: tonic::transport::server::Router,
+    incoming: TcpIncoming,
+    shutdown: CancellationToken,
+    who: &str,
+) -> Result<()> {
+    let server = router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
+    let deadline = async {
+        shutdown.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        result = server => result.map_err(|e| PsError::Internal(format!("{who} stopped: {e}"))),
+        () = deadline => Ok(()),
+    }
+}

@@ -52,13 +52,9 @@ impl MasterNode {
         let service = MasterServer::new(MasterService::new(partitioners))
             .max_decoding_message_size(net::DEFAULT_MAX_MESSAGE_BYTES)
             .max_encoding_message_size(usize::MAX);
-        let task = tokio::spawn(async move {
-            net::grpc_server()
-                .add_service(service)
-                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-                .await
-                .map_err(|e| PsError::Internal(format!("master stopped: {e}")))
-        });
+        let router = net::grpc_server().add_service(service);
+        let task =
+            tokio::spawn(async move { net::serve(router, incoming, shutdown, "master").await });
         tracing::info!(%addr, "master started");
         Ok(MasterNode { addr, task })
     }

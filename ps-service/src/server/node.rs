@@ -94,12 +94,9 @@ impl ServerNode {
             config.heartbeat,
             shutdown.clone(),
         ));
+        let router = net::grpc_server().add_service(grpc);
         let task = tokio::spawn(async move {
-            net::grpc_server()
-                .add_service(grpc)
-                .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-                .await
-                .map_err(|e| PsError::Internal(format!("server {id} stopped: {e}")))
+            net::serve(router, incoming, shutdown, &format!("server {id}")).await
         });
         tracing::info!(id, %addr, "server started");
         Ok(ServerNode { id, addr, task })

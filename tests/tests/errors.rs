@@ -1,0 +1,318 @@
+//! Every error a caller can meet, asserted by gRPC status code and message, through the client
+//! and through raw requests to a server; and random payloads never bring a server down.
+
+use angel_client::{ClientConfig, MatrixSpec, PsError, ValueType, wire};
+use angel_proto::server_client::ServerClient;
+use angel_proto::{PullRequest, PushRequest, RowSlice};
+use angel_tests::Cluster;
+use bytes::Bytes;
+use tonic::Code;
+
+fn expect(err: PsError, code: Code, words: &[&str]) {
+    assert_eq!(err.code(), code, "{err}");
+    for w in words {
+        assert!(err.to_string().contains(w), "'{err}' should mention '{w}'");
+    }
+}
+
+fn status<T: std::fmt::Debug>(r: Result<tonic::Response<T>, tonic::Status>) -> PsError {
+    PsError::from_status(r.expect_err("an error"), "server")
+}
+
+async fn raw(addr: &str) -> ServerClient<tonic::transport::Channel> {
+    ServerClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn client_errors_name_the_matrix_key_and_row() {
+    let cluster = Cluster::start(2);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::sparse("w", 2, 1000))
+        .await
+        .unwrap();
+
+    expect(
+        c.pull_keys::<f32>("nope", 0, &[1]).await.unwrap_err(),
+        Code::NotFound,
+        &["'nope'", "w"],
+    );
+    expect(
+        c.drop_matrix("nope").await.unwrap_err(),
+        Code::NotFound,
+        &["'nope'"],
+    );
+    expect(
+        c.describe("nope").await.unwrap_err(),
+        Code::NotFound,
+        &["'nope'"],
+    );
+    expect(
+        c.create_matrix(MatrixSpec::sparse("w", 1, 10))
+            .await
+            .unwrap_err(),
+        Code::AlreadyExists,
+        &["'w'"],
+    );
+    expect(
+        c.create_matrix(MatrixSpec::sparse("huge", 1, u64::MAX))
+            .await
+            .unwrap_err(),
+        Code::InvalidArgument,
+        &["'huge'", "2^63"],
+    );
+    expect(
+        c.create_matrix(MatrixSpec::dense("empty", 0, 10))
+            .await
+            .unwrap_err(),
+        Code::InvalidArgument,
+        &["'empty'", "no elements"],
+    );
+    expect(
+        c.pull_keys::<f32>("w", 0, &[5, 1000]).await.unwrap_err(),
+        Code::OutOfRange,
+        &["key 1000", "'w'"],
+    );
+    expect(
+        c.push_keys("w", 2, &[5], &[1.0f32]).await.unwrap_err(),
+        Code::OutOfRange,
+        &["row 2", "'w'"],
+    );
+    expect(
+        c.pull_keys::<f64>("w", 0, &[5]).await.unwrap_err(),
+        Code::InvalidArgument,
+        &["'w'", "F32"],
+    );
+    expect(
+        c.push_keys("w", 0, &[1, 2], &[1.0f32]).await.unwrap_err(),
+        Code::InvalidArgument,
+        &["2 keys but 1 values"],
+    );
+    expect(
+        c.push_row("w", 0, &[1.0f32; 999]).await.unwrap_err(),
+        Code::InvalidArgument,
+        &["999 values for 1000 columns"],
+    );
+    let nothing_changed: Vec<f32> = c.pull_keys("w", 0, &[1, 2, 5]).await.unwrap();
+    assert_eq!(
+        nothing_changed,
+        vec![0.0; 3],
+        "rejected pushes change nothing"
+    );
+}
+
+#[tokio::test]
+async fn servers_reject_bad_raw_requests_with_the_right_status() {
+    let cluster = Cluster::start(2);
+    let c = cluster.client().await;
+    let m = c
+        .create_matrix(MatrixSpec::dense("d", 1, 100))
+        .await
+        .unwrap();
+    let part = &m.meta.partitions[0];
+    let host = &cluster.servers[part.server_id as usize].addr;
+    let other = &cluster.servers[1 - part.server_id as usize].addr;
+    let slice = |keys: &[u64], values: Bytes| RowSlice {
+        partition_id: part.id,
+        row: 0,
+        keys: wire::encode_keys(keys),
+        values,
+    };
+    let pull = |slices: Vec<RowSlice>, value_type: ValueType| PullRequest {
+        caller: None,
+        matrix_id: m.meta.id,
+        value_type: value_type as i32,
+        slices,
+    };
+
+    let key_past = part.col_end;
+    let err = status(
+        raw(host)
+            .await
+            .pull(pull(vec![slice(&[key_past], Bytes::new())], ValueType::F32))
+            .await,
+    );
+    expect(err, Code::OutOfRange, &[&format!("key {key_past}"), "'d'"]);
+    let err = status(
+        raw(host)
+            .await
+            .pull(pull(vec![slice(&[0], Bytes::new())], ValueType::F64))
+            .await,
+    );
+    expect(err, Code::InvalidArgument, &["'d'", "F32", "F64"]);
+    let mut odd = slice(&[], Bytes::new());
+    odd.keys = Bytes::from_static(&[1, 2, 3]);
+    let err = status(raw(host).await.pull(pull(vec![odd], ValueType::F32)).await);
+    expect(err, Code::InvalidArgument, &["not a whole number"]);
+    let err = status(
+        raw(other)
+            .await
+            .pull(pull(vec![slice(&[0], Bytes::new())], ValueType::F32))
+            .await,
+    );
+    expect(
+        err,
+        Code::FailedPrecondition,
+        &["not on this server", "refresh"],
+    );
+    let push = PushRequest {
+        caller: None,
+        matrix_id: m.meta.id,
+        value_type: ValueType::F32 as i32,
+        slices: vec![slice(&[0, 1], wire::encode_values(&[1.0f32]))],
+        codec: 0,
+    };
+    let err = status(raw(host).await.push(push.clone()).await);
+    expect(
+        err,
+        Code::InvalidArgument,
+        &["4 value bytes for 2 elements"],
+    );
+    let err = status(raw(host).await.push(PushRequest { codec: 9, ..push }).await);
+    expect(err, Code::InvalidArgument, &["codec 9"]);
+}
+
+#[tokio::test]
+async fn oversized_requests_are_resource_exhausted_on_both_sides() {
+    let cluster = Cluster::start_with(1, &["--max-message-bytes", "100000"]);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::sparse("big", 1, 1 << 40))
+        .await
+        .unwrap();
+    let keys: Vec<u64> = (0..20_000).map(|i| i * 7919).collect();
+    let values = vec![1.0f32; keys.len()];
+    expect(
+        c.push_keys("big", 0, &keys, &values).await.unwrap_err(),
+        Code::ResourceExhausted,
+        &["limit of 100000"],
+    );
+    let small = cluster
+        .client_with(ClientConfig {
+            max_message_bytes: 1000,
+            ..ClientConfig::default()
+        })
+        .await;
+    expect(
+        small.push_keys("big", 0, &keys, &values).await.unwrap_err(),
+        Code::ResourceExhausted,
+        &["'big'", "1000-byte"],
+    );
+    assert_eq!(
+        c.psf("nnz", &[("big", 0)], &[]).await.unwrap(),
+        vec![0.0],
+        "nothing was applied"
+    );
+    c.push_keys("big", 0, &keys[..1000], &values[..1000])
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_dead_server_is_unavailable_and_named() {
+    let mut cluster = Cluster::start(2);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("v", 1, 64))
+        .await
+        .unwrap();
+    let dead = cluster.servers[1].addr.clone();
+    cluster.servers[1].kill();
+    let err = c.pull_rows::<f32>("v", &[0]).await.unwrap_err();
+    expect(err, Code::Unavailable, &[&dead]);
+    let status = c.status().await.unwrap();
+    let down = status.servers.iter().find(|s| s.addr == dead).unwrap();
+    assert!(!down.reachable && down.error.contains(&dead), "{down:?}");
+}
+
+#[tokio::test]
+async fn a_dead_master_is_unavailable_and_named() {
+    let mut cluster = Cluster::start(0);
+    let addr = cluster.master.addr.clone();
+    cluster.master.kill();
+    let err = angel_client::PsClient::connect(&addr).await.unwrap_err();
+    expect(err, Code::Unavailable, &["master", &addr]);
+}
+
+#[tokio::test]
+async fn a_matrix_dropped_behind_a_clients_back_is_reported_not_misrouted() {
+    let cluster = Cluster::start(2);
+    let a = cluster.client().await;
+    let b = cluster.client().await;
+    a.create_matrix(MatrixSpec::dense("shared", 1, 32))
+        .await
+        .unwrap();
+    a.pull_rows::<f32>("shared", &[0]).await.unwrap();
+    b.drop_matrix("shared").await.unwrap();
+    b.create_matrix(MatrixSpec::dense("shared", 1, 32))
+        .await
+        .unwrap();
+    let err = a.push_keys("shared", 0, &[1], &[1.0f32]).await.unwrap_err();
+    expect(err, Code::NotFound, &["dropped"]);
+    a.refresh().await.unwrap();
+    a.push_keys("shared", 0, &[1], &[1.0f32]).await.unwrap();
+}
+
+#[tokio::test]
+async fn random_payloads_never_take_a_server_down() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    let m = c
+        .create_matrix(MatrixSpec::sparse("fuzz", 2, 1 << 20))
+        .await
+        .unwrap();
+    let mut server = raw(&cluster.servers[0].addr).await;
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..300 {
+        let bytes = |n: u64, next: &mut dyn FnMut() -> u64| {
+            Bytes::from((0..n % 64).map(|_| next() as u8).collect::<Vec<u8>>())
+        };
+        let slice = RowSlice {
+            partition_id: (next() % 6) as u32,
+            row: next() % 3,
+            keys: bytes(next(), &mut next),
+            values: bytes(next(), &mut next),
+        };
+        let request = PushRequest {
+            caller: None,
+            matrix_id: m.meta.id + (next() % 2) as u32,
+            value_type: (next() % 5) as i32,
+            slices: vec![slice.clone()],
+            codec: (next() % 2) as u32,
+        };
+        if let Err(s) = server.push(request).await {
+            assert!(
+                matches!(
+                    s.code(),
+                    Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition
+                ),
+                "{s:?}"
+            );
+        }
+        let request = PullRequest {
+            caller: None,
+            matrix_id: m.meta.id,
+            value_type: (next() % 5) as i32,
+            slices: vec![slice],
+        };
+        if let Err(s) = server.pull(request).await {
+            assert!(
+                matches!(
+                    s.code(),
+                    Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition
+                ),
+                "{s:?}"
+            );
+        }
+    }
+    c.push_keys("fuzz", 1, &[3], &[2.0f32]).await.unwrap();
+    assert_eq!(
+        c.pull_keys::<f32>("fuzz", 1, &[3]).await.unwrap()[0] >= 2.0,
+        true
+    );
+}
