@@ -310,7 +310,7 @@ impl PsClient {
             let width = (range.end - range.start) as usize;
             let dest = &mut out[i][range.start as usize..range.end as usize];
             if reply.keys.is_empty() && m.meta.storage() == StorageKind::Dense {
-                dest.copy_from_slice(&decode_exact::<T>(&reply.values, width, &m)?);
+                wire::decode_values_into(&reply.values, dest, "pull reply values")?;
                 continue;
             }
             let keys = wire::decode_keys(&reply.keys, "pull reply keys")?;
@@ -690,8 +690,13 @@ fn endpoint(addr: &str, config: &ClientConfig) -> Result<Endpoint> {
                 .tcp_nodelay(true)
                 .initial_stream_window_size(Some(WINDOW))
                 .initial_connection_window_size(Some(WINDOW))
+                .max_frame_size(Some(MAX_FRAME))
         })
 }
 
 /// HTTP/2 flow-control window (bytes) used by clients and servers alike.
 pub const WINDOW: u32 = 64 << 20;
+
+/// Largest HTTP/2 frame (bytes) clients and servers accept: the protocol's maximum, so bulk
+/// payloads cross in few frames.
+pub const MAX_FRAME: u32 = (1 << 24) - 1;

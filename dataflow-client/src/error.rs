@@ -59,6 +59,10 @@ impl PsError {
     /// Transport failures become [`PsError::Unavailable`] naming the peer.
     pub fn from_status(status: Status, peer: &str) -> Self {
         let msg = status.message().to_string();
+        // tonic reports its own message-size cap as OUT_OF_RANGE; gRPC says RESOURCE_EXHAUSTED.
+        if status.code() == Code::OutOfRange && msg.contains("message length too large") {
+            return PsError::TooLarge(format!("{peer}: {msg}"));
+        }
         match status.code() {
             Code::NotFound => PsError::NotFound(msg),
             Code::AlreadyExists => PsError::AlreadyExists(msg),
@@ -110,6 +114,13 @@ mod tests {
             let back = PsError::from_status(Status::from(err.clone()), "127.0.0.1:1");
             assert_eq!(back, err);
         }
+    }
+
+    #[test]
+    fn tonic_size_cap_is_resource_exhausted() {
+        let status = Status::out_of_range("Error, decoded message length too large: found 9 bytes");
+        let err = PsError::from_status(status, "server 10.0.0.1:7");
+        assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
     }
 
     #[test]

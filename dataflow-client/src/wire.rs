@@ -35,9 +35,24 @@ pub fn decode_values<T: Element>(bytes: &[u8], what: &str) -> Result<Vec<T>> {
     decode(bytes, what)
 }
 
+/// Unpacks a value array straight into `dest`, which must have exactly its length.
+pub fn decode_values_into<T: Element>(bytes: &[u8], dest: &mut [T], what: &str) -> Result<()> {
+    let want = std::mem::size_of_val(dest);
+    if bytes.len() != want {
+        return Err(PsError::InvalidArgument(format!(
+            "{what}: {} bytes for {} values of {} bytes",
+            bytes.len(),
+            dest.len(),
+            std::mem::size_of::<T>()
+        )));
+    }
+    bytemuck::cast_slice_mut::<T, u8>(dest).copy_from_slice(bytes);
+    Ok(())
+}
+
 fn decode<T: bytemuck::Pod>(bytes: &[u8], what: &str) -> Result<Vec<T>> {
     let size = std::mem::size_of::<T>();
-    if bytes.len() % size != 0 {
+    if !bytes.len().is_multiple_of(size) {
         return Err(PsError::InvalidArgument(format!(
             "{what}: {} bytes is not a whole number of {size}-byte elements",
             bytes.len()
@@ -74,12 +89,21 @@ mod tests {
                 match result {
                     Ok(n) => prop_assert_eq!(n * size, bytes.len()),
                     Err(e) => {
-                        prop_assert!(bytes.len() % size != 0);
+                        prop_assert!(!bytes.len().is_multiple_of(size));
                         prop_assert!(e.to_string().contains("not a whole number"), "{}", e);
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn values_decode_into_a_slice_of_the_same_length_only() {
+        let mut dest = [0.0f32; 2];
+        decode_values_into(&encode_values(&[1.0f32, 2.0]), &mut dest, "v").unwrap();
+        assert_eq!(dest, [1.0, 2.0]);
+        let err = decode_values_into(&encode_values(&[1.0f32]), &mut dest, "v").unwrap_err();
+        assert!(err.to_string().contains("4 bytes for 2 values"), "{err}");
     }
 
     #[test]

@@ -3,13 +3,19 @@
 
 use std::net::SocketAddr;
 
-use angel_client::client::WINDOW;
+use angel_client::client::{MAX_FRAME, WINDOW};
 use angel_client::{PsError, Result};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 
 /// Default request size limit (bytes) for servers and the master.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 << 20;
+
+/// tonic's hard cap on a decoded request for a node whose limit is `limit`. Requests between
+/// the two get our RESOURCE_EXHAUSTED with a clear message; the cap only bounds memory.
+pub fn decode_cap(limit: usize) -> usize {
+    limit.saturating_add(64 << 20)
+}
 
 /// Binds `addr` (port 0 picks a free port) and returns the listener with its real address.
 pub async fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr)> {
@@ -27,7 +33,7 @@ pub fn grpc_server() -> tonic::transport::Server {
     tonic::transport::Server::builder()
         .initial_stream_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
-        .max_frame_size(Some((1 << 24) - 1))
+        .max_frame_size(Some(MAX_FRAME))
 }
 
 /// Cancels `token` on Ctrl-C or SIGTERM.

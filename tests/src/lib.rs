@@ -1,8 +1,7 @@
 //! Test harness: starts the real `angel-ps` binary as a master and servers on 127.0.0.1
 //! (port 0 everywhere) and stops them when dropped, or when the test process dies.
 //!
-//! - [`binary`]: where the built `angel-ps` is (building it if a lone `-p angel-tests` run
-//!   did not).
+//! - [`binary`]: the `angel-ps` binary of this build (rebuilt when stale).
 //! - [`Node`]: one child process and the address it printed.
 //! - [`Cluster`]: a master and N servers, with a client connected to them.
 
@@ -17,24 +16,27 @@ use angel_client::{ClientConfig, PsClient};
 /// How long a process may take to print its address.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The `angel-ps` binary of this build.
+/// The `angel-ps` binary of this build, rebuilt first if any source changed: `cargo test`
+/// alone does not rebuild another package's binary, and a stale one would test old code.
+/// `ANGEL_PS_BIN` overrides the path (and skips the build).
 pub fn binary() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         if let Some(path) = std::env::var_os("ANGEL_PS_BIN") {
             return PathBuf::from(path);
         }
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--quiet", "-p", "angel-ps", "--bin", "angel-ps"]);
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
+        assert!(
+            build.status().expect("cargo runs").success(),
+            "building angel-ps failed"
+        );
         let exe = std::env::current_exe().expect("test binary path");
         let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-        let path = dir.join(format!("angel-ps{}", std::env::consts::EXE_SUFFIX));
-        if !path.exists() {
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "angel-ps", "--bin", "angel-ps"])
-                .status()
-                .expect("cargo runs");
-            assert!(status.success(), "building angel-ps failed");
-        }
-        path
+        dir.join(format!("angel-ps{}", std::env::consts::EXE_SUFFIX))
     })
     .clone()
 }

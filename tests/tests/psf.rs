@@ -6,6 +6,8 @@ use angel_tests::Cluster;
 
 const N: usize = 1000;
 
+type Op = fn(f64, f64) -> f64;
+
 fn close(got: f64, want: f64) {
     assert!(
         (got - want).abs() <= 1e-9 * want.abs().max(1.0),
@@ -52,7 +54,7 @@ async fn dense_functions_match_local_results() {
         let c = c.clone();
         async move { c.pull_rows::<f64>("d", &[r]).await.unwrap().remove(0) }
     };
-    let binaries: [(&str, fn(f64, f64) -> f64); 4] = [
+    let binaries: [(&str, Op); 4] = [
         ("add", |a, b| a + b),
         ("sub", |a, b| a - b),
         ("mul", |a, b| a * b),

@@ -50,7 +50,7 @@ impl MasterNode {
         })];
         partitioners.extend(config.partitioners);
         let service = MasterServer::new(MasterService::new(partitioners))
-            .max_decoding_message_size(net::DEFAULT_MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(net::decode_cap(net::DEFAULT_MAX_MESSAGE_BYTES))
             .max_encoding_message_size(usize::MAX);
         let router = net::grpc_server().add_service(service);
         let task =

@@ -27,9 +27,11 @@ pub trait Partitioner: Send + Sync + 'static {
     fn partition(&self, request: &CreateMatrixRequest, servers: usize) -> Result<Vec<BlockRange>>;
 }
 
-/// The default: a grid of equal blocks, at least `parts_per_server` per server unless the
-/// matrix is too small, splitting rows first when there are enough of them, else columns.
-/// `block_rows` / `block_cols` in the request override the grid.
+/// The default: `parts_per_server` equal blocks per server (fewer if the matrix is too small).
+/// A matrix with fewer rows than blocks keeps every row in each block and splits columns, so
+/// its rows (a model and its optimizer state, say) sit together and PS functions can combine
+/// them; a taller one is split by rows. `block_rows` / `block_cols` in the request override
+/// this with a grid.
 #[derive(Debug, Clone)]
 pub struct RangePartitioner {
     /// Target number of blocks per server.
@@ -53,7 +55,7 @@ impl Partitioner for RangePartitioner {
         let target = self.parts_per_server.max(1) * servers.max(1) as u64;
         let (row_blocks, col_blocks) = match (r.block_rows, r.block_cols) {
             (0, 0) if r.rows >= target => (target, 1),
-            (0, 0) => (r.rows, target.div_ceil(r.rows).min(r.cols)),
+            (0, 0) => (1, target.min(r.cols)),
             (br, bc) => (
                 r.rows.div_ceil(if br == 0 { r.rows } else { br }),
                 r.cols.div_ceil(if bc == 0 { r.cols } else { bc }),
@@ -120,6 +122,15 @@ mod tests {
         (r.block_rows, r.block_cols) = (5, 3);
         let blocks = RangePartitioner::default().partition(&r, 3).unwrap();
         assert_eq!(blocks.len(), 2 * 4);
+    }
+
+    #[test]
+    fn short_matrices_keep_their_rows_together() {
+        let blocks = RangePartitioner::default()
+            .partition(&request(3, 1 << 40), 2)
+            .unwrap();
+        assert_eq!(blocks.len(), 8);
+        assert!(blocks.iter().all(|b| b.rows == (0..3)));
     }
 
     #[test]

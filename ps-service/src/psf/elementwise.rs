@@ -61,10 +61,13 @@ impl PsFunction for Scale {
     }
 }
 
+/// An element-wise operator on (x, y).
+type BinaryOp = fn(f64, f64) -> f64;
+
 /// `z = x op y`.
 struct Binary {
     name: &'static str,
-    op: fn(f64, f64) -> f64,
+    op: BinaryOp,
     /// Also cover keys stored only in `y`.
     union: bool,
 }
@@ -106,7 +109,7 @@ fn try_each(row: &dyn RowView, mut f: impl FnMut(u64, f64) -> Result<()>) -> Res
 
 pub(super) fn register(registry: &mut PsfRegistry) {
     registry.register(Axpy).register(Copy).register(Scale);
-    let binaries: [(&'static str, fn(f64, f64) -> f64, bool); 4] = [
+    let binaries: [(&'static str, BinaryOp, bool); 4] = [
         ("add", |a, b| a + b, true),
         ("sub", |a, b| a - b, true),
         ("mul", |a, b| a * b, false),

@@ -85,7 +85,7 @@ impl ServerNode {
             server_id: id,
         };
         let grpc = ServerServer::new(service)
-            .max_decoding_message_size(config.max_message_bytes.saturating_mul(2))
+            .max_decoding_message_size(net::decode_cap(config.max_message_bytes))
             .max_encoding_message_size(usize::MAX);
         tokio::spawn(heartbeat(
             master,
