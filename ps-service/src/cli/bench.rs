@@ -43,6 +43,9 @@ pub struct PsBenchArgs {
     /// Timed repetitions of each dense operation.
     #[arg(long, default_value_t = 10)]
     pub dense_rounds: usize,
+    /// Distinct keys pushed into a sparse f32 matrix to measure server memory per key.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub memory_keys: u64,
     /// Also write the table, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -85,19 +88,61 @@ pub async fn run(command: BenchCommand) -> Result<()> {
 
 async fn ps(args: PsBenchArgs) -> Result<()> {
     let mut rows = Vec::new();
+    let mut memory = String::new();
     for &servers in &args.servers {
         let service = Standalone::start(StandaloneConfig::new(servers)).await?;
         let client = PsClient::connect(&service.master_addr()).await?;
         rows.extend(measure_ps(&client, servers, &args).await?);
+        if memory.is_empty() && args.memory_keys > 0 {
+            memory = measure_memory(&client, args.memory_keys).await?;
+        }
         service.shutdown().await?;
     }
-    let table = render(&rows);
-    println!("{table}");
+    println!("{}\n{memory}", render(&rows));
     if let Some(path) = &args.out {
-        std::fs::write(path, markdown(&rows))
+        std::fs::write(path, format!("{}\n{memory}\n", markdown(&rows)))
             .map_err(|e| PsError::Internal(format!("cannot write {}: {e}", path.display())))?;
     }
     Ok(())
+}
+
+/// Pushes `keys` distinct keys into a sparse f32 matrix and reports the bytes its partitions
+/// hold on the servers, per live key, against the raw 12 bytes (u64 key + f32 value).
+async fn measure_memory(client: &PsClient, keys: u64) -> Result<String> {
+    let name = "bench_memory";
+    let m = client
+        .create_matrix(MatrixSpec::sparse(name, 1, 1 << 62))
+        .await?;
+    let bar = progress(keys.div_ceil(100_000), "memory: pushing distinct keys");
+    let mut rng = StdRng::seed_from_u64(7);
+    let stride = (1u64 << 62) / keys;
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(100_000) {
+        let batch: Vec<u64> = chunk
+            .iter()
+            .map(|i| i * stride + rng.random_range(0..stride))
+            .collect();
+        client
+            .push_keys(name, 0, &batch, &vec![1.0f32; batch.len()])
+            .await?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let (live, bytes) = client
+        .status()
+        .await?
+        .servers
+        .iter()
+        .flat_map(|s| &s.partitions)
+        .filter(|p| p.matrix_id == m.meta.id)
+        .fold((0, 0), |(n, b), p| (n + p.elements, b + p.bytes));
+    client.drop_matrix(name).await?;
+    let per_key = bytes as f64 / live.max(1) as f64;
+    Ok(format!(
+        "sparse f32 memory: {live} live keys hold {:.1} MB on the servers = {per_key:.1} bytes/key \
+         ({:.2}x the raw 12 bytes)",
+        bytes as f64 / 1e6,
+        per_key / 12.0
+    ))
 }
 
 /// Measures sparse push/pull and dense push/pull on one service.
