@@ -229,14 +229,7 @@ impl PsClient {
         routing.by_name.get(name).cloned().ok_or_else(|| {
             let mut known: Vec<&str> = routing.by_name.keys().map(String::as_str).collect();
             known.sort_unstable();
-            PsError::NotFound(format!(
-                "no matrix named '{name}' (known: {})",
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ))
+            PsError::no_matrix(name, &known)
         })
     }
 
@@ -475,55 +468,53 @@ impl PsClient {
     }
 
     async fn pull_slices(&self, m: &Matrix, slices: Vec<RowSlice>) -> Result<Vec<RowSlice>> {
+        self.send_slices(m, slices, false).await
+    }
+
+    async fn push_slices(&self, m: &Matrix, slices: Vec<RowSlice>) -> Result<()> {
+        self.send_slices(m, slices, true).await.map(drop)
+    }
+
+    /// Pulls or pushes `slices` of matrix `m`; one reply slice per slice (empty for pushes).
+    async fn send_slices(
+        &self,
+        m: &Matrix,
+        slices: Vec<RowSlice>,
+        push: bool,
+    ) -> Result<Vec<RowSlice>> {
         let (matrix_id, value_type) = (m.meta.id, m.meta.value_type);
         let limit = self.config.max_message_bytes;
-        let name = m.meta.name.clone();
+        let name = m.meta.name.as_str();
         self.scatter(
             slices,
             |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
-            |mut conn, slices, caller| {
-                let request = PullRequest {
-                    caller: Some(caller),
-                    matrix_id,
-                    value_type,
-                    slices,
-                };
-                let checked = check_size(&request, limit, "pull from", &name, &conn.addr);
-                async move {
-                    checked?;
+            |mut conn, slices, caller| async move {
+                let caller = Some(caller);
+                if push {
+                    let count = slices.len();
+                    let request = PushRequest {
+                        caller,
+                        matrix_id,
+                        value_type,
+                        slices,
+                        codec: 0,
+                    };
+                    check_size(&request, limit, "push to", name, &conn.addr)?;
+                    conn.rpc.push(request).await?;
+                    Ok(vec![RowSlice::default(); count])
+                } else {
+                    let request = PullRequest {
+                        caller,
+                        matrix_id,
+                        value_type,
+                        slices,
+                    };
+                    check_size(&request, limit, "pull from", name, &conn.addr)?;
                     Ok(conn.rpc.pull(request).await?.into_inner().slices)
                 }
             },
         )
         .await
-    }
-
-    async fn push_slices(&self, m: &Matrix, slices: Vec<RowSlice>) -> Result<()> {
-        let (matrix_id, value_type) = (m.meta.id, m.meta.value_type);
-        let limit = self.config.max_message_bytes;
-        let name = m.meta.name.clone();
-        self.scatter(
-            slices,
-            |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
-            |mut conn, slices, caller| {
-                let count = slices.len();
-                let request = PushRequest {
-                    caller: Some(caller),
-                    matrix_id,
-                    value_type,
-                    slices,
-                    codec: 0,
-                };
-                let checked = check_size(&request, limit, "push to", &name, &conn.addr);
-                async move {
-                    checked?;
-                    conn.rpc.push(request).await?;
-                    Ok(vec![(); count])
-                }
-            },
-        )
-        .await?;
-        Ok(())
     }
 
     /// Sends `items` grouped by server, all servers concurrently, and returns one answer per

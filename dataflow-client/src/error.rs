@@ -55,6 +55,16 @@ impl PsError {
         }
     }
 
+    /// NOT_FOUND for a matrix name, listing the `known` ones so a typo is easy to spot.
+    pub fn no_matrix(name: &str, known: &[&str]) -> Self {
+        let known = if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        };
+        PsError::NotFound(format!("no matrix named '{name}' (known: {known})"))
+    }
+
     /// Turns a status received from `peer` (a server or master address) into a typed error.
     /// Transport failures become [`PsError::Unavailable`] naming the peer.
     pub fn from_status(status: Status, peer: &str) -> Self {

@@ -67,14 +67,7 @@ impl State {
     fn matrix(&self, name: &str) -> Result<&MatrixMeta> {
         self.matrices.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.matrices.keys().map(String::as_str).collect();
-            PsError::NotFound(format!(
-                "no matrix named '{name}' (known: {})",
-                if known.is_empty() {
-                    "none".to_string()
-                } else {
-                    known.join(", ")
-                }
-            ))
+            PsError::no_matrix(name, &known)
         })
     }
 }
