@@ -2,5 +2,8 @@
 //!
 //! - [`clip`]: a user-defined PS function, registered when the servers are built, with no
 //!   change to server code. `tests/custom_psf.rs` calls it through the client.
+//! - [`row_partitioner`]: a user-defined partitioner, registered on the master.
+//!   `tests/custom_partitioner.rs` creates a matrix with it.
 
 pub mod clip;
+pub mod row_partitioner;

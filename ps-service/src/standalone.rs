@@ -2,11 +2,12 @@
 //! The embedded default for jobs, demos, benchmarks and tests of custom PS functions.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use angel_client::Result;
 use tokio_util::sync::CancellationToken;
 
-use crate::master::{MasterConfig, MasterNode};
+use crate::master::{MasterConfig, MasterNode, Partitioner};
 use crate::net;
 use crate::psf::PsfRegistry;
 use crate::server::{ServerConfig, ServerNode};
@@ -22,6 +23,8 @@ pub struct StandaloneConfig {
     pub max_message_bytes: usize,
     /// PS functions the servers run.
     pub psfs: PsfRegistry,
+    /// Partitioners the master offers besides "range".
+    pub partitioners: Vec<Arc<dyn Partitioner>>,
 }
 
 impl StandaloneConfig {
@@ -32,6 +35,7 @@ impl StandaloneConfig {
             servers,
             max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
             psfs: PsfRegistry::builtin(),
+            partitioners: Vec::new(),
         }
     }
 }
@@ -47,7 +51,11 @@ impl Standalone {
     /// Starts the master, then the servers, and returns once all servers have registered.
     pub async fn start(config: StandaloneConfig) -> Result<Self> {
         let shutdown = CancellationToken::new();
-        let master = MasterNode::start(MasterConfig::new(config.bind), shutdown.clone()).await?;
+        let master_config = MasterConfig {
+            partitioners: config.partitioners.clone(),
+            ..MasterConfig::new(config.bind)
+        };
+        let master = MasterNode::start(master_config, shutdown.clone()).await?;
         let mut servers = Vec::with_capacity(config.servers);
         for _ in 0..config.servers {
             let server_config = ServerConfig {
