@@ -23,6 +23,7 @@ use parking_lot::RwLock;
 use prost::Message;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::counter::Counter;
 use crate::matrix::Matrix;
 use crate::psf::{finish, merge_into};
 use crate::split::KeySplit;
@@ -63,27 +64,29 @@ fn next_local_id() -> u64 {
 
 /// A connection to one server, cheap to clone (tonic channels multiplex one HTTP/2 connection).
 #[derive(Debug, Clone)]
-struct ServerConn {
-    addr: String,
-    rpc: ServerClient<Channel>,
+pub(crate) struct ServerConn {
+    pub(crate) addr: String,
+    pub(crate) rpc: ServerClient<Channel>,
 }
 
 /// The cached partition map.
 #[derive(Debug, Default)]
-struct Routing {
+pub(crate) struct Routing {
     epoch: u64,
     servers: HashMap<u32, ServerConn>,
     by_name: HashMap<String, Arc<Matrix>>,
+    /// Matrices and counter key spaces by id (ids are unique across both).
     by_id: HashMap<u32, Arc<Matrix>>,
+    pub(crate) counters: HashMap<String, Arc<Counter>>,
 }
 
 /// The client of an angel-ps service. Create one per process ([`PsClient::shared`]) and share it.
 #[derive(Debug)]
 pub struct PsClient {
     master_addr: String,
-    master: MasterClient<Channel>,
+    pub(crate) master: MasterClient<Channel>,
     config: ClientConfig,
-    routing: RwLock<Routing>,
+    pub(crate) routing: RwLock<Routing>,
     seq: AtomicU64,
 }
 
@@ -173,16 +176,23 @@ impl PsClient {
             by_id.insert(matrix.meta.id, matrix.clone());
             by_name.insert(matrix.meta.name.clone(), matrix);
         }
+        let mut counters = HashMap::new();
+        for meta in map.counters {
+            let counter = Arc::new(Counter::new(meta)?);
+            by_id.insert(counter.space.meta.id, counter.space.clone());
+            counters.insert(counter.meta.name.clone(), counter);
+        }
         *routing = Routing {
             epoch: map.epoch,
             servers,
             by_name,
             by_id,
+            counters,
         };
         Ok(())
     }
 
-    fn master_error(&self, status: tonic::Status) -> PsError {
+    pub(crate) fn master_error(&self, status: tonic::Status) -> PsError {
         PsError::from_status(status, &format!("master {}", self.master_addr))
     }
 
@@ -520,7 +530,7 @@ impl PsClient {
     /// Sends `items` grouped by server, all servers concurrently, and returns one answer per
     /// item in input order. Items a server refuses as routed with a stale map are re-routed
     /// after a refresh; nothing another server accepted is sent again.
-    async fn scatter<I, R, Fut>(
+    pub(crate) async fn scatter<I, R, Fut>(
         &self,
         items: Vec<I>,
         route: impl Fn(&Routing, &I) -> Result<u32>,
@@ -606,7 +616,7 @@ impl PsClient {
 
 /// Why one server's part of a call failed: before sending, or as the server's answer.
 #[derive(Debug)]
-enum SendError {
+pub(crate) enum SendError {
     Local(PsError),
     Remote(tonic::Status),
 }
@@ -623,7 +633,7 @@ impl From<PsError> for SendError {
     }
 }
 
-fn server_of(routing: &Routing, matrix_id: u32, partition_id: u32) -> Result<u32> {
+pub(crate) fn server_of(routing: &Routing, matrix_id: u32, partition_id: u32) -> Result<u32> {
     let m = routing.by_id.get(&matrix_id).ok_or_else(|| {
         PsError::NotFound(format!(
             "matrix {matrix_id} was dropped while the call was in flight"

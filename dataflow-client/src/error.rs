@@ -3,6 +3,9 @@
 
 use tonic::{Code, Status};
 
+/// Metadata key and value that mark a FAILED_PRECONDITION status as a stale partition map.
+pub const STALE_MAP_MARKER: (&str, &str) = ("angel-error", "stale-map");
+
 /// Result alias used across the client and the service.
 pub type Result<T, E = PsError> = std::result::Result<T, E>;
 
@@ -28,9 +31,14 @@ pub enum PsError {
     /// A server or the master cannot be reached (UNAVAILABLE).
     #[error("unavailable: {0}")]
     Unavailable(String),
-    /// The caller routed with an outdated partition map (FAILED_PRECONDITION).
+    /// The caller routed with an outdated partition map (FAILED_PRECONDITION, marked with
+    /// [`STALE_MAP_MARKER`] so clients know to refresh and retry).
     #[error("stale partition map: {0}")]
     StaleMap(String),
+    /// A call in the wrong lifecycle state, such as counting into a sealed counter
+    /// (FAILED_PRECONDITION).
+    #[error("wrong state: {0}")]
+    WrongState(String),
     /// A deadline passed (DEADLINE_EXCEEDED).
     #[error("timed out: {0}")]
     Timeout(String),
@@ -49,7 +57,7 @@ impl PsError {
             PsError::InvalidArgument(_) => Code::InvalidArgument,
             PsError::TooLarge(_) => Code::ResourceExhausted,
             PsError::Unavailable(_) => Code::Unavailable,
-            PsError::StaleMap(_) => Code::FailedPrecondition,
+            PsError::StaleMap(_) | PsError::WrongState(_) => Code::FailedPrecondition,
             PsError::Timeout(_) => Code::DeadlineExceeded,
             PsError::Internal(_) => Code::Internal,
         }
@@ -79,7 +87,8 @@ impl PsError {
             Code::OutOfRange => PsError::OutOfRange(msg),
             Code::InvalidArgument => PsError::InvalidArgument(msg),
             Code::ResourceExhausted => PsError::TooLarge(msg),
-            Code::FailedPrecondition => PsError::StaleMap(msg),
+            Code::FailedPrecondition if is_stale_map(&status) => PsError::StaleMap(msg),
+            Code::FailedPrecondition => PsError::WrongState(msg),
             Code::DeadlineExceeded => PsError::Timeout(format!("{peer}: {msg}")),
             Code::Unavailable | Code::Unknown | Code::Cancelled => {
                 PsError::Unavailable(format!("{peer} is unreachable: {msg}"))
@@ -99,11 +108,24 @@ impl From<PsError> for Status {
             | PsError::TooLarge(m)
             | PsError::Unavailable(m)
             | PsError::StaleMap(m)
+            | PsError::WrongState(m)
             | PsError::Timeout(m)
             | PsError::Internal(m) => m.clone(),
         };
-        Status::new(err.code(), msg)
+        let mut status = Status::new(err.code(), msg);
+        if matches!(err, PsError::StaleMap(_)) {
+            let (key, value) = STALE_MAP_MARKER;
+            status
+                .metadata_mut()
+                .insert(key, tonic::metadata::MetadataValue::from_static(value));
+        }
+        status
     }
+}
+
+fn is_stale_map(status: &Status) -> bool {
+    let (key, value) = STALE_MAP_MARKER;
+    status.metadata().get(key).is_some_and(|v| v == value)
 }
 
 #[cfg(test)]
@@ -118,6 +140,7 @@ mod tests {
             PsError::InvalidArgument("value type".into()),
             PsError::TooLarge("request".into()),
             PsError::StaleMap("epoch".into()),
+            PsError::WrongState("counter 'c' is READ".into()),
             PsError::AlreadyExists("matrix 'w'".into()),
         ];
         for err in errors {

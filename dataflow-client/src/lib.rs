@@ -4,6 +4,7 @@
 //!
 //! - [`client`]: [`PsClient`], the one object a process keeps: connects to the master, caches
 //!   the partition map, and offers the whole API (create, describe, drop, pull, push, psf).
+//! - [`counter`]: distributed counters of string keys: create, increase, seal, get, clean.
 //! - [`routing`]: [`Layout`], which partition of a matrix holds a given (row, column).
 //! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
 //!   and remembering how to put the answers back in request order.
@@ -14,6 +15,7 @@
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses.
 
 pub mod client;
+pub mod counter;
 pub mod error;
 pub mod matrix;
 pub mod psf;

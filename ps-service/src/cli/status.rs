@@ -81,5 +81,30 @@ pub fn render(status: &StatusReply) -> String {
             bytes.to_string(),
         ]);
     }
-    format!("partition map epoch {}\n{servers}\n{matrices}\n", map.epoch)
+    let mut counters = Table::new();
+    counters.set_header([
+        "counter",
+        "id",
+        "state",
+        "min count",
+        "indexed keys",
+        "keys",
+        "bytes",
+    ]);
+    for c in &map.counters {
+        let (keys, bytes) = per_matrix.get(&c.id).copied().unwrap_or_default();
+        counters.add_row([
+            c.name.clone(),
+            c.id.to_string(),
+            format!("{:?}", c.state()),
+            c.min_count.to_string(),
+            c.size.to_string(),
+            keys.to_string(),
+            bytes.to_string(),
+        ]);
+    }
+    format!(
+        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n",
+        map.epoch
+    )
 }

@@ -4,8 +4,10 @@
 //!   [`RangePartitioner`].
 //! - [`service`]: the gRPC handlers: server registration and heartbeats, matrix
 //!   create/drop/describe, the partition map (with its epoch) and status.
+//! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`node`]: [`MasterNode`], which binds and serves.
 
+pub mod counters;
 pub mod node;
 pub mod partitioner;
 pub mod service;

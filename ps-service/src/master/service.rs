@@ -10,10 +10,11 @@ use angel_client::{Layout, PsError, Result, StorageKind, ValueType};
 use angel_proto::master_server::Master;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
-    CreateMatrixRequest, CreatePartitionsRequest, DescribeMatrixRequest, DropMatrixReply,
-    DropMatrixRequest, DropPartitionsRequest, GetPartitionMapRequest, HeartbeatReply,
-    HeartbeatRequest, MatrixMeta, Partition, PartitionMap, RegisterServerReply,
-    RegisterServerRequest, ServerInfo, ServerStatus, StatsRequest, StatusReply, StatusRequest,
+    CounterMeta, CounterRequest, CreateMatrixRequest, CreatePartitionsRequest,
+    DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest, DropPartitionsRequest,
+    GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, MatrixMeta, Partition, PartitionMap,
+    RegisterServerReply, RegisterServerRequest, SealCounterRequest, ServerInfo, ServerStatus,
+    StatsRequest, StatusReply, StatusRequest,
 };
 use parking_lot::Mutex;
 use tonic::transport::{Channel, Endpoint};
@@ -33,19 +34,23 @@ const SERVER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
-struct ServerEntry {
-    addr: String,
+pub(super) struct ServerEntry {
+    pub(super) addr: String,
     last_seen: Instant,
-    rpc: ServerClient<Channel>,
+    pub(super) rpc: ServerClient<Channel>,
 }
 
+/// Partition ids of one matrix or counter, grouped by the server that hosts them.
+pub(super) type Placement = BTreeMap<u32, (ServerEntry, Vec<u32>)>;
+
 #[derive(Debug, Default)]
-struct State {
-    epoch: u64,
+pub(super) struct State {
+    pub(super) epoch: u64,
     next_server: u32,
     next_matrix: u32,
     servers: BTreeMap<u32, ServerEntry>,
     matrices: BTreeMap<String, MatrixMeta>,
+    pub(super) counters: BTreeMap<String, CounterMeta>,
 }
 
 impl State {
@@ -61,7 +66,21 @@ impl State {
                 })
                 .collect(),
             matrices: self.matrices.values().cloned().collect(),
+            counters: self.counters.values().cloned().collect(),
         }
+    }
+
+    /// Where each partition of `meta` lives.
+    pub(super) fn placement(&self, meta: &MatrixMeta) -> Placement {
+        let mut servers = Placement::new();
+        for p in &meta.partitions {
+            servers
+                .entry(p.server_id)
+                .or_insert_with(|| (self.servers[&p.server_id].clone(), Vec::new()))
+                .1
+                .push(p.id);
+        }
+        servers
     }
 
     fn matrix(&self, name: &str) -> Result<&MatrixMeta> {
@@ -74,9 +93,9 @@ impl State {
 
 /// The master's gRPC service.
 pub struct MasterService {
-    state: Mutex<State>,
-    /// Serialises matrix creation so names and ids are decided once.
-    creating: tokio::sync::Mutex<()>,
+    pub(super) state: Mutex<State>,
+    /// Serialises creation and counter sealing so names, ids and indices are decided once.
+    pub(super) creating: tokio::sync::Mutex<()>,
     partitioners: BTreeMap<String, Arc<dyn Partitioner>>,
 }
 
@@ -168,11 +187,7 @@ impl MasterService {
     }
 
     /// Validates a create request and decides blocks, ids and placement.
-    #[allow(clippy::type_complexity)]
-    fn plan(
-        &self,
-        r: &CreateMatrixRequest,
-    ) -> Result<(MatrixMeta, BTreeMap<u32, (ServerEntry, Vec<u32>)>)> {
+    pub(super) fn plan(&self, r: &CreateMatrixRequest) -> Result<(MatrixMeta, Placement)> {
         validate(r)?;
         let name = if r.partitioner.is_empty() {
             "range"
@@ -230,24 +245,11 @@ impl MasterService {
         Layout::new(&meta).map_err(|e| {
             PsError::InvalidArgument(format!("partitioner '{name}' returned a bad layout: {e}"))
         })?;
-        let mut servers: BTreeMap<u32, (ServerEntry, Vec<u32>)> = BTreeMap::new();
-        for p in &meta.partitions {
-            servers
-                .entry(p.server_id)
-                .or_insert_with(|| (state.servers[&p.server_id].clone(), Vec::new()))
-                .1
-                .push(p.id);
-        }
+        let servers = state.placement(&meta);
         Ok((meta, servers))
     }
 
-    async fn drop_on(
-        &self,
-        servers: &BTreeMap<u32, (ServerEntry, Vec<u32>)>,
-        which: &[u32],
-        matrix_id: u32,
-        epoch: u64,
-    ) {
+    async fn drop_on(&self, servers: &Placement, which: &[u32], matrix_id: u32, epoch: u64) {
         let calls = which.iter().map(|id| {
             let entry = servers[id].0.clone();
             async move {
@@ -266,7 +268,7 @@ impl MasterService {
             let meta = state.matrix(name)?.clone();
             state.matrices.remove(name);
             state.epoch += 1;
-            let servers: BTreeMap<u32, (ServerEntry, Vec<u32>)> = state
+            let servers: Placement = state
                 .servers
                 .iter()
                 .map(|(&id, s)| (id, (s.clone(), Vec::new())))
@@ -401,5 +403,27 @@ impl Master for MasterService {
         _request: Request<StatusRequest>,
     ) -> std::result::Result<Response<StatusReply>, Status> {
         Ok(Response::new(self.status().await))
+    }
+
+    async fn create_counter(
+        &self,
+        request: Request<CounterRequest>,
+    ) -> std::result::Result<Response<CounterMeta>, Status> {
+        answer(self.create_counter(&request.into_inner().name).await)
+    }
+
+    async fn seal_counter(
+        &self,
+        request: Request<SealCounterRequest>,
+    ) -> std::result::Result<Response<CounterMeta>, Status> {
+        let request = request.into_inner();
+        answer(self.seal_counter(&request.name, request.min_count).await)
+    }
+
+    async fn clean_counter(
+        &self,
+        request: Request<CounterRequest>,
+    ) -> std::result::Result<Response<CounterMeta>, Status> {
+        answer(self.clean_counter(&request.into_inner().name).await)
     }
 }

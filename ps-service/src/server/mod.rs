@@ -3,8 +3,10 @@
 //! - [`partition`]: [`partition::Partition`], one hosted block with its lock, and
 //!   [`partition::Partitions`], everything this server hosts.
 //! - [`service`]: the gRPC handlers (validation first, then storage).
+//! - [`counters`]: the handlers of distributed counters.
 //! - [`node`]: [`ServerNode`], which binds, registers with the master and heartbeats.
 
+pub mod counters;
 pub mod node;
 pub mod partition;
 pub mod service;

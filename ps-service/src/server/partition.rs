@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use angel_client::{PsError, Result};
-use angel_proto::MatrixMeta;
+use angel_proto::{CounterMeta, MatrixMeta};
 use parking_lot::RwLock;
 
-use crate::storage::AnyBlock;
+use crate::storage::{AnyBlock, CounterBlock};
 
 /// One hosted partition.
 #[derive(Debug)]
@@ -56,10 +56,24 @@ impl Partition {
     }
 }
 
-/// Everything a server hosts, by (matrix id, partition id).
+/// One hosted partition of a counter: the keys whose hash falls in `hashes`.
+#[derive(Debug)]
+pub struct CounterPart {
+    /// The counter it belongs to.
+    pub counter: Arc<CounterMeta>,
+    /// Partition id within the counter's key space.
+    pub id: u32,
+    /// Hash range of its keys.
+    pub hashes: Range<u64>,
+    /// The keys.
+    pub data: RwLock<CounterBlock>,
+}
+
+/// Everything a server hosts, by (matrix or counter id, partition id).
 #[derive(Debug, Default)]
 pub struct Partitions {
     parts: RwLock<HashMap<(u32, u32), Arc<Partition>>>,
+    counters: RwLock<HashMap<(u32, u32), Arc<CounterPart>>>,
     /// Newest partition-map epoch this server has seen.
     epoch: AtomicU64,
 }
@@ -77,14 +91,49 @@ impl Partitions {
         partition_id: u32,
         caller_epoch: u64,
     ) -> Result<Arc<Partition>> {
-        if let Some(p) = self.parts.read().get(&(matrix_id, partition_id)) {
-            return Ok(p.clone());
-        }
-        Err(PsError::StaleMap(format!(
-            "partition {partition_id} of matrix {matrix_id} is not on this server (caller map \
-             epoch {caller_epoch}, server epoch {}); refresh the partition map",
+        let found = self.parts.read().get(&(matrix_id, partition_id)).cloned();
+        found.ok_or_else(|| self.stale("matrix", matrix_id, partition_id, caller_epoch))
+    }
+
+    /// The counter partition, or FAILED_PRECONDITION telling the caller to refresh its map.
+    pub fn counter(
+        &self,
+        counter_id: u32,
+        partition_id: u32,
+        caller_epoch: u64,
+    ) -> Result<Arc<CounterPart>> {
+        let found = self
+            .counters
+            .read()
+            .get(&(counter_id, partition_id))
+            .cloned();
+        found.ok_or_else(|| self.stale("counter", counter_id, partition_id, caller_epoch))
+    }
+
+    fn stale(&self, kind: &str, id: u32, partition_id: u32, caller_epoch: u64) -> PsError {
+        PsError::StaleMap(format!(
+            "partition {partition_id} of {kind} {id} is not on this server (caller map epoch \
+             {caller_epoch}, server epoch {}); refresh the partition map",
             self.epoch.load(Ordering::Relaxed)
-        )))
+        ))
+    }
+
+    /// Adds partitions of a new counter.
+    pub fn insert_counter(&self, parts: Vec<CounterPart>) {
+        let mut map = self.counters.write();
+        for p in parts {
+            map.insert((p.counter.id, p.id), Arc::new(p));
+        }
+    }
+
+    /// Removes every partition of counter `counter_id`.
+    pub fn remove_counter(&self, counter_id: u32) {
+        self.counters.write().retain(|(c, _), _| *c != counter_id);
+    }
+
+    /// Every hosted counter partition.
+    pub fn all_counters(&self) -> Vec<Arc<CounterPart>> {
+        self.counters.read().values().cloned().collect()
     }
 
     /// Adds partitions of a new matrix.

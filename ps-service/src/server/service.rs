@@ -7,9 +7,10 @@ use angel_client::value::value_size;
 use angel_client::{PsError, Result, StorageKind, ValueType, wire};
 use angel_proto::server_server::Server;
 use angel_proto::{
-    CreatePartitionsReply, CreatePartitionsRequest, DropPartitionsReply, DropPartitionsRequest,
-    PartitionStats, PsfReply, PsfRequest, PsfValues, PullReply, PullRequest, PushReply,
-    PushRequest, RowSlice, StatsReply, StatsRequest,
+    CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
+    CounterIncreaseReply, CounterIncreaseRequest, CreatePartitionsReply, CreatePartitionsRequest,
+    DropPartitionsReply, DropPartitionsRequest, PartitionStats, PsfReply, PsfRequest, PsfValues,
+    PullReply, PullRequest, PushReply, PushRequest, RowSlice, StatsReply, StatsRequest,
 };
 use prost::Message;
 use tonic::{Request, Response, Status};
@@ -40,7 +41,7 @@ struct Checked {
 }
 
 impl ServerService {
-    fn check_size(&self, request: &impl Message, verb: &str) -> Result<()> {
+    pub(super) fn check_size(&self, request: &impl Message, verb: &str) -> Result<()> {
         let len = request.encoded_len();
         if len > self.max_message_bytes {
             return Err(PsError::TooLarge(format!(
@@ -270,6 +271,35 @@ impl Server for ServerService {
         answer(self.psf_checked(request.into_inner()))
     }
 
+    async fn counter_admin(
+        &self,
+        request: Request<CounterAdminRequest>,
+    ) -> std::result::Result<Response<CounterAdminReply>, Status> {
+        answer(self.counter_admin_checked(request.into_inner()))
+    }
+
+    async fn counter_increase(
+        &self,
+        request: Request<CounterIncreaseRequest>,
+    ) -> std::result::Result<Response<CounterIncreaseReply>, Status> {
+        let request = request.into_inner();
+        answer(
+            self.check_size(&request, "counter increase")
+                .and_then(|()| self.counter_increase_checked(request)),
+        )
+    }
+
+    async fn counter_get(
+        &self,
+        request: Request<CounterGetRequest>,
+    ) -> std::result::Result<Response<CounterGetReply>, Status> {
+        let request = request.into_inner();
+        answer(
+            self.check_size(&request, "counter get")
+                .and_then(|()| self.counter_get_checked(request)),
+        )
+    }
+
     async fn stats(
         &self,
         _request: Request<StatsRequest>,
@@ -287,6 +317,15 @@ impl Server for ServerService {
                     bytes,
                 }
             })
+            .chain(self.parts.all_counters().into_iter().map(|c| {
+                let (elements, bytes) = c.data.read().usage();
+                PartitionStats {
+                    matrix_id: c.counter.id,
+                    partition_id: c.id,
+                    elements,
+                    bytes,
+                }
+            }))
             .collect();
         Ok(Response::new(StatsReply {
             server_id: self.server_id,

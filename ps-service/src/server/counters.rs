@@ -1,0 +1,178 @@
+//! The server's counter handlers: allocate, count, seal in two phases, read, clean.
+//! Like the matrix handlers, each checks a whole request before changing anything.
+
+use std::sync::Arc;
+
+use angel_client::counter::{decode_str_keys, key_hash};
+use angel_client::{PsError, Result, wire};
+use angel_proto::{
+    CounterAdminOp, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
+    CounterIncreaseReply, CounterIncreaseRequest, CounterKeys, CounterValues,
+};
+
+use super::partition::CounterPart;
+use super::service::ServerService;
+use crate::storage::{CounterBlock, Phase};
+
+impl ServerService {
+    pub(super) fn counter_admin_checked(
+        &self,
+        r: CounterAdminRequest,
+    ) -> Result<CounterAdminReply> {
+        self.parts.observe_epoch(r.epoch);
+        let meta = Arc::new(r.counter.clone().ok_or_else(|| {
+            PsError::InvalidArgument("counter admin: the counter is missing".into())
+        })?);
+        let epoch = r.epoch;
+        let mut reply = CounterAdminReply::default();
+        match r.op() {
+            CounterAdminOp::Create => {
+                let space = meta.space.as_ref().ok_or_else(|| {
+                    PsError::InvalidArgument(format!("counter '{}' has no key space", meta.name))
+                })?;
+                let mut parts = Vec::with_capacity(r.partition_ids.len());
+                for &pid in &r.partition_ids {
+                    let p = space.partitions.get(pid as usize).ok_or_else(|| {
+                        PsError::InvalidArgument(format!(
+                            "counter '{}' has no partition {pid}",
+                            meta.name
+                        ))
+                    })?;
+                    parts.push(CounterPart {
+                        counter: meta.clone(),
+                        id: pid,
+                        hashes: p.col_start..p.col_end,
+                        data: parking_lot::RwLock::new(CounterBlock::default()),
+                    });
+                }
+                self.parts.insert_counter(parts);
+            }
+            CounterAdminOp::Seal => {
+                let parts = self.counter_parts(meta.id, &r.partition_ids, epoch)?;
+                for part in parts {
+                    let mut block = part.data.write();
+                    if block.phase() == Phase::Read {
+                        return Err(wrong_state(&part, "is already sealed"));
+                    }
+                    reply.qualifying.push(block.rank(r.min_count));
+                }
+            }
+            CounterAdminOp::Assign => {
+                let parts = self.counter_parts(meta.id, &r.partition_ids, epoch)?;
+                if parts.len() != r.offsets.len() {
+                    return Err(PsError::InvalidArgument(format!(
+                        "counter '{}': {} offsets for {} partitions",
+                        meta.name,
+                        r.offsets.len(),
+                        parts.len()
+                    )));
+                }
+                for (part, &offset) in parts.iter().zip(&r.offsets) {
+                    let mut block = part.data.write();
+                    if block.phase() != Phase::Ranked {
+                        return Err(wrong_state(part, "was not ranked by a seal"));
+                    }
+                    block.assign(offset);
+                }
+            }
+            CounterAdminOp::CleanUp => self.parts.remove_counter(meta.id),
+            CounterAdminOp::Unspecified => {
+                return Err(PsError::InvalidArgument(
+                    "counter admin: no operation".into(),
+                ));
+            }
+        }
+        Ok(reply)
+    }
+
+    pub(super) fn counter_increase_checked(
+        &self,
+        r: CounterIncreaseRequest,
+    ) -> Result<CounterIncreaseReply> {
+        let epoch = r.caller.map_or(0, |c| c.map_epoch);
+        let mut checked = Vec::with_capacity(r.parts.len());
+        for p in &r.parts {
+            let (part, keys) = self.counter_keys(r.counter_id, p, epoch)?;
+            let deltas: Vec<i64> = wire::decode_values(&p.deltas, "counter deltas")?;
+            if deltas.len() != keys.len() {
+                return Err(PsError::InvalidArgument(format!(
+                    "counter '{}': {} keys but {} deltas",
+                    part.counter.name,
+                    keys.len(),
+                    deltas.len()
+                )));
+            }
+            if part.data.read().phase() != Phase::Write {
+                return Err(wrong_state(
+                    &part,
+                    "is sealed; increase needs the WRITE state",
+                ));
+            }
+            checked.push((part, keys, deltas));
+        }
+        for (part, keys, deltas) in checked {
+            let mut block = part.data.write();
+            if block.phase() != Phase::Write {
+                return Err(wrong_state(&part, "was sealed during this increase"));
+            }
+            keys.iter()
+                .zip(deltas)
+                .for_each(|(k, d)| block.increase(k, d));
+        }
+        Ok(CounterIncreaseReply {})
+    }
+
+    pub(super) fn counter_get_checked(&self, r: CounterGetRequest) -> Result<CounterGetReply> {
+        let epoch = r.caller.map_or(0, |c| c.map_epoch);
+        let mut parts = Vec::with_capacity(r.parts.len());
+        for p in &r.parts {
+            let (part, keys) = self.counter_keys(r.counter_id, p, epoch)?;
+            let block = part.data.read();
+            if block.phase() != Phase::Read {
+                return Err(wrong_state(
+                    &part,
+                    "is not sealed yet; seal it before reading indices",
+                ));
+            }
+            let (counts, indices): (Vec<i64>, Vec<u64>) = keys.iter().map(|k| block.get(k)).unzip();
+            parts.push(CounterValues {
+                counts: wire::encode_values(&counts),
+                indices: wire::encode_keys(&indices),
+            });
+        }
+        Ok(CounterGetReply { parts })
+    }
+
+    fn counter_parts(
+        &self,
+        counter_id: u32,
+        ids: &[u32],
+        epoch: u64,
+    ) -> Result<Vec<Arc<CounterPart>>> {
+        ids.iter()
+            .map(|&pid| self.parts.counter(counter_id, pid, epoch))
+            .collect()
+    }
+
+    /// Resolves a request part and decodes its keys, checking each hashes into the partition.
+    fn counter_keys<'a>(
+        &self,
+        counter_id: u32,
+        p: &'a CounterKeys,
+        epoch: u64,
+    ) -> Result<(Arc<CounterPart>, Vec<&'a str>)> {
+        let part = self.parts.counter(counter_id, p.partition_id, epoch)?;
+        let keys = decode_str_keys(&p.data, &p.lengths)?;
+        if let Some(k) = keys.iter().find(|k| !part.hashes.contains(&key_hash(k))) {
+            return Err(PsError::OutOfRange(format!(
+                "key '{k}' does not hash into partition {} of counter '{}'",
+                part.id, part.counter.name
+            )));
+        }
+        Ok((part, keys))
+    }
+}
+
+fn wrong_state(part: &CounterPart, why: &str) -> PsError {
+    PsError::WrongState(format!("counter '{}' {why}", part.counter.name))
+}

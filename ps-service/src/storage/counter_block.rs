@@ -1,0 +1,130 @@
+//! [`CounterBlock`]: the string keys of one counter partition, their counts and, once sealed,
+//! their indices.
+
+use std::collections::HashMap;
+
+use angel_client::counter::{NO_INDEX, key_hash};
+
+/// Where a counter partition is in its lifecycle, as this server sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Counting.
+    Write,
+    /// Seal phase 1 done: qualifying keys hold their rank within the partition.
+    Ranked,
+    /// Sealed: qualifying keys hold their global index.
+    Read,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    count: i64,
+    index: u64,
+}
+
+/// Counts and indices of the keys of one partition.
+#[derive(Debug)]
+pub struct CounterBlock {
+    entries: HashMap<Box<str>, Entry>,
+    phase: Phase,
+}
+
+impl Default for CounterBlock {
+    fn default() -> Self {
+        CounterBlock {
+            entries: HashMap::new(),
+            phase: Phase::Write,
+        }
+    }
+}
+
+impl CounterBlock {
+    /// The lifecycle phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Adds `delta` to `key`'s count.
+    pub fn increase(&mut self, key: &str, delta: i64) {
+        match self.entries.get_mut(key) {
+            Some(e) => e.count = e.count.wrapping_add(delta),
+            None => {
+                let entry = Entry {
+                    count: delta,
+                    index: NO_INDEX,
+                };
+                self.entries.insert(key.into(), entry);
+            }
+        }
+    }
+
+    /// Seal phase 1: ranks the keys counted at least `min_count` times in (hash, key) order
+    /// and returns how many there are.
+    pub fn rank(&mut self, min_count: i64) -> u64 {
+        let mut qualifying: Vec<(u64, &str)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.count >= min_count)
+            .map(|(k, _)| (key_hash(k), &**k))
+            .collect();
+        qualifying.sort_unstable();
+        let ranks: HashMap<Box<str>, u64> = qualifying
+            .into_iter()
+            .enumerate()
+            .map(|(rank, (_, k))| (Box::from(k), rank as u64))
+            .collect();
+        for (k, e) in self.entries.iter_mut() {
+            e.index = ranks.get(k).copied().unwrap_or(NO_INDEX);
+        }
+        self.phase = Phase::Ranked;
+        ranks.len() as u64
+    }
+
+    /// Seal phase 2: turns ranks into global indices by adding this partition's `offset`.
+    pub fn assign(&mut self, offset: u64) {
+        for e in self.entries.values_mut() {
+            if e.index != NO_INDEX {
+                e.index += offset;
+            }
+        }
+        self.phase = Phase::Read;
+    }
+
+    /// (count, index) of `key`; (0, [`NO_INDEX`]) when unknown.
+    pub fn get(&self, key: &str) -> (i64, u64) {
+        self.entries
+            .get(key)
+            .map_or((0, NO_INDEX), |e| (e.count, e.index))
+    }
+
+    /// (keys, approximate bytes held).
+    pub fn usage(&self) -> (u64, u64) {
+        let table = self.entries.capacity() * (std::mem::size_of::<(Box<str>, Entry)>() + 1);
+        let strings: usize = self.entries.keys().map(|k| k.len()).sum();
+        (self.entries.len() as u64, (table + strings) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_follow_hash_then_key_and_skip_rare_keys() {
+        let mut block = CounterBlock::default();
+        for (k, n) in [("a", 3), ("b", 1), ("c", 2), ("a", 1)] {
+            block.increase(k, n);
+        }
+        assert_eq!(block.rank(2), 2);
+        block.assign(10);
+        let mut expected = [(key_hash("a"), "a"), (key_hash("c"), "c")];
+        expected.sort_unstable();
+        for (i, (_, k)) in expected.iter().enumerate() {
+            assert_eq!(block.get(k).1, 10 + i as u64);
+        }
+        assert_eq!(block.get("a").0, 4);
+        assert_eq!(block.get("b"), (1, NO_INDEX));
+        assert_eq!(block.get("zzz"), (0, NO_INDEX));
+        assert_eq!(block.phase(), Phase::Read);
+    }
+}
