@@ -16,7 +16,7 @@ use angel_proto::server_client::ServerClient;
 use angel_proto::{
     Caller, DescribeMatrixRequest, DropMatrixRequest, GetPartitionMapRequest, PartitionMap,
     PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, RowSlice, StatusReply,
-    StatusRequest, StorageKind,
+    StatusRequest, StorageKind, Update,
 };
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -275,7 +275,7 @@ impl PsClient {
                 values: Bytes::new(),
             })
             .collect();
-        let replies = self.pull_slices(&m, slices).await?;
+        let replies = self.send_slices(&m, slices, SliceOp::Pull).await?;
         let answers = replies
             .iter()
             .zip(&split.groups)
@@ -307,7 +307,7 @@ impl PsClient {
                 places.push((i, band.cols(pos)));
             }
         }
-        let replies = self.pull_slices(&m, slices).await?;
+        let replies = self.send_slices(&m, slices, SliceOp::Pull).await?;
         let mut out = vec![vec![T::default(); cols as usize]; rows.len()];
         for (reply, (i, range)) in replies.iter().zip(places) {
             let width = (range.end - range.start) as usize;
@@ -337,6 +337,29 @@ impl PsClient {
         keys: &[u64],
         values: &[T],
     ) -> Result<()> {
+        self.push_keyed(name, row, keys, values, None).await
+    }
+
+    /// Sends gradients of row 0 of a model matrix; the servers apply `update`'s optimizer per
+    /// key (state in rows 1..). Duplicate keys are summed before sending.
+    pub async fn push_update<T: Element>(
+        &self,
+        name: &str,
+        keys: &[u64],
+        grads: &[T],
+        update: &Update,
+    ) -> Result<()> {
+        self.push_keyed(name, 0, keys, grads, Some(update)).await
+    }
+
+    async fn push_keyed<T: Element>(
+        &self,
+        name: &str,
+        row: u64,
+        keys: &[u64],
+        values: &[T],
+        update: Option<&Update>,
+    ) -> Result<()> {
         if keys.len() != values.len() {
             return Err(PsError::InvalidArgument(format!(
                 "push to matrix '{name}': {} keys but {} values",
@@ -358,7 +381,9 @@ impl PsClient {
                 values: wire::encode_values(&merged),
             })
             .collect();
-        self.push_slices(&m, slices).await
+        self.send_slices(&m, slices, SliceOp::Push(update))
+            .await
+            .map(drop)
     }
 
     /// Adds a whole dense row (`values.len()` must equal the matrix's columns).
@@ -383,7 +408,9 @@ impl PsClient {
                 }
             })
             .collect();
-        self.push_slices(&m, slices).await
+        self.send_slices(&m, slices, SliceOp::Push(None))
+            .await
+            .map(drop)
     }
 
     /// Runs the PS function `name` on the servers over `operands` (matrix name, row) with
@@ -477,20 +504,12 @@ impl PsClient {
         Ok(m)
     }
 
-    async fn pull_slices(&self, m: &Matrix, slices: Vec<RowSlice>) -> Result<Vec<RowSlice>> {
-        self.send_slices(m, slices, false).await
-    }
-
-    async fn push_slices(&self, m: &Matrix, slices: Vec<RowSlice>) -> Result<()> {
-        self.send_slices(m, slices, true).await.map(drop)
-    }
-
     /// Pulls or pushes `slices` of matrix `m`; one reply slice per slice (empty for pushes).
     async fn send_slices(
         &self,
         m: &Matrix,
         slices: Vec<RowSlice>,
-        push: bool,
+        op: SliceOp<'_>,
     ) -> Result<Vec<RowSlice>> {
         let (matrix_id, value_type) = (m.meta.id, m.meta.value_type);
         let limit = self.config.max_message_bytes;
@@ -500,7 +519,7 @@ impl PsClient {
             |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
             |mut conn, slices, caller| async move {
                 let caller = Some(caller);
-                if push {
+                if let SliceOp::Push(update) = op {
                     let count = slices.len();
                     let request = PushRequest {
                         caller,
@@ -508,6 +527,7 @@ impl PsClient {
                         value_type,
                         slices,
                         codec: 0,
+                        update: update.cloned(),
                     };
                     check_size(&request, limit, "push to", name, &conn.addr)?;
                     conn.rpc.push(request).await?;
@@ -612,6 +632,13 @@ impl PsClient {
             map_epoch: self.map_epoch(),
         }
     }
+}
+
+/// What [`PsClient::send_slices`] does: pull, or push (adding, or through an optimizer).
+#[derive(Debug, Clone, Copy)]
+enum SliceOp<'a> {
+    Pull,
+    Push(Option<&'a Update>),
 }
 
 /// Why one server's part of a call failed: before sending, or as the server's answer.

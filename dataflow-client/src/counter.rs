@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use angel_proto::{
     CounterGetRequest, CounterIncreaseRequest, CounterKeys, CounterMeta, CounterRequest,
-    CounterState, SealCounterRequest,
+    CounterState, CounterValues, SealCounterRequest,
 };
 use bytes::Bytes;
 use xxhash_rust::xxh3::xxh3_64;
@@ -229,21 +229,7 @@ impl PsClient {
                 deltas: Bytes::new(),
             });
         }
-        let counter_id = c.space.meta.id;
-        let replies = self
-            .scatter(
-                parts,
-                |routing, p: &CounterKeys| server_of(routing, counter_id, p.partition_id),
-                |mut conn, parts, caller| async move {
-                    let request = CounterGetRequest {
-                        caller: Some(caller),
-                        counter_id,
-                        parts,
-                    };
-                    Ok::<_, SendError>(conn.rpc.counter_get(request).await?.into_inner().parts)
-                },
-            )
-            .await?;
+        let replies = self.counter_get_parts(&c, parts, false).await?;
         let mut out = vec![(0i64, None); keys.len()];
         for ((_, positions), reply) in groups.iter().zip(replies) {
             let counts: Vec<i64> = crate::wire::decode_values(&reply.counts, "counter counts")?;
@@ -273,6 +259,65 @@ impl PsClient {
     }
 
     /// The counter named `name`, unless it was cleaned (its keys are gone from the servers).
+    /// Every indexed key of a sealed counter as (key, count, index), ordered by index: the
+    /// feature dictionary a model is exported with.
+    pub async fn counter_indexed(&self, name: &str) -> Result<Vec<(String, i64, u64)>> {
+        let c = self.live_counter(name).await?;
+        let parts = c
+            .space
+            .meta
+            .partitions
+            .iter()
+            .map(|p| CounterKeys {
+                partition_id: p.id,
+                ..Default::default()
+            })
+            .collect();
+        let mut out = Vec::new();
+        for reply in self.counter_get_parts(&c, parts, true).await? {
+            let listed = reply.keys.unwrap_or_default();
+            let keys = decode_str_keys(&listed.data, &listed.lengths)?;
+            let counts: Vec<i64> = crate::wire::decode_values(&reply.counts, "counter counts")?;
+            let indices = crate::wire::decode_keys(&reply.indices, "counter indices")?;
+            if counts.len() != keys.len() || indices.len() != keys.len() {
+                return Err(PsError::Internal(format!(
+                    "counter '{name}': a server listed {} keys with {} counts",
+                    keys.len(),
+                    counts.len()
+                )));
+            }
+            for ((k, count), index) in keys.into_iter().zip(counts).zip(indices) {
+                out.push((k.to_string(), count, index));
+            }
+        }
+        out.sort_by_key(|e| e.2);
+        Ok(out)
+    }
+
+    /// Sends a `CounterGet` for `parts` of counter `c`; one answer per part.
+    async fn counter_get_parts(
+        &self,
+        c: &Counter,
+        parts: Vec<CounterKeys>,
+        all_indexed: bool,
+    ) -> Result<Vec<CounterValues>> {
+        let counter_id = c.space.meta.id;
+        self.scatter(
+            parts,
+            |routing, p: &CounterKeys| server_of(routing, counter_id, p.partition_id),
+            |mut conn, parts, caller| async move {
+                let request = CounterGetRequest {
+                    caller: Some(caller),
+                    counter_id,
+                    parts,
+                    all_indexed,
+                };
+                Ok::<_, SendError>(conn.rpc.counter_get(request).await?.into_inner().parts)
+            },
+        )
+        .await
+    }
+
     async fn live_counter(&self, name: &str) -> Result<Arc<Counter>> {
         let c = self.counter(name).await?;
         if c.meta.state() == CounterState::Clean {

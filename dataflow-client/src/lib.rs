@@ -24,7 +24,7 @@ pub mod split;
 pub mod value;
 pub mod wire;
 
-pub use angel_proto::{StorageKind, ValueType};
+pub use angel_proto::{StorageKind, Update, ValueType};
 pub use client::{ClientConfig, PsClient};
 pub use error::{PsError, Result};
 pub use matrix::MatrixSpec;

@@ -1,5 +1,7 @@
 //! What a caller asks for when it creates a matrix, and the handle it gets back.
 
+use std::collections::HashMap;
+
 use angel_proto::{CreateMatrixRequest, MatrixMeta, StorageKind, ValueType};
 
 use crate::{Layout, Result};
@@ -27,6 +29,8 @@ pub struct MatrixSpec {
     pub partitioner: Option<String>,
     /// Block shape hints (rows, cols) for the partitioner; 0 lets it choose.
     pub block_shape: (u64, u64),
+    /// Attributes stored with the matrix and returned in its metadata.
+    pub attrs: HashMap<String, String>,
 }
 
 impl MatrixSpec {
@@ -49,6 +53,7 @@ impl MatrixSpec {
             storage,
             partitioner: None,
             block_shape: (0, 0),
+            attrs: HashMap::new(),
         }
     }
 
@@ -70,6 +75,12 @@ impl MatrixSpec {
         self
     }
 
+    /// Stores `key = value` with the matrix (a model's kind or optimizer, for example).
+    pub fn attr(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.attrs.insert(key.into(), value.into());
+        self
+    }
+
     /// The wire request.
     pub fn to_request(&self) -> CreateMatrixRequest {
         CreateMatrixRequest {
@@ -81,6 +92,7 @@ impl MatrixSpec {
             partitioner: self.partitioner.clone().unwrap_or_default(),
             block_rows: self.block_shape.0,
             block_cols: self.block_shape.1,
+            attrs: self.attrs.clone(),
         }
     }
 }

@@ -1,4 +1,49 @@
-//! Readers (CSV, Parquet, libsvm) and feature extraction for angel-ps SQL pipelines.
+//! Readers that bring raw data into Arrow for angel-ps SQL pipelines.
 //!
-//! Empty until the SQL pipeline work lands; the crate exists so the workspace layout is the
-//! one every later change builds on.
+//! # Layout
+//!
+//! - [`csv`]: CSV with or without a header, any delimiter, null tokens, trimmed values,
+//!   typed columns.
+//! - [`libsvm`]: sparse `label index:value ...` files.
+//! - [`features`]: SQL functions for feature extraction: `ps_feature`, `ps_bucket`,
+//!   `ps_quantile_bucket`, `ps_cross`.
+//! - [`ctr_data`]: a generator of Criteo-like click logs for demos and benchmarks.
+//! - [`bad_rows`]: what happens to rows that do not parse (fail, or skip and report).
+
+pub mod bad_rows;
+pub mod csv;
+pub mod ctr_data;
+pub mod features;
+pub mod libsvm;
+
+use std::path::Path;
+
+use bad_rows::BadRow;
+use datafusion::arrow::error::ArrowError;
+
+/// Why reading failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EtlError {
+    /// The file could not be read.
+    #[error("cannot read {0}: {1}")]
+    Io(String, std::io::Error),
+    /// The CSV layer failed (invalid UTF-8, for example).
+    #[error("{0}: {1}")]
+    Csv(String, String),
+    /// A row did not parse and the policy is to fail.
+    #[error("{0} (set bad_rows=skip to skip such rows)")]
+    BadRow(BadRow),
+    /// Reader options were wrong.
+    #[error("{0}")]
+    Options(String),
+    /// Arrow refused the data.
+    #[error(transparent)]
+    Arrow(#[from] ArrowError),
+}
+
+/// The file's display name and contents.
+fn read_text(path: &Path) -> Result<(String, String), EtlError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| EtlError::Io(name.clone(), e))?;
+    Ok((name, text))
+}

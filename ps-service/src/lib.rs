@@ -6,6 +6,7 @@
 //! - [`server`]: a parameter server: hosts partitions, answers pull / push / PS functions.
 //! - [`storage`]: how a server holds partitions: dense arrays and compact sparse maps.
 //! - [`psf`]: PS functions, the built-ins and the trait users implement for their own.
+//! - [`optim`]: optimizers (sgd, adagrad, adam, ftrl) applied per key on pushed gradients.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
 //! - [`cli`]: the `angel-ps` command (master, server, standalone, status, demo, bench).
@@ -16,10 +17,12 @@
 pub mod cli;
 pub mod master;
 pub mod net;
+pub mod optim;
 pub mod psf;
 pub mod server;
 pub mod standalone;
 pub mod storage;
 
+pub use optim::Optimizer;
 pub use psf::{PsFunction, PsfContext, PsfRegistry};
 pub use standalone::{Standalone, StandaloneConfig};

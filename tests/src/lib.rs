@@ -26,7 +26,9 @@ pub fn binary() -> PathBuf {
             return PathBuf::from(path);
         }
         let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "--quiet", "-p", "angel-ps", "--bin", "angel-ps"]);
+        // The whole workspace with every target, as `cargo test --workspace` builds it: a
+        // narrower selection unifies features differently and rebuilds DataFusion.
+        build.args(["build", "--quiet", "--workspace", "--all-targets"]);
         if !cfg!(debug_assertions) {
             build.arg("--release");
         }

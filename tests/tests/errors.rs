@@ -3,7 +3,7 @@
 
 use angel_client::{ClientConfig, MatrixSpec, PsError, ValueType, wire};
 use angel_proto::server_client::ServerClient;
-use angel_proto::{PullRequest, PushRequest, RowSlice};
+use angel_proto::{PullRequest, PushRequest, RowSlice, Update};
 use angel_tests::Cluster;
 use bytes::Bytes;
 use tonic::Code;
@@ -162,6 +162,7 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
         value_type: ValueType::F32 as i32,
         slices: vec![slice(&[0, 1], wire::encode_values(&[1.0f32]))],
         codec: 0,
+        update: None,
     };
     let err = status(raw(host).await.push(push.clone()).await);
     expect(
@@ -284,12 +285,19 @@ async fn random_payloads_never_take_a_server_down() {
             value_type: (next() % 5) as i32,
             slices: vec![slice.clone()],
             codec: (next() % 2) as u32,
+            update: (next() % 2 == 0).then(|| Update {
+                optimizer: ["sgd", "adam", "nope"][(next() % 3) as usize].into(),
+                ..Default::default()
+            }),
         };
         if let Err(s) = server.push(request).await {
             assert!(
                 matches!(
                     s.code(),
-                    Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition
+                    Code::InvalidArgument
+                        | Code::OutOfRange
+                        | Code::FailedPrecondition
+                        | Code::NotFound
                 ),
                 "{s:?}"
             );

@@ -2,11 +2,13 @@
 //!
 //! - `master`, `server`, `standalone`: run the service ([`service`]).
 //! - `status`: the service as tables ([`status`]).
+//! - `run`: a SQL job file on embedded DataFusion ([`run`]).
 //! - `demo`: a short PS smoke job with throughput ([`demo`]).
 //! - `bench ps`: the PS throughput table against a raw TCP baseline ([`bench`]).
 
 pub mod bench;
 pub mod demo;
+pub mod run;
 pub mod service;
 pub mod status;
 
@@ -32,6 +34,8 @@ enum Command {
     Standalone(service::StandaloneArgs),
     /// Show servers, matrices and partition sizes of a running service.
     Status(status::StatusArgs),
+    /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion.
+    Run(run::RunArgs),
     /// Start an embedded service, run a short push/pull/PS-function job, print throughput.
     Demo(demo::DemoArgs),
     /// Benchmarks; each prints a table.
@@ -56,14 +60,15 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async move {
+    let result: Result<(), Box<dyn std::error::Error>> = runtime.block_on(async move {
         match cli.command {
-            Command::Master(args) => service::master(args).await,
-            Command::Server(args) => service::server(args).await,
-            Command::Standalone(args) => service::standalone(args).await,
-            Command::Status(args) => status::run(args).await,
-            Command::Demo(args) => demo::run(args).await,
-            Command::Bench(command) => bench::run(command).await,
+            Command::Master(args) => Ok(service::master(args).await?),
+            Command::Server(args) => Ok(service::server(args).await?),
+            Command::Standalone(args) => Ok(service::standalone(args).await?),
+            Command::Status(args) => Ok(status::run(args).await?),
+            Command::Run(args) => run::run(args).await,
+            Command::Demo(args) => Ok(demo::run(args).await?),
+            Command::Bench(command) => Ok(bench::run(command).await?),
         }
     });
     match result {

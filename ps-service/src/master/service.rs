@@ -241,6 +241,7 @@ impl MasterService {
             storage: r.storage,
             partitioner: name.to_string(),
             partitions,
+            attrs: r.attrs.clone(),
         };
         Layout::new(&meta).map_err(|e| {
             PsError::InvalidArgument(format!("partitioner '{name}' returned a bad layout: {e}"))

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use angel_client::counter::{decode_str_keys, key_hash};
+use angel_client::counter::{decode_str_keys, encode_str_keys, key_hash};
 use angel_client::{PsError, Result, wire};
 use angel_proto::{
     CounterAdminOp, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
@@ -134,10 +134,35 @@ impl ServerService {
                     "is not sealed yet; seal it before reading indices",
                 ));
             }
-            let (counts, indices): (Vec<i64>, Vec<u64>) = keys.iter().map(|k| block.get(k)).unzip();
+            let entries: Vec<(&str, i64, u64)> = match r.all_indexed {
+                true => block.indexed(),
+                false => keys
+                    .iter()
+                    .map(|&k| {
+                        let (count, index) = block.get(k);
+                        (k, count, index)
+                    })
+                    .collect(),
+            };
+            let counts: Vec<i64> = entries.iter().map(|e| e.1).collect();
+            let indices: Vec<u64> = entries.iter().map(|e| e.2).collect();
+            let listed = match r.all_indexed {
+                true => {
+                    let names: Vec<&str> = entries.iter().map(|e| e.0).collect();
+                    let (data, lengths) = encode_str_keys(&names)?;
+                    Some(CounterKeys {
+                        partition_id: part.id,
+                        data,
+                        lengths,
+                        ..Default::default()
+                    })
+                }
+                false => None,
+            };
             parts.push(CounterValues {
                 counts: wire::encode_values(&counts),
                 indices: wire::encode_keys(&indices),
+                keys: listed,
             });
         }
         Ok(CounterGetReply { parts })

@@ -10,7 +10,7 @@ use angel_proto::{
     CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
     CounterIncreaseReply, CounterIncreaseRequest, CreatePartitionsReply, CreatePartitionsRequest,
     DropPartitionsReply, DropPartitionsRequest, PartitionStats, PsfReply, PsfRequest, PsfValues,
-    PullReply, PullRequest, PushReply, PushRequest, RowSlice, StatsReply, StatsRequest,
+    PullReply, PullRequest, PushReply, PushRequest, RowSlice, StatsReply, StatsRequest, Update,
 };
 use prost::Message;
 use tonic::{Request, Response, Status};
@@ -147,11 +147,46 @@ impl ServerService {
             request.slices,
             true,
         )?;
-        for c in checked {
-            let mut block = c.part.data.write();
-            with_block!(&mut *block, b => b.push(c.row, c.keys.as_deref(), &c.values))?;
+        match request.update {
+            None => {
+                for c in checked {
+                    let mut block = c.part.data.write();
+                    with_block!(&mut *block, b => b.push(c.row, c.keys.as_deref(), &c.values))?;
+                }
+            }
+            Some(update) => self.apply_update(checked, &update)?,
         }
         Ok(PushReply {})
+    }
+
+    /// Applies pushed gradients through an optimizer, after checking every slice addresses
+    /// row 0 of a model block that holds the optimizer's state rows.
+    fn apply_update(&self, checked: Vec<Checked>, update: &Update) -> Result<()> {
+        let optimizer = self.psfs.optimizer(&update.optimizer)?;
+        let rows = 1 + optimizer.state_rows() as u64;
+        for c in &checked {
+            let m = &c.part.matrix;
+            if m.rows != rows || c.part.rows != (0..rows) || c.row != 0 || c.keys.is_none() {
+                return Err(PsError::InvalidArgument(format!(
+                    "optimizer '{}' updates keys of row 0 of a model matrix with {rows} rows \
+                     (weights + {} state rows) kept together in each block; matrix '{}' has {} \
+                     rows, partition {} holds rows {:?}",
+                    update.optimizer,
+                    rows - 1,
+                    m.name,
+                    m.rows,
+                    c.part.id,
+                    c.part.rows
+                )));
+            }
+        }
+        for c in checked {
+            let keys = c.keys.as_deref().unwrap_or_default();
+            let mut step = |slot: &mut [f64], g: f64| optimizer.step(slot, g, update);
+            let mut block = c.part.data.write();
+            with_block!(&mut *block, b => b.update(keys, &c.values, &mut step))?;
+        }
+        Ok(())
     }
 
     fn psf_checked(&self, request: PsfRequest) -> Result<PsfReply> {

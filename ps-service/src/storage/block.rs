@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::row::{RowMut, RowRef};
 use super::{RowStore, SparseMap};
+use crate::optim::MAX_STATE_ROWS;
 
 /// The data of one partition. Rows and keys are global; callers check them against
 /// [`Block::rows`] and [`Block::cols`] before calling.
@@ -97,6 +98,37 @@ impl<T: Element> Block<T> {
             }
             (RowStore::Sparse(m), Some(keys)) => {
                 keys.iter().zip(values).for_each(|(&k, d)| m.add(k, d));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies an optimizer step at each of `keys` of a model block: row 0 holds the
+    /// weights and rows 1.. the optimizer's state, all of which this block must hold.
+    /// `grads` are packed gradients, one per key. Lengths were checked by the caller.
+    pub fn update(
+        &mut self,
+        keys: &[u64],
+        grads: &[u8],
+        step: &mut dyn FnMut(&mut [f64], f64),
+    ) -> Result<()> {
+        let grads: Vec<T> = wire::decode_values(grads, "gradients")?;
+        let start = self.cols.start;
+        let mut slot = [0.0f64; 1 + MAX_STATE_ROWS];
+        let slot = &mut slot[..self.data.len()];
+        for (&k, g) in keys.iter().zip(grads) {
+            for (s, row) in slot.iter_mut().zip(&self.data) {
+                *s = match row {
+                    RowStore::Dense(v) => v[(k - start) as usize].to_f64(),
+                    RowStore::Sparse(m) => m.get(k).unwrap_or_default().to_f64(),
+                };
+            }
+            step(slot, g.to_f64());
+            for (&s, row) in slot.iter().zip(&mut self.data) {
+                match row {
+                    RowStore::Dense(v) => v[(k - start) as usize] = T::from_f64(s),
+                    RowStore::Sparse(m) => m.set(k, T::from_f64(s)),
+                }
             }
         }
         Ok(())

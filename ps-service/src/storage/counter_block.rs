@@ -97,6 +97,15 @@ impl CounterBlock {
             .map_or((0, NO_INDEX), |e| (e.count, e.index))
     }
 
+    /// Every key with an index, with its count and index.
+    pub fn indexed(&self) -> Vec<(&str, i64, u64)> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.index != NO_INDEX)
+            .map(|(k, e)| (&**k, e.count, e.index))
+            .collect()
+    }
+
     /// (keys, approximate bytes held).
     pub fn usage(&self) -> (u64, u64) {
         let table = self.entries.capacity() * (std::mem::size_of::<(Box<str>, Entry)>() + 1);
@@ -126,5 +135,9 @@ mod tests {
         assert_eq!(block.get("b"), (1, NO_INDEX));
         assert_eq!(block.get("zzz"), (0, NO_INDEX));
         assert_eq!(block.phase(), Phase::Read);
+        let mut indexed = block.indexed();
+        indexed.sort_by_key(|e| e.2);
+        assert_eq!(indexed.len(), 2);
+        assert_eq!(indexed[0].2, 10);
     }
 }

@@ -1,0 +1,86 @@
+//! `ps_quantile_bucket(x, splits) -> Int64`: the number of split points at or below x, so
+//! quantile splits make buckets of equal population. The splits are a list, typically from
+//! a scalar subquery over `approx_percentile_cont`:
+//!
+//! ```sql
+//! ps_quantile_bucket(age, (SELECT make_array(approx_percentile_cont(0.25) WITHIN GROUP (ORDER BY age),
+//!                                            approx_percentile_cont(0.5) WITHIN GROUP (ORDER BY age),
+//!                                            approx_percentile_cont(0.75) WITHIN GROUP (ORDER BY age)) FROM t))
+//! ```
+
+use datafusion::arrow::array::{Array, AsArray, Int64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
+use datafusion::common::{Result, exec_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+};
+
+/// See the module documentation.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct PsQuantileBucket {
+    signature: Signature,
+}
+
+impl Default for PsQuantileBucket {
+    fn default() -> Self {
+        PsQuantileBucket {
+            signature: Signature::any(2, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for PsQuantileBucket {
+    fn name(&self) -> &str {
+        "ps_quantile_bucket"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let list_type = DataType::List(std::sync::Arc::new(Field::new_list_field(
+            DataType::Float64,
+            true,
+        )));
+        let Ok(splits) = cast(&args.args[1].to_array(n)?, &list_type) else {
+            return exec_err!("ps_quantile_bucket: the splits must be a list of numbers");
+        };
+        let splits = splits.as_list::<i32>();
+        let x = cast(&args.args[0].to_array(n)?, &DataType::Float64)?;
+        let x = x.as_primitive::<Float64Type>();
+        let out: Int64Array = (0..n)
+            .map(|r| {
+                (x.is_valid(r) && splits.is_valid(r)).then(|| {
+                    let s = splits.value(r);
+                    let s = s.as_primitive::<Float64Type>();
+                    s.values().partition_point(|&p| p <= x.value(r)) as i64
+                })
+            })
+            .collect();
+        Ok(ColumnarValue::Array(std::sync::Arc::new(out)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::Int64Type;
+
+    use crate::features::test_util::query;
+
+    #[tokio::test]
+    async fn counts_the_splits_at_or_below_each_value() {
+        let b = query("SELECT ps_quantile_bucket(x, make_array(2.0, 3.5)) AS q FROM (VALUES (1.0), (2.0), (3.0), (4.0)) AS t(x) ORDER BY x")
+            .await
+            .unwrap();
+        let q = b[0].column(0).as_primitive::<Int64Type>();
+        assert_eq!(q.values().to_vec(), vec![0, 1, 1, 2]);
+    }
+}

@@ -1,0 +1,141 @@
+//! `angel-ps run job.sql`: runs a SQL job file on embedded DataFusion, against an embedded
+//! service (started in this process) or, with `--master`, a running one. Prints each
+//! statement's result, then a summary of where the time went and of skipped input rows.
+
+use std::collections::HashMap;
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use angel_sql::job::{Job, StatementReport};
+use clap::Args;
+use comfy_table::Table;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+use crate::standalone::{Standalone, StandaloneConfig};
+
+/// Rows of a statement's result printed in full.
+const SHOW_ROWS: usize = 20;
+
+/// Flags of `angel-ps run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The SQL job file.
+    pub file: PathBuf,
+    /// A value for `${name}` in the file, as name=value; repeat for more.
+    #[arg(long = "var", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+    /// Master of a running service; without it the job starts an embedded one.
+    #[arg(long, env = "ANGEL_MASTER")]
+    pub master: Option<String>,
+    /// Servers of the embedded service.
+    #[arg(long, default_value_t = 2)]
+    pub servers: usize,
+    /// Partitions DataFusion plans for (parallel tasks); 0 = one per core.
+    #[arg(long, default_value_t = 0)]
+    pub partitions: usize,
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .ok_or_else(|| format!("'{s}' is not name=value"))
+}
+
+/// Runs the job and prints its results and summary.
+pub async fn run(args: RunArgs) -> Result<(), Box<dyn Error>> {
+    let reports = run_job(&args, print_report).await?;
+    print_summary(&reports);
+    Ok(())
+}
+
+/// Runs the job of `args` on a fresh session (and, without `--master`, a fresh embedded
+/// service, stopped afterwards), calling `each` after every statement.
+pub async fn run_job(
+    args: &RunArgs,
+    each: impl FnMut(&StatementReport),
+) -> Result<Vec<StatementReport>, Box<dyn Error>> {
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| format!("cannot read job file {}: {e}", args.file.display()))?;
+    let vars: HashMap<String, String> = args.vars.iter().cloned().collect();
+    let mut config = SessionConfig::new();
+    if args.partitions > 0 {
+        config = config.with_target_partitions(args.partitions);
+    }
+    let ctx = SessionContext::new_with_config(config);
+    let file = args.file.display().to_string();
+    match &args.master {
+        Some(master) => Ok(Job::new(ctx, master).run(&file, &text, &vars, each).await?),
+        None => {
+            let service = Standalone::start(StandaloneConfig::new(args.servers)).await?;
+            let result = Job::new(ctx, &service.master_addr())
+                .run(&file, &text, &vars, each)
+                .await;
+            service.shutdown().await?;
+            Ok(result?)
+        }
+    }
+}
+
+/// Prints a statement's result, if it has one.
+pub fn print_report(report: &StatementReport) {
+    let rows: usize = report.output.iter().map(RecordBatch::num_rows).sum();
+    if rows == 0 {
+        return;
+    }
+    println!(
+        "-- line {}: {} ({})",
+        report.line,
+        report.label,
+        seconds(report.took)
+    );
+    let mut shown = Vec::new();
+    let mut left = SHOW_ROWS;
+    for batch in &report.output {
+        let take = batch.num_rows().min(left);
+        shown.push(batch.slice(0, take));
+        left -= take;
+    }
+    match pretty_format_batches(&shown) {
+        Ok(table) => println!("{table}"),
+        Err(e) => println!("(cannot format the result: {e})"),
+    }
+    if rows > SHOW_ROWS {
+        println!("... {} more rows", rows - SHOW_ROWS);
+    }
+}
+
+/// Prints the time per statement and the rows readers skipped.
+pub fn print_summary(reports: &[StatementReport]) {
+    let mut table = Table::new();
+    table.set_header(["line", "statement", "seconds"]);
+    for r in reports {
+        table.add_row([
+            r.line.to_string(),
+            r.label.clone(),
+            format!("{:.3}", r.took.as_secs_f64()),
+        ]);
+    }
+    let total: Duration = reports.iter().map(|r| r.took).sum();
+    table.add_row([
+        "".into(),
+        "total".into(),
+        format!("{:.3}", total.as_secs_f64()),
+    ]);
+    println!("{table}");
+    let skipped = angel_etl::bad_rows::skipped()
+        .lock()
+        .expect("bad-row report");
+    if skipped.count() > 0 {
+        println!("skipped {} bad input rows; the first:", skipped.count());
+        for row in skipped.first() {
+            println!("  {row}");
+        }
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.2}s", d.as_secs_f64())
+}

@@ -1,0 +1,28 @@
+//! Calling the async PS client from DataFusion's synchronous function hooks.
+//!
+//! UDFs run on DataFusion's tokio runtime, in a worker thread. `block_in_place` tells tokio the
+//! thread will block so it moves other tasks elsewhere, then the PS call runs to completion.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use angel_client::{PsClient, PsError};
+use datafusion::common::{DataFusionError, Result};
+
+/// Runs a PS call to completion from synchronous UDF code.
+pub fn block_on<T>(future: impl Future<Output = Result<T, PsError>>) -> Result<T> {
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+        DataFusionError::Execution("angel-ps functions need a multi-threaded tokio runtime".into())
+    })?;
+    tokio::task::block_in_place(|| handle.block_on(future)).map_err(ps_error)
+}
+
+/// The process-wide client of the service at `master`.
+pub fn client(master: &str) -> Result<Arc<PsClient>> {
+    block_on(PsClient::shared(master))
+}
+
+/// A PS error as a DataFusion execution error (the message keeps the PS's wording).
+pub fn ps_error(err: PsError) -> DataFusionError {
+    DataFusionError::Execution(format!("angel-ps: {err}"))
+}

@@ -1,0 +1,124 @@
+//! Jobs: a whole SQL file run statement by statement on a DataFusion session whose angel-ps
+//! functions talk to one service. Model statements (`CREATE MODEL`, `SAVE MODEL`,
+//! `LOAD MODEL`) are handled here; everything else is DataFusion's.
+//!
+//! - [`script`]: variables and statement splitting.
+//! - [`statement`]: recognising the model statements.
+//! - [`train`]: `CREATE MODEL`, the epoch loop.
+//! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata.
+
+pub mod saved;
+pub mod script;
+pub mod statement;
+pub mod train;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::prelude::SessionContext;
+
+use statement::Statement;
+
+/// What one statement did.
+#[derive(Debug)]
+pub struct StatementReport {
+    /// Line of the job file it starts on.
+    pub line: usize,
+    /// Its first words, to name it in summaries.
+    pub label: String,
+    /// Wall time.
+    pub took: Duration,
+    /// Its result (the epoch table for `CREATE MODEL`).
+    pub output: Vec<RecordBatch>,
+}
+
+/// A session bound to a service, ready to run job files.
+pub struct Job {
+    ctx: SessionContext,
+    master: String,
+}
+
+impl Job {
+    /// Registers every angel-ps function on `ctx` for the service at `master`.
+    pub fn new(ctx: SessionContext, master: &str) -> Self {
+        crate::register_all(&ctx, master);
+        Job {
+            ctx,
+            master: master.to_string(),
+        }
+    }
+
+    /// The session, for queries after the job.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Runs the job text (after substituting `vars`), calling `each` after every statement.
+    /// An error names the file and line of the statement that failed.
+    pub async fn run(
+        &self,
+        file: &str,
+        text: &str,
+        vars: &HashMap<String, String>,
+        mut each: impl FnMut(&StatementReport),
+    ) -> Result<Vec<StatementReport>> {
+        let text = script::substitute(text, vars)?;
+        let mut reports = Vec::new();
+        for (line, sql) in script::statements(&text) {
+            let started = Instant::now();
+            let output = self
+                .execute(&sql)
+                .await
+                .map_err(|e| DataFusionError::Context(format!("{file}:{line}"), Box::new(e)))?;
+            let report = StatementReport {
+                line,
+                label: label(&sql),
+                took: started.elapsed(),
+                output,
+            };
+            each(&report);
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+
+    /// Runs one statement and collects its result.
+    pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        match Statement::parse(sql)? {
+            Statement::Sql(sql) => self.ctx.sql(&sql).await?.collect().await,
+            Statement::CreateModel {
+                name,
+                replace,
+                options,
+                query,
+            } => {
+                let table =
+                    train::create_model(&self.ctx, &self.master, &name, replace, &options, &query)
+                        .await?;
+                Ok(vec![table])
+            }
+            Statement::SaveModel { name, path } => {
+                let client = crate::bridge::client(&self.master)?;
+                saved::save(&self.ctx, &client, &name, Path::new(&path)).await?;
+                Ok(Vec::new())
+            }
+            Statement::LoadModel { name, path } => {
+                let client = crate::bridge::client(&self.master)?;
+                saved::load(&client, &name, Path::new(&path)).await?;
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+/// The first words of a statement, at most 60 characters.
+fn label(sql: &str) -> String {
+    let flat: String = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(60) {
+        Some((i, _)) => format!("{}...", &flat[..i]),
+        None => flat,
+    }
+}

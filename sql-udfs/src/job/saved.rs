@@ -1,0 +1,205 @@
+//! `SAVE MODEL` and `LOAD MODEL`: a model as a directory a person can read.
+//!
+//! - `weights.parquet`: `feature` (the counter key, null for the intercept and for models
+//!   without a counter), `index`, `weight` — every feature of the dictionary and every
+//!   non-zero weight; index `dim` is the intercept.
+//! - `model.json`: name, kind, loss, optimizer and its settings, dimension, counter, and the
+//!   last epoch's metrics when the model was trained in this job.
+//!
+//! Loading creates the model on the service and, for counter-indexed models, rebuilds the
+//! counter from the saved dictionary. Counter indices follow (hash, key) order over the
+//! indexed keys, so the rebuilt counter gives every feature its saved index; the load
+//! checks this and fails rather than predict with shifted features. Optimizer state is not
+//! saved: a loaded model predicts, or trains on with fresh optimizer state.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use angel_client::PsClient;
+use datafusion::arrow::array::{
+    Array, AsArray, Float32Array, RecordBatch, StringArray, UInt64Array,
+};
+use datafusion::arrow::datatypes::{DataType, Float32Type, UInt64Type};
+use datafusion::common::{DataFusionError, Result, exec_err};
+use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use datafusion::prelude::SessionContext;
+use serde::{Deserialize, Serialize};
+
+use crate::bridge::ps_error;
+use crate::model::ModelSpec;
+
+/// The contents of `model.json`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Metadata {
+    name: String,
+    kind: String,
+    loss: String,
+    optimizer: String,
+    dim: u64,
+    counter: Option<String>,
+    /// Every model option (the matrix attributes), enough to rebuild the spec.
+    options: HashMap<String, String>,
+    /// The last row of the epoch table, when trained in this job.
+    metrics: HashMap<String, f64>,
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Execution(format!("{}: {e}", path.display()))
+}
+
+/// Writes model `name` to directory `dir`.
+pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &Path) -> Result<()> {
+    let matrix = client.matrix(name).await.map_err(ps_error)?;
+    let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
+    let weights: Vec<f32> = client
+        .pull_rows(name, &[0])
+        .await
+        .map_err(ps_error)?
+        .remove(0);
+    let mut features: HashMap<u64, String> = HashMap::new();
+    if let Some(counter) = &spec.counter {
+        for (key, _, index) in client.counter_indexed(counter).await.map_err(ps_error)? {
+            features.insert(index, key);
+        }
+    }
+    let rows: Vec<u64> = (0..weights.len() as u64)
+        .filter(|i| weights[*i as usize] != 0.0 || features.contains_key(i) || *i == spec.dim)
+        .collect();
+    let batch = RecordBatch::try_from_iter([
+        (
+            "feature",
+            Arc::new(
+                rows.iter()
+                    .map(|i| features.get(i).cloned())
+                    .collect::<StringArray>(),
+            ) as _,
+        ),
+        ("index", Arc::new(UInt64Array::from(rows.clone())) as _),
+        (
+            "weight",
+            Arc::new(
+                rows.iter()
+                    .map(|&i| weights[i as usize])
+                    .collect::<Float32Array>(),
+            ) as _,
+        ),
+    ])?;
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let path = dir.join("weights.parquet");
+    let file = File::create(&path).map_err(|e| io(&path, e))?;
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None)?;
+    writer.write(&batch)?;
+    writer.close()?;
+    let metadata = Metadata {
+        name: name.to_string(),
+        kind: spec.kind.to_string(),
+        loss: spec.kind.loss_name().to_string(),
+        optimizer: spec.update.optimizer.clone(),
+        dim: spec.dim,
+        counter: spec.counter.clone(),
+        options: spec.to_attrs(),
+        metrics: last_epoch(ctx, name).await,
+    };
+    let path = dir.join("model.json");
+    let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&path, e))?;
+    std::fs::write(&path, json).map_err(|e| io(&path, e))
+}
+
+/// The last row of `<name>_epochs`, if this job trained the model.
+async fn last_epoch(ctx: &SessionContext, name: &str) -> HashMap<String, f64> {
+    let Ok(df) = ctx.table(format!("{name}_epochs")).await else {
+        return HashMap::new();
+    };
+    let batches = df.collect().await.unwrap_or_default();
+    let Some(batch) = batches.iter().rev().find(|b| b.num_rows() > 0) else {
+        return HashMap::new();
+    };
+    let last = batch.num_rows() - 1;
+    let schema = batch.schema();
+    let mut metrics = HashMap::new();
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        let Ok(column) = datafusion::arrow::compute::cast(column, &DataType::Float64) else {
+            continue;
+        };
+        let column = column.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+        if column.is_valid(last) {
+            metrics.insert(field.name().clone(), column.value(last));
+        }
+    }
+    metrics
+}
+
+/// Reads the model in `dir` onto the service as `name`.
+pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
+    let path = dir.join("model.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
+    let metadata: Metadata = serde_json::from_str(&text).map_err(|e| io(&path, e))?;
+    let spec = ModelSpec::from_attrs(name, &metadata.options)?;
+    let path = dir.join("weights.parquet");
+    let file = File::open(&path).map_err(|e| io(&path, e))?;
+    let (mut features, mut indices, mut weights) =
+        (Vec::new(), Vec::<u64>::new(), Vec::<f32>::new());
+    for batch in ParquetRecordBatchReaderBuilder::try_new(file)?.build()? {
+        let batch = batch?;
+        let column = |n: &str| {
+            batch
+                .column_by_name(n)
+                .cloned()
+                .ok_or_else(|| io(&path, format!("no column '{n}'")))
+        };
+        let (f, i, w) = (column("feature")?, column("index")?, column("weight")?);
+        let f = f.as_string::<i32>();
+        for r in 0..batch.num_rows() {
+            if f.is_valid(r) {
+                features.push((
+                    f.value(r).to_string(),
+                    i.as_primitive::<UInt64Type>().value(r),
+                ));
+            }
+        }
+        indices.extend(i.as_primitive::<UInt64Type>().values());
+        weights.extend(w.as_primitive::<Float32Type>().values());
+    }
+    if let Some(counter) = &spec.counter {
+        restore_counter(client, counter, &features).await?;
+    }
+    client
+        .create_matrix(spec.matrix(name)?)
+        .await
+        .map_err(ps_error)?;
+    client
+        .push_keys(name, 0, &indices, &weights)
+        .await
+        .map_err(ps_error)
+}
+
+/// Rebuilds `counter` from the saved (feature, index) pairs, or checks an existing one, and
+/// fails unless every feature gets its saved index.
+async fn restore_counter(
+    client: &PsClient,
+    counter: &str,
+    features: &[(String, u64)],
+) -> Result<()> {
+    let keys: Vec<&str> = features.iter().map(|(f, _)| f.as_str()).collect();
+    if client.counter(counter).await.is_err() {
+        client.create_counter(counter).await.map_err(ps_error)?;
+        client
+            .counter_increase(counter, &keys, &vec![1; keys.len()])
+            .await
+            .map_err(ps_error)?;
+        client.counter_seal(counter, 1).await.map_err(ps_error)?;
+    }
+    let found = client.counter_get(counter, &keys).await.map_err(ps_error)?;
+    for ((feature, saved), (_, index)) in features.iter().zip(found) {
+        if index != Some(*saved) {
+            return exec_err!(
+                "counter '{counter}' gives feature '{feature}' index {index:?}, the saved model has {saved}; \
+                 load the model into a service without a counter of that name"
+            );
+        }
+    }
+    Ok(())
+}

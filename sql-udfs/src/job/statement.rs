@@ -1,0 +1,196 @@
+//! The statements a job file may hold: any SQL DataFusion runs, plus three for models.
+//!
+//! ```sql
+//! CREATE [OR REPLACE] MODEL name OPTIONS (key = value, ...) AS SELECT label, indices [, values] FROM ...;
+//! SAVE MODEL name TO 'directory';
+//! LOAD MODEL name FROM 'directory';
+//! ```
+//!
+//! `CREATE MODEL` trains (the form BigQuery ML users know); option values are numbers,
+//! quoted strings or bare words.
+
+use datafusion::common::{Result, plan_err};
+
+/// One statement of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    /// Plain SQL, run by DataFusion.
+    Sql(String),
+    /// Create a model on the PS and train it on the rows of `query`.
+    CreateModel {
+        /// Model name.
+        name: String,
+        /// Replace a model of the same name.
+        replace: bool,
+        /// `OPTIONS (...)` as (key, value) text pairs, keys lower-cased.
+        options: Vec<(String, String)>,
+        /// The training rows: label, indices and optionally values, in that order.
+        query: String,
+    },
+    /// Write a model to a directory.
+    SaveModel {
+        /// Model name.
+        name: String,
+        /// Target directory.
+        path: String,
+    },
+    /// Read a model from a directory onto the PS.
+    LoadModel {
+        /// Model name.
+        name: String,
+        /// Source directory.
+        path: String,
+    },
+}
+
+/// Words of `text`, with the byte offset after each (quoted strings are one word).
+fn words(text: &str) -> impl Iterator<Item = (&str, usize)> {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        let rest = &text[pos..];
+        let start = pos + (rest.len() - rest.trim_start().len());
+        let rest = &text[start..];
+        let first = rest.chars().next()?;
+        let len = match first {
+            '\'' | '"' => rest[1..].find(first).map_or(rest.len(), |i| i + 2),
+            '(' | ')' | ',' | '=' => 1,
+            _ => rest
+                .find(|c: char| c.is_whitespace() || "(),=".contains(c))
+                .unwrap_or(rest.len()),
+        };
+        pos = start + len;
+        Some((&text[start..pos], pos))
+    })
+}
+
+fn unquote(word: &str) -> String {
+    let quoted = word.len() >= 2 && (word.starts_with('\'') || word.starts_with('"'));
+    match quoted {
+        true => word[1..word.len() - 1].to_string(),
+        false => word.to_string(),
+    }
+}
+
+impl Statement {
+    /// Recognises the model statements; everything else is plain SQL.
+    pub fn parse(text: &str) -> Result<Statement> {
+        let mut w = words(text).peekable();
+        let next_upper = |w: &mut std::iter::Peekable<_>| -> Option<String> {
+            w.next().map(|(s, _): (&str, usize)| s.to_ascii_uppercase())
+        };
+        let first = next_upper(&mut w);
+        let second = next_upper(&mut w);
+        match (first.as_deref(), second.as_deref()) {
+            (Some("CREATE"), Some("MODEL")) => Self::create_model(text, w, false),
+            (Some("CREATE"), Some("OR")) => {
+                let (a, b) = (next_upper(&mut w), next_upper(&mut w));
+                if (a.as_deref(), b.as_deref()) != (Some("REPLACE"), Some("MODEL")) {
+                    return Ok(Statement::Sql(text.to_string()));
+                }
+                Self::create_model(text, w, true)
+            }
+            (Some(verb @ ("SAVE" | "LOAD")), Some("MODEL")) => {
+                let items: Vec<&str> = w.map(|(s, _)| s).collect();
+                let preposition = if verb == "SAVE" { "TO" } else { "FROM" };
+                match items.as_slice() {
+                    [name, p, path] if p.eq_ignore_ascii_case(preposition) => {
+                        let (name, path) = (unquote(name), unquote(path));
+                        Ok(match verb {
+                            "SAVE" => Statement::SaveModel { name, path },
+                            _ => Statement::LoadModel { name, path },
+                        })
+                    }
+                    _ => plan_err!("expected {verb} MODEL name {preposition} 'directory'"),
+                }
+            }
+            _ => Ok(Statement::Sql(text.to_string())),
+        }
+    }
+
+    fn create_model<'a>(
+        text: &str,
+        mut w: impl Iterator<Item = (&'a str, usize)>,
+        replace: bool,
+    ) -> Result<Statement> {
+        let usage = "expected CREATE MODEL name OPTIONS (key = value, ...) AS SELECT ...";
+        let Some((name, _)) = w.next() else {
+            return plan_err!("{usage}");
+        };
+        let mut options = Vec::new();
+        let mut next = w.next();
+        if next.is_some_and(|(s, _)| s.eq_ignore_ascii_case("OPTIONS")) {
+            if w.next().map(|(s, _)| s) != Some("(") {
+                return plan_err!("{usage}: '(' must follow OPTIONS");
+            }
+            loop {
+                match (w.next(), w.next(), w.next(), w.next()) {
+                    (Some((k, _)), Some(("=", _)), Some((v, _)), Some((sep @ (")" | ","), _))) => {
+                        options.push((k.to_ascii_lowercase(), unquote(v)));
+                        if sep == ")" {
+                            break;
+                        }
+                    }
+                    _ => {
+                        return plan_err!(
+                            "{usage}: options are key = value pairs separated by commas"
+                        );
+                    }
+                }
+            }
+            next = w.next();
+        }
+        match next {
+            Some((s, end)) if s.eq_ignore_ascii_case("AS") => Ok(Statement::CreateModel {
+                name: unquote(name),
+                replace,
+                options,
+                query: text[end..].trim().to_string(),
+            }),
+            _ => plan_err!("{usage}: AS and the training query are missing"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_model_statements_and_passes_the_rest_through() {
+        let s = Statement::parse(
+            "CREATE OR REPLACE MODEL ctr OPTIONS (kind = 'logistic', learning_rate=0.05, optimizer = adam) AS SELECT y, f FROM t",
+        )
+        .unwrap();
+        let Statement::CreateModel {
+            name,
+            replace,
+            options,
+            query,
+        } = s
+        else {
+            panic!("{s:?}")
+        };
+        assert_eq!(
+            (name.as_str(), replace, query.as_str()),
+            ("ctr", true, "SELECT y, f FROM t")
+        );
+        assert_eq!(
+            options[1],
+            ("learning_rate".to_string(), "0.05".to_string())
+        );
+        assert_eq!(options[2].1, "adam");
+        assert_eq!(
+            Statement::parse("save model ctr to '/tmp/m'").unwrap(),
+            Statement::SaveModel {
+                name: "ctr".into(),
+                path: "/tmp/m".into()
+            }
+        );
+        assert!(matches!(
+            Statement::parse("CREATE VIEW v AS SELECT 1").unwrap(),
+            Statement::Sql(_)
+        ));
+        let err = Statement::parse("CREATE MODEL m OPTIONS (kind 'x') AS SELECT 1").unwrap_err();
+        assert!(err.to_string().contains("key = value"), "{err}");
+    }
+}

@@ -1,0 +1,270 @@
+//! `CREATE MODEL`: creates the model on the PS, trains it for the requested epochs with
+//! `ps_train`, evaluates it on the holdout table after each epoch, and returns the epoch table
+//! (epoch, rows, train_loss, holdout_loss, holdout_auc, seconds).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use angel_client::PsError;
+use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::prelude::SessionContext;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::bridge::ps_error;
+use crate::model::{Kind, ModelSpec};
+use crate::progress;
+
+/// What `CREATE MODEL` asks for beyond the model itself.
+struct Plan {
+    spec: ModelSpec,
+    epochs: usize,
+    holdout: Option<String>,
+}
+
+/// Reads the options: model options go to the spec, `epochs` and `holdout` drive training;
+/// `counter` (without `dim`) sizes the model from the sealed counter.
+async fn plan(master: &str, options: &[(String, String)]) -> Result<Plan> {
+    let kind = options
+        .iter()
+        .find(|(k, _)| k == "kind")
+        .map_or("logistic", |(_, v)| v.as_str());
+    let mut plan = Plan {
+        spec: ModelSpec::new(kind.parse()?, 0),
+        epochs: 5,
+        holdout: None,
+    };
+    for (key, value) in options {
+        match key.as_str() {
+            "epochs" => match value.parse() {
+                Ok(n) if n > 0 => plan.epochs = n,
+                _ => return plan_err!("epochs must be a positive whole number, got '{value}'"),
+            },
+            "holdout" => plan.holdout = Some(value.clone()),
+            _ => plan.spec.set(key, value)?,
+        }
+    }
+    if plan.spec.dim == 0 {
+        let Some(counter) = &plan.spec.counter else {
+            return plan_err!(
+                "CREATE MODEL needs the option dim (number of features) or counter (a sealed counter)"
+            );
+        };
+        let client = crate::bridge::client(master)?;
+        client.refresh().await.map_err(ps_error)?;
+        let sealed = client.counter(counter).await.map_err(ps_error)?;
+        if sealed.meta.size == 0 {
+            return plan_err!(
+                "counter '{counter}' is not sealed or indexed no feature; seal it with ps_counter_seal first"
+            );
+        }
+        plan.spec.dim = sealed.meta.size;
+    }
+    Ok(plan)
+}
+
+/// Runs `CREATE MODEL`; see the module documentation.
+pub async fn create_model(
+    ctx: &SessionContext,
+    master: &str,
+    name: &str,
+    replace: bool,
+    options: &[(String, String)],
+    query: &str,
+) -> Result<RecordBatch> {
+    let plan = plan(master, options).await?;
+    let columns = columns(ctx, query).await?;
+    let client = crate::bridge::client(master)?;
+    if replace {
+        match client.drop_matrix(name).await {
+            Ok(()) | Err(PsError::NotFound(_)) => {}
+            Err(e) => return Err(ps_error(e)),
+        }
+    }
+    client
+        .create_matrix(plan.spec.matrix(name)?)
+        .await
+        .map_err(ps_error)?;
+    let rows = ctx.sql(query).await?.count().await? as u64;
+    let bar = bar(rows * plan.epochs as u64);
+    let mut table = EpochTable::default();
+    for epoch in 1..=plan.epochs {
+        let started = Instant::now();
+        let sql =
+            format!("SELECT ps_train('{name}', {columns}), count(*) FROM ({query}) AS train_rows");
+        let (loss, n) = watch(&bar, epoch, plan.epochs, run_pair(ctx, &sql)).await?;
+        let (holdout_loss, auc) = match &plan.holdout {
+            Some(h) => evaluate(ctx, name, plan.spec.kind, &columns, h).await?,
+            None => (None, None),
+        };
+        let rows = float(&n).unwrap_or_default() as i64;
+        table.push(epoch, rows, loss, holdout_loss, auc, started.elapsed());
+    }
+    bar.finish_and_clear();
+    let batch = table.finish()?;
+    let epochs_table = format!("{name}_epochs");
+    ctx.deregister_table(&epochs_table)?;
+    ctx.register_batch(&epochs_table, batch.clone())?;
+    Ok(batch)
+}
+
+/// The query's columns as SQL, quoted: label, indices and optionally values.
+async fn columns(ctx: &SessionContext, query: &str) -> Result<String> {
+    let df = ctx.sql(query).await?;
+    let names: Vec<String> = df
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| format!("\"{}\"", f.name()))
+        .collect();
+    if !(2..=3).contains(&names.len()) {
+        return plan_err!(
+            "the training query must return label, indices [, values]; it returns {} columns",
+            names.len()
+        );
+    }
+    Ok(names.join(", "))
+}
+
+/// Holdout loss (the model's loss; squared error for linear models) and AUC (classifiers).
+async fn evaluate(
+    ctx: &SessionContext,
+    model: &str,
+    kind: Kind,
+    columns: &str,
+    holdout: &str,
+) -> Result<(Option<f64>, Option<f64>)> {
+    let mut cols = columns.split(", ");
+    let label = cols.next().unwrap_or_default();
+    let features: Vec<&str> = cols.collect();
+    let (loss, auc) = match kind {
+        Kind::Logistic => ("ps_logloss(y, p)", "ps_auc(y, p)"),
+        Kind::Linear => ("avg((p - y) * (p - y))", "CAST(NULL AS DOUBLE)"),
+        Kind::Svm => (
+            "avg(greatest(0.0, 1.0 - CASE WHEN y > 0 THEN p ELSE -p END))",
+            "ps_auc(y, p)",
+        ),
+    };
+    let sql = format!(
+        "SELECT {loss}, {auc} FROM (SELECT CAST({label} AS DOUBLE) AS y, ps_predict('{model}', {}) AS p FROM {holdout}) AS scored",
+        features.join(", ")
+    );
+    let (loss, auc) = run_pair(ctx, &sql).await?;
+    Ok((float(&loss), float(&auc)))
+}
+
+/// Runs a query answering one row of two values.
+async fn run_pair(ctx: &SessionContext, sql: &str) -> Result<(ScalarValue, ScalarValue)> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) else {
+        return plan_err!("no result from: {sql}");
+    };
+    Ok((
+        ScalarValue::try_from_array(batch.column(0), 0)?,
+        ScalarValue::try_from_array(batch.column(1), 0)?,
+    ))
+}
+
+fn float(v: &ScalarValue) -> Option<f64> {
+    match v.cast_to(&DataType::Float64) {
+        Ok(ScalarValue::Float64(f)) => f,
+        _ => None,
+    }
+}
+
+fn bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {human_pos}/{human_len} rows, {per_sec}, ETA {eta}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Drives `work` while moving the bar with the rows `ps_train` reports, showing the loss.
+async fn watch<T>(
+    bar: &ProgressBar,
+    epoch: usize,
+    epochs: usize,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    let (rows0, loss0) = progress::snapshot();
+    let base = bar.position();
+    let update = || {
+        let (rows, loss) = progress::snapshot();
+        let n = rows - rows0;
+        let mean = if n > 0 {
+            (loss - loss0) / n as f64
+        } else {
+            f64::NAN
+        };
+        bar.set_position(base + n);
+        bar.set_message(format!("epoch {epoch}/{epochs} loss {mean:.4}"));
+    };
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            result = &mut work => {
+                update();
+                return result;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(200)) => update(),
+        }
+    }
+}
+
+/// The rows of the epoch table being built.
+#[derive(Default)]
+struct EpochTable {
+    epoch: Vec<i64>,
+    rows: Vec<i64>,
+    train_loss: Vec<Option<f64>>,
+    holdout_loss: Vec<Option<f64>>,
+    holdout_auc: Vec<Option<f64>>,
+    seconds: Vec<f64>,
+}
+
+impl EpochTable {
+    fn push(
+        &mut self,
+        epoch: usize,
+        rows: i64,
+        loss: ScalarValue,
+        holdout: Option<f64>,
+        auc: Option<f64>,
+        took: Duration,
+    ) {
+        self.epoch.push(epoch as i64);
+        self.rows.push(rows);
+        self.train_loss.push(float(&loss));
+        self.holdout_loss.push(holdout);
+        self.holdout_auc.push(auc);
+        self.seconds.push(took.as_secs_f64());
+    }
+
+    fn finish(self) -> Result<RecordBatch> {
+        let schema = Schema::new(vec![
+            Field::new("epoch", DataType::Int64, false),
+            Field::new("rows", DataType::Int64, false),
+            Field::new("train_loss", DataType::Float64, true),
+            Field::new("holdout_loss", DataType::Float64, true),
+            Field::new("holdout_auc", DataType::Float64, true),
+            Field::new("seconds", DataType::Float64, false),
+        ]);
+        Ok(RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from(self.epoch)),
+                Arc::new(Int64Array::from(self.rows)),
+                Arc::new(Float64Array::from(self.train_loss)),
+                Arc::new(Float64Array::from(self.holdout_loss)),
+                Arc::new(Float64Array::from(self.holdout_auc)),
+                Arc::new(Float64Array::from(self.seconds)),
+            ],
+        )?)
+    }
+}

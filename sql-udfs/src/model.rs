@@ -1,0 +1,320 @@
+//! [`ModelSpec`]: what a model is (kind, optimizer, hyper-parameters, dimension), stored as
+//! attributes of its matrix on the PS so every task, in any process, reads the same spec.
+//!
+//! A model of dimension `dim` is a matrix of `1 + state rows` x `dim + 1`: row 0 holds the
+//! weights, the last column the intercept, rows 1.. the optimizer's state (kept beside the
+//! weights so the servers apply the optimizer in one push).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use std::sync::Arc;
+
+use angel_client::{MatrixSpec, PsClient, Update};
+use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
+
+use crate::bridge::{block_on, client};
+
+/// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
+const MAX_DENSE_DIM: u64 = 1 << 26;
+
+/// The loss a model minimises, and how it turns a margin into a prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Logistic regression: log loss, predicts a probability. Labels > 0 are positive.
+    Logistic,
+    /// Linear regression: squared loss, predicts the margin.
+    Linear,
+    /// Linear SVM: hinge loss, predicts the margin. Labels > 0 are +1, others -1.
+    Svm,
+}
+
+impl Kind {
+    /// The label as the loss uses it.
+    fn target(self, label: f64) -> f64 {
+        match self {
+            Kind::Linear => label,
+            Kind::Logistic => f64::from(label > 0.0),
+            Kind::Svm => {
+                if label > 0.0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            }
+        }
+    }
+
+    /// Loss of one row and its derivative with respect to the margin.
+    pub fn loss(self, label: f64, margin: f64) -> (f64, f64) {
+        let y = self.target(label);
+        match self {
+            Kind::Logistic => {
+                // log(1 + e^m) - y m, computed without overflow.
+                let loss = margin.max(0.0) + (-margin.abs()).exp().ln_1p() - y * margin;
+                (loss, sigmoid(margin) - y)
+            }
+            Kind::Linear => (0.5 * (margin - y).powi(2), margin - y),
+            Kind::Svm => match y * margin < 1.0 {
+                true => (1.0 - y * margin, -y),
+                false => (0.0, 0.0),
+            },
+        }
+    }
+
+    /// The name of the loss it minimises.
+    pub fn loss_name(self) -> &'static str {
+        match self {
+            Kind::Logistic => "log",
+            Kind::Linear => "squared",
+            Kind::Svm => "hinge",
+        }
+    }
+
+    /// The prediction for a margin: a probability for logistic models, else the margin.
+    pub fn predict(self, margin: f64) -> f64 {
+        match self {
+            Kind::Logistic => sigmoid(margin),
+            Kind::Linear | Kind::Svm => margin,
+        }
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+impl FromStr for Kind {
+    type Err = DataFusionError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "logistic" | "lr" => Ok(Kind::Logistic),
+            "linear" | "regression" => Ok(Kind::Linear),
+            "svm" | "hinge" => Ok(Kind::Svm),
+            _ => plan_err!("unknown model kind '{s}' (expected logistic, linear or svm)"),
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Logistic => "logistic",
+            Kind::Linear => "linear",
+            Kind::Svm => "svm",
+        })
+    }
+}
+
+/// Everything that defines a model. Built from `CREATE MODEL` options, stored with the
+/// model's matrix, read back by the SQL functions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSpec {
+    /// Loss and prediction.
+    pub kind: Kind,
+    /// Number of features; indices run 0..dim and column `dim` is the intercept.
+    pub dim: u64,
+    /// The optimizer's step, applied on the servers (`optimizer`, rates, L1, L2).
+    pub update: Update,
+    /// Rows per mini-batch: each record batch is cut into mini-batches of this many rows,
+    /// each one pull and one push.
+    pub batch_size: usize,
+    /// The counter that gave the feature indices, if any (saved with the model).
+    pub counter: Option<String>,
+}
+
+impl ModelSpec {
+    /// A spec with the defaults for `kind` over `dim` features: Adam, rate 0.01, mini-batches
+    /// of 256 rows, no regularisation.
+    pub fn new(kind: Kind, dim: u64) -> Self {
+        ModelSpec {
+            kind,
+            dim,
+            update: Update {
+                optimizer: "adam".into(),
+                learning_rate: 0.01,
+                beta1: 0.9,
+                beta2: 0.999,
+                epsilon: 1e-8,
+                beta: 1.0,
+                ..Default::default()
+            },
+            batch_size: 256,
+            counter: None,
+        }
+    }
+
+    /// Sets an option by name (the `CREATE MODEL ... OPTIONS` keys).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let num = || {
+            value.parse::<f64>().map_err(|_| {
+                DataFusionError::Plan(format!("model option {key} = '{value}' is not a number"))
+            })
+        };
+        let u = &mut self.update;
+        match key.to_ascii_lowercase().as_str() {
+            "kind" => self.kind = value.parse()?,
+            "dim" => self.dim = num()? as u64,
+            "optimizer" => u.optimizer = value.to_ascii_lowercase(),
+            "learning_rate" | "lr" | "alpha" => u.learning_rate = num()?,
+            "l1" => u.l1 = num()?,
+            "l2" => u.l2 = num()?,
+            "beta1" => u.beta1 = num()?,
+            "beta2" => u.beta2 = num()?,
+            "epsilon" => u.epsilon = num()?,
+            "beta" => u.beta = num()?,
+            "batch_size" => self.batch_size = (num()? as usize).max(1),
+            "counter" => self.counter = Some(value.to_string()).filter(|c| !c.is_empty()),
+            _ => return plan_err!("unknown model option '{key}'"),
+        }
+        Ok(())
+    }
+
+    /// Every option as `key = value` text, the form stored with the matrix.
+    pub fn to_attrs(&self) -> HashMap<String, String> {
+        let u = &self.update;
+        let mut attrs: HashMap<String, String> = [
+            ("kind", self.kind.to_string()),
+            ("dim", self.dim.to_string()),
+            ("optimizer", u.optimizer.clone()),
+            ("learning_rate", u.learning_rate.to_string()),
+            ("l1", u.l1.to_string()),
+            ("l2", u.l2.to_string()),
+            ("beta1", u.beta1.to_string()),
+            ("beta2", u.beta2.to_string()),
+            ("epsilon", u.epsilon.to_string()),
+            ("beta", u.beta.to_string()),
+            ("batch_size", self.batch_size.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        if let Some(c) = &self.counter {
+            attrs.insert("counter".into(), c.clone());
+        }
+        attrs
+    }
+
+    /// Reads a spec back from matrix attributes.
+    pub fn from_attrs(model: &str, attrs: &HashMap<String, String>) -> Result<Self> {
+        let Some(kind) = attrs.get("kind") else {
+            return exec_err!("matrix '{model}' is not a model (it has no 'kind' attribute)");
+        };
+        let mut spec = ModelSpec::new(kind.parse()?, 0);
+        for (k, v) in attrs {
+            spec.set(k, v)?;
+        }
+        Ok(spec)
+    }
+
+    /// Optimizer state rows the model matrix needs beside the weights.
+    pub fn state_rows(&self) -> Result<u64> {
+        match self.update.optimizer.as_str() {
+            "sgd" => Ok(0),
+            "adagrad" => Ok(1),
+            "adam" | "ftrl" => Ok(2),
+            other => plan_err!("unknown optimizer '{other}' (expected sgd, adagrad, adam or ftrl)"),
+        }
+    }
+
+    /// The matrix holding the model: weights, intercept and optimizer state.
+    pub fn matrix(&self, name: &str) -> Result<MatrixSpec> {
+        if self.dim == 0 || self.dim >= 1 << 63 {
+            return plan_err!(
+                "model '{name}': dim must be between 1 and 2^63 - 1, got {}",
+                self.dim
+            );
+        }
+        let (rows, cols) = (1 + self.state_rows()?, self.dim + 1);
+        let spec = match cols <= MAX_DENSE_DIM {
+            true => MatrixSpec::dense(name, rows, cols),
+            false => MatrixSpec::sparse(name, rows, cols),
+        };
+        Ok(self
+            .to_attrs()
+            .into_iter()
+            .fold(spec, |s, (k, v)| s.attr(k, v)))
+    }
+
+    /// The column of the intercept.
+    pub fn bias_key(&self) -> u64 {
+        self.dim
+    }
+}
+
+/// A model on the service, as a task uses it: its spec and the process's client.
+#[derive(Debug)]
+pub struct Model {
+    /// The model (and matrix) name.
+    pub name: String,
+    /// What the model is.
+    pub spec: ModelSpec,
+    client: Arc<PsClient>,
+}
+
+impl Model {
+    /// Opens model `name` on the service at `master`, reading its spec from the matrix.
+    pub fn open(master: &str, name: &str) -> Result<Self> {
+        let client = client(master)?;
+        let matrix = block_on(client.matrix(name))?;
+        let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
+        Ok(Model {
+            name: name.to_string(),
+            spec,
+            client,
+        })
+    }
+
+    /// Current weights of `keys` (a pruned pull).
+    pub fn weights(&self, keys: &[u64]) -> Result<Vec<f32>> {
+        block_on(self.client.pull_keys(&self.name, 0, keys))
+    }
+
+    /// Sends gradients of `keys`; the servers apply the model's optimizer. `step` counts the
+    /// caller's updates, from 1 (Adam's bias correction uses it).
+    pub fn update(&self, keys: &[u64], grads: &[f32], step: u64) -> Result<()> {
+        let update = Update {
+            step,
+            ..self.spec.update.clone()
+        };
+        block_on(self.client.push_update(&self.name, keys, grads, &update))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_survives_the_trip_through_matrix_attributes() {
+        let mut spec = ModelSpec::new(Kind::Svm, 123);
+        spec.set("optimizer", "FTRL").unwrap();
+        spec.set("l1", "0.5").unwrap();
+        spec.set("counter", "feats").unwrap();
+        let back = ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap();
+        assert_eq!(back, spec);
+        assert_eq!(back.matrix("m").unwrap().rows, 3);
+        let err = spec.set("learning_rate", "fast").unwrap_err();
+        assert!(err.to_string().contains("learning_rate = 'fast'"), "{err}");
+        assert!(spec.set("momentum", "1").is_err());
+    }
+
+    #[test]
+    fn losses_have_the_right_derivatives() {
+        for kind in [Kind::Logistic, Kind::Linear, Kind::Svm] {
+            for (label, margin) in [(1.0, 0.3), (0.0, -1.7), (1.0, 2.5), (-1.0, 0.2)] {
+                let (_, d) = kind.loss(label, margin);
+                let h = 1e-6;
+                let numeric =
+                    (kind.loss(label, margin + h).0 - kind.loss(label, margin - h).0) / (2.0 * h);
+                assert!(
+                    (d - numeric).abs() < 1e-4,
+                    "{kind} y={label} m={margin}: {d} vs {numeric}"
+                );
+            }
+        }
+        assert!((Kind::Logistic.predict(0.0) - 0.5).abs() < 1e-12);
+        assert!(Kind::Logistic.loss(1.0, -800.0).0.is_finite());
+    }
+}

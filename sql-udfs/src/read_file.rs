@@ -1,0 +1,107 @@
+//! Table functions that read raw files through `angel-etl`:
+//!
+//! - `read_csv(path [, options])`: options as `key=value; ...` (`header`, `delimiter`,
+//!   `nulls`, `columns`, `bad_rows`), see `angel_etl::csv::CsvOptions`.
+//! - `read_libsvm(path [, bad_rows])`: `label, idx, val`, indices 0-based.
+//!
+//! The file is read once, when the query is planned, and split into as many partitions as
+//! the session plans for, so the training that follows runs in parallel.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use angel_etl::bad_rows::BadRowPolicy;
+use angel_etl::{EtlError, csv, libsvm};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
+use datafusion::datasource::MemTable;
+use datafusion::logical_expr::Expr;
+
+/// Which format a [`ReadFile`] reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Format {
+    /// `read_csv`.
+    Csv,
+    /// `read_libsvm`.
+    Libsvm,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct ReadFile {
+    format: Format,
+}
+
+impl ReadFile {
+    /// The table function for `format`.
+    pub fn new(format: Format) -> Self {
+        ReadFile { format }
+    }
+
+    /// The SQL name.
+    pub fn name(&self) -> &'static str {
+        match self.format {
+            Format::Csv => "read_csv",
+            Format::Libsvm => "read_libsvm",
+        }
+    }
+}
+
+fn string_arg(function: &str, args: &[Expr], i: usize) -> Result<Option<String>> {
+    match args.get(i) {
+        None => Ok(None),
+        Some(Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)),
+            _,
+        )) => Ok(Some(s.clone())),
+        Some(other) => plan_err!(
+            "{function}: argument {} must be a string literal, got {other}",
+            i + 1
+        ),
+    }
+}
+
+impl TableFunctionImpl for ReadFile {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let name = self.name();
+        let exprs = args.exprs();
+        let Some(path) = string_arg(name, exprs, 0)? else {
+            return plan_err!("{name}: the first argument is the file path");
+        };
+        let option = string_arg(name, exprs, 1)?.unwrap_or_default();
+        let etl = |e: EtlError| DataFusionError::Plan(format!("{name}: {e}"));
+        let batch = match self.format {
+            Format::Csv => csv::read(Path::new(&path), &option.parse().map_err(etl)?),
+            Format::Libsvm => {
+                let policy: BadRowPolicy = match option.is_empty() {
+                    true => BadRowPolicy::Fail,
+                    false => option
+                        .parse()
+                        .map_err(|e: String| DataFusionError::Plan(format!("{name}: {e}")))?,
+                };
+                libsvm::read(Path::new(&path), policy)
+            }
+        }
+        .map_err(etl)?;
+        let parts = args.session().config().target_partitions();
+        Ok(Arc::new(MemTable::try_new(
+            batch.schema(),
+            split(&batch, parts),
+        )?))
+    }
+}
+
+/// `batch` cut into `parts` slices of nearly equal rows, each a partition.
+fn split(batch: &RecordBatch, parts: usize) -> Vec<Vec<RecordBatch>> {
+    let parts = parts.clamp(1, batch.num_rows().max(1));
+    let size = batch.num_rows().div_ceil(parts);
+    (0..parts)
+        .map(|p| {
+            let start = (p * size).min(batch.num_rows());
+            vec![batch.slice(start, size.min(batch.num_rows() - start))]
+        })
+        .collect()
+}

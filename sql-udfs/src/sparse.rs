@@ -1,0 +1,220 @@
+//! [`SparseRows`]: the rows a training or prediction function receives, as a sparse design
+//! matrix (feature indices per row, optional values), plus labels when training.
+//!
+//! [`SparseRows::gather`] lists the distinct keys of a range of rows (the pruned pull of one
+//! mini-batch) and remembers where each non-zero's weight sits in that list, so margins and
+//! gradients are computed without a hash lookup per non-zero.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, UInt64Type};
+use datafusion::common::{Result, exec_err};
+use std::sync::Arc;
+
+/// Feature rows: indices per row, with values (1.0 when absent) and labels.
+#[derive(Debug, Default)]
+pub struct SparseRows {
+    labels: Vec<f64>,
+    /// Row r owns `indices[offsets[r]..offsets[r + 1]]`.
+    offsets: Vec<usize>,
+    indices: Vec<u64>,
+    values: Option<Vec<f64>>,
+}
+
+/// The distinct keys of some rows, and for each of their non-zeros the key's position.
+#[derive(Debug)]
+pub struct Gathered {
+    /// Distinct keys; the intercept's key is last.
+    pub keys: Vec<u64>,
+    /// Per non-zero of the gathered rows, in order: its key's position in `keys`.
+    slots: Vec<u32>,
+    /// First non-zero of the gathered rows.
+    base: usize,
+}
+
+impl SparseRows {
+    /// Reads `indices` (a list of integers per row), optional `values` (a list of numbers per
+    /// row, same lengths) and optional `labels` (numbers) of `function`'s arguments.
+    pub fn from_arrays(
+        function: &str,
+        labels: Option<&ArrayRef>,
+        indices: &ArrayRef,
+        values: Option<&ArrayRef>,
+    ) -> Result<Self> {
+        let (offsets, flat) =
+            list_of::<UInt64Type>(function, "indices", indices, DataType::UInt64)?;
+        let values = match values {
+            None => None,
+            Some(v) => {
+                let (voffsets, flat) =
+                    list_of::<Float64Type>(function, "values", v, DataType::Float64)?;
+                if let Some(r) = (0..offsets.len() - 1)
+                    .find(|&r| voffsets[r + 1] - voffsets[r] != offsets[r + 1] - offsets[r])
+                {
+                    return exec_err!(
+                        "{function}: row {r} of the batch has {} indices but {} values",
+                        offsets[r + 1] - offsets[r],
+                        voffsets[r + 1] - voffsets[r]
+                    );
+                }
+                Some(flat)
+            }
+        };
+        let labels = match labels {
+            None => Vec::new(),
+            Some(l) => {
+                let l = cast(l, &DataType::Float64).or_else(|_| {
+                    exec_err!(
+                        "{function}: the label must be a number, got {}",
+                        l.data_type()
+                    )
+                })?;
+                let l = l.as_primitive::<Float64Type>();
+                if let Some(r) = (0..l.len()).find(|&r| l.is_null(r)) {
+                    return exec_err!(
+                        "{function}: the label is null in row {r} of the batch; filter such rows out"
+                    );
+                }
+                l.values().to_vec()
+            }
+        };
+        Ok(SparseRows {
+            labels,
+            offsets,
+            indices: flat,
+            values,
+        })
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Label of row `r` (training only).
+    pub fn label(&self, r: usize) -> f64 {
+        self.labels[r]
+    }
+
+    /// The distinct keys of `rows` plus the intercept key `bias`.
+    pub fn gather(&self, rows: Range<usize>, bias: u64) -> Gathered {
+        let nz = self.offsets[rows.start]..self.offsets[rows.end];
+        let mut position: HashMap<u64, u32> = HashMap::with_capacity(nz.len());
+        let mut keys = Vec::new();
+        let slots = self.indices[nz.clone()]
+            .iter()
+            .map(|&k| {
+                *position.entry(k).or_insert_with(|| {
+                    keys.push(k);
+                    keys.len() as u32 - 1
+                })
+            })
+            .collect();
+        keys.push(bias);
+        Gathered {
+            keys,
+            slots,
+            base: nz.start,
+        }
+    }
+
+    /// `(slot, value)` of each non-zero of row `r`, which must be among the gathered rows.
+    pub fn row<'a>(&'a self, r: usize, g: &'a Gathered) -> impl Iterator<Item = (usize, f64)> + 'a {
+        let nz = self.offsets[r]..self.offsets[r + 1];
+        let slots = &g.slots[nz.start - g.base..nz.end - g.base];
+        let values = self.values.as_ref().map(|v| &v[nz]);
+        slots
+            .iter()
+            .enumerate()
+            .map(move |(i, &s)| (s as usize, values.map_or(1.0, |v| v[i])))
+    }
+
+    /// `w . x + intercept` for row `r`, given the weights of the gathered keys.
+    pub fn margin(&self, r: usize, g: &Gathered, weights: &[f32]) -> f64 {
+        let bias = f64::from(weights[g.keys.len() - 1]);
+        self.row(r, g)
+            .map(|(s, v)| f64::from(weights[s]) * v)
+            .sum::<f64>()
+            + bias
+    }
+}
+
+/// The offsets and flat values of a list column, cast to element type `T`.
+fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
+    function: &str,
+    what: &str,
+    array: &ArrayRef,
+    element: DataType,
+) -> Result<(Vec<usize>, Vec<T::Native>)> {
+    let target = DataType::List(Arc::new(Field::new_list_field(element, true)));
+    let Ok(list) = cast(array, &target) else {
+        return exec_err!(
+            "{function}: {what} must be a list of numbers per row, got {}",
+            array.data_type()
+        );
+    };
+    let list = list.as_list::<i32>();
+    let first = list.value_offsets()[0] as usize;
+    let offsets = list
+        .value_offsets()
+        .iter()
+        .map(|&o| o as usize - first)
+        .collect();
+    let flat = list
+        .values()
+        .slice(first, list.value_offsets()[list.len()] as usize - first);
+    let flat = flat.as_primitive::<T>();
+    if flat.null_count() > 0 {
+        return exec_err!("{function}: {what} contain a null element");
+    }
+    Ok((offsets, flat.values().to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Float64Array, ListArray};
+    use datafusion::arrow::datatypes::{Float64Type, UInt64Type};
+
+    use super::*;
+
+    #[test]
+    fn gathers_distinct_keys_and_computes_margins() {
+        let idx: ArrayRef = Arc::new(ListArray::from_iter_primitive::<UInt64Type, _, _>(vec![
+            Some(vec![Some(5), Some(2)]),
+            None,
+            Some(vec![Some(2), Some(9)]),
+        ]));
+        let val: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(vec![
+            Some(vec![Some(1.0), Some(2.0)]),
+            None,
+            Some(vec![Some(3.0), Some(-1.0)]),
+        ]));
+        let labels: ArrayRef = Arc::new(Float64Array::from(vec![1.0, 0.0, 1.0]));
+        let rows = SparseRows::from_arrays("t", Some(&labels), &idx, Some(&val)).unwrap();
+        assert_eq!(rows.len(), 3);
+        let g = rows.gather(1..3, 100);
+        assert_eq!(g.keys, vec![2, 9, 100]);
+        let w = [0.5f32, 2.0, 10.0];
+        assert_eq!(rows.margin(1, &g, &w), 10.0);
+        assert_eq!(rows.margin(2, &g, &w), 0.5 * 3.0 - 2.0 + 10.0);
+        let short: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(vec![
+            Some(vec![Some(1.0)]),
+            None,
+            None,
+        ]));
+        let err = SparseRows::from_arrays("t", None, &idx, Some(&short)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("row 0 of the batch has 2 indices but 1 values"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,76 @@
+//! Optimizers run on the servers: pushed gradients become weight updates next to the data,
+//! with the optimizer's state kept in the model matrix's extra rows.
+
+use angel_client::{MatrixSpec, PsError, Update, ValueType};
+use angel_tests::Cluster;
+
+fn update(optimizer: &str, learning_rate: f64) -> Update {
+    Update {
+        optimizer: optimizer.into(),
+        learning_rate,
+        beta1: 0.9,
+        beta2: 0.999,
+        epsilon: 1e-8,
+        beta: 1.0,
+        step: 1,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sgd_and_adam_update_weights_and_state_on_the_servers() {
+    let cluster = Cluster::start(2);
+    let c = cluster.client().await;
+    let keys = [3u64, 900, 4095];
+    let sgd = MatrixSpec::dense("sgd_model", 1, 4096).value_type(ValueType::F64);
+    c.create_matrix(sgd).await.unwrap();
+    // Duplicate keys are summed: key 3 gets gradient 1.0 + 1.0.
+    let grads = [1.0f64, -2.0, 0.5, 1.0];
+    c.push_update("sgd_model", &[3, 900, 4095, 3], &grads, &update("sgd", 0.1))
+        .await
+        .unwrap();
+    let w: Vec<f64> = c.pull_keys("sgd_model", 0, &keys).await.unwrap();
+    assert_eq!(w, vec![-0.2, 0.2, -0.05]);
+
+    // Adam keeps two moments in rows 1 and 2; its first step moves each weight by lr.
+    let adam = MatrixSpec::sparse("adam_model", 3, 1 << 40).value_type(ValueType::F64);
+    c.create_matrix(adam).await.unwrap();
+    let far = [7u64, 1 << 39, (1 << 40) - 1];
+    c.push_update(
+        "adam_model",
+        &far,
+        &[4.0f64, -0.01, 2.0],
+        &update("adam", 0.01),
+    )
+    .await
+    .unwrap();
+    let w: Vec<f64> = c.pull_keys("adam_model", 0, &far).await.unwrap();
+    for (got, want) in w.iter().zip([-0.01, 0.01, -0.01]) {
+        assert!((got - want).abs() < 1e-6, "{w:?}");
+    }
+    let m: Vec<f64> = c.pull_keys("adam_model", 1, &far).await.unwrap();
+    assert!((m[0] - 0.4).abs() < 1e-12, "first moment {m:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_matrix_without_room_for_state_or_an_unknown_optimizer_is_refused() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("thin", 1, 16))
+        .await
+        .unwrap();
+    let err = c
+        .push_update("thin", &[1], &[1.0f32], &update("adam", 0.1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PsError::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("'thin' has 1 rows"), "{err}");
+    let err = c
+        .push_update("thin", &[1], &[1.0f32], &update("momentum9", 0.1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PsError::NotFound(_)), "{err}");
+    assert!(err.to_string().contains("momentum9"), "{err}");
+    let w: Vec<f32> = c.pull_keys("thin", 0, &[1]).await.unwrap();
+    assert_eq!(w, vec![0.0], "a refused update changes nothing");
+}
