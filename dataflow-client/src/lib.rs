@@ -11,6 +11,7 @@
 //! - [`wire`]: packed little-endian key and value arrays, the only way bulk data travels.
 //! - [`value`]: [`Element`], the value types a matrix can hold (f32, f64, i64).
 //! - [`matrix`]: [`MatrixSpec`], what a caller asks for when creating a matrix.
+//! - [`update`]: an optimizer step with the usual defaults, for [`PsClient::push_update`].
 //! - [`psf`]: [`Merge`], how per-partition results of a PS function combine.
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses.
 
@@ -21,6 +22,7 @@ pub mod matrix;
 pub mod psf;
 pub mod routing;
 pub mod split;
+pub mod update;
 pub mod value;
 pub mod wire;
 
@@ -30,4 +32,5 @@ pub use error::{PsError, Result};
 pub use matrix::MatrixSpec;
 pub use psf::Merge;
 pub use routing::Layout;
+pub use update::update;
 pub use value::Element;

@@ -11,8 +11,8 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use crate::EtlError;
 use crate::bad_rows::{BadRow, BadRowPolicy, handle};
-use crate::{EtlError, read_text};
 
 /// Rows sampled to infer column types when none are given.
 const INFER_ROWS: usize = 1000;
@@ -108,44 +108,50 @@ fn parse_column(spec: &str) -> Result<(String, DataType), String> {
     Ok((name, ty))
 }
 
-/// Reads a CSV file into one record batch.
+/// Reads a CSV file into one record batch, row by row: each row is checked against the
+/// schema before anything is appended, so a skipped row leaves no trace.
 pub fn read(path: &Path, options: &CsvOptions) -> Result<RecordBatch, EtlError> {
-    let (file, text) = read_text(path)?;
+    let file = path.display().to_string();
+    let csv_error = |e: csv::Error| EtlError::Csv(file.clone(), e.to_string());
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(options.header)
         .delimiter(options.delimiter)
         .trim(csv::Trim::All)
         .flexible(true)
-        .from_reader(text.as_bytes());
+        .buffer_capacity(1 << 20)
+        .from_path(path)
+        .map_err(csv_error)?;
     let header: Vec<String> = match options.header {
         true => reader
             .headers()
-            .map_err(|e| EtlError::Csv(file.clone(), e.to_string()))?
+            .map_err(csv_error)?
             .iter()
             .map(String::from)
             .collect(),
         false => Vec::new(),
     };
-    let records: Vec<csv::StringRecord> = reader
-        .records()
+    let mut records = reader.records();
+    let sample: Vec<csv::StringRecord> = records
+        .by_ref()
+        .take(INFER_ROWS)
         .collect::<Result<_, _>>()
-        .map_err(|e| EtlError::Csv(file.clone(), e.to_string()))?;
-    let schema = schema(options, &header, &records);
+        .map_err(csv_error)?;
+    let schema = schema(options, &header, &sample);
     let mut columns: Vec<Column> = schema
         .fields()
         .iter()
         .map(|f| Column::new(f.data_type()))
         .collect();
     let is_null = |v: &str| v.is_empty() || options.nulls.iter().any(|n| n == v);
-    for record in &records {
-        let line = record.position().map_or(0, |p| p.line());
-        let parsed = check(record, &schema, &is_null);
-        match parsed {
+    for record in sample.into_iter().map(Ok).chain(records) {
+        let record = record.map_err(csv_error)?;
+        match check(&record, &schema, &is_null) {
             Ok(()) => columns
                 .iter_mut()
-                .zip(record)
+                .zip(&record)
                 .for_each(|(c, v)| c.append((!is_null(v)).then_some(v))),
             Err(reason) => {
+                let line = record.position().map_or(0, |p| p.line());
                 if let Some(row) = handle(
                     options.bad_rows,
                     BadRow {
@@ -198,20 +204,17 @@ fn check(
 
 /// The given columns, or header names (`c1..cN` without a header) with types inferred from
 /// the first rows of the right width.
-fn schema(options: &CsvOptions, header: &[String], records: &[csv::StringRecord]) -> SchemaRef {
+fn schema(options: &CsvOptions, header: &[String], sample: &[csv::StringRecord]) -> SchemaRef {
     let columns = match options.columns.is_empty() {
         false => options.columns.clone(),
         true => {
             let width = if header.is_empty() {
-                records.first().map_or(0, |r| r.len())
+                sample.first().map_or(0, |r| r.len())
             } else {
                 header.len()
             };
-            let sample: Vec<&csv::StringRecord> = records
-                .iter()
-                .filter(|r| r.len() == width)
-                .take(INFER_ROWS)
-                .collect();
+            let sample: Vec<&csv::StringRecord> =
+                sample.iter().filter(|r| r.len() == width).collect();
             (0..width)
                 .map(|i| {
                     let name = header

@@ -16,13 +16,17 @@
 //!   [`model::Model`]; [`sparse`]: feature rows as a sparse design matrix.
 //! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`.
 //! - [`progress`]: rows trained in this process, for progress bars.
+//! - [`index_cache`]: feature indices already looked up, per process.
+//! - [`mean`]: the (sum, rows) state of aggregates returning a mean.
 //! - [`args`]: reading constant and feature arguments; [`bridge`]: calling the async client.
 //!
 //! [`register_all`] installs every function on a session for the service at a master address.
 
 pub mod args;
 pub mod bridge;
+pub mod index_cache;
 pub mod job;
+pub mod mean;
 pub mod model;
 pub mod progress;
 pub mod ps_auc;

@@ -131,15 +131,7 @@ impl ModelSpec {
         ModelSpec {
             kind,
             dim,
-            update: Update {
-                optimizer: "adam".into(),
-                learning_rate: 0.01,
-                beta1: 0.9,
-                beta2: 0.999,
-                epsilon: 1e-8,
-                beta: 1.0,
-                ..Default::default()
-            },
+            update: angel_client::update("adam", 0.01),
             batch_size: 256,
             counter: None,
         }

@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use ahash::RandomState;
+
 use angel_client::PsError;
 use datafusion::arrow::array::{ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int64Type};
@@ -58,7 +60,7 @@ impl AggregateUDFImpl for PsCounterAdd {
         Ok(Box::new(CounterAdd {
             master: self.master.clone(),
             counter: None,
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             counted: 0,
         }))
     }
@@ -74,7 +76,7 @@ impl AggregateUDFImpl for PsCounterAdd {
 struct CounterAdd {
     master: String,
     counter: Option<String>,
-    pending: HashMap<String, i64>,
+    pending: HashMap<String, i64, RandomState>,
     counted: i64,
 }
 

@@ -1,14 +1,12 @@
 //! `ps_logloss(label, probability) -> Float64`: mean log loss, with probabilities clipped to
 //! [1e-15, 1 - 1e-15] as scikit-learn does. Labels > 0 are positive.
 
-use std::sync::Arc;
-
+use crate::mean::Mean;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 
 /// See the module documentation.
@@ -43,25 +41,13 @@ impl AggregateUDFImpl for PsLogloss {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![
-            Arc::new(Field::new(
-                format_state_name(args.name, "sum"),
-                DataType::Float64,
-                true,
-            )),
-            Arc::new(Field::new(
-                format_state_name(args.name, "rows"),
-                DataType::Int64,
-                true,
-            )),
-        ])
+        Ok(Mean::state_fields(args.name))
     }
 }
 
 #[derive(Debug, Default)]
 struct Logloss {
-    sum: f64,
-    rows: i64,
+    mean: Mean,
 }
 
 /// A numeric argument column as f64, nulls included.
@@ -78,41 +64,27 @@ impl Accumulator for Logloss {
         );
         for r in (0..labels.len()).filter(|&r| labels.is_valid(r) && probs.is_valid(r)) {
             let p = probs.value(r).clamp(1e-15, 1.0 - 1e-15);
-            self.sum -= if labels.value(r) > 0.0 {
+            self.mean.sum -= if labels.value(r) > 0.0 {
                 p.ln()
             } else {
                 (1.0 - p).ln()
             };
-            self.rows += 1;
+            self.mean.rows += 1;
         }
         Ok(())
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![
-            ScalarValue::Float64(Some(self.sum)),
-            ScalarValue::Int64(Some(self.rows)),
-        ])
+        Ok(self.mean.state())
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.sum += states[0]
-            .as_primitive::<Float64Type>()
-            .iter()
-            .flatten()
-            .sum::<f64>();
-        self.rows += states[1]
-            .as_primitive::<Int64Type>()
-            .iter()
-            .flatten()
-            .sum::<i64>();
+        self.mean.merge(states);
         Ok(())
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Float64(
-            (self.rows > 0).then(|| self.sum / self.rows as f64),
-        ))
+        Ok(self.mean.evaluate())
     }
 
     fn size(&self) -> usize {

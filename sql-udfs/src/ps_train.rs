@@ -12,16 +12,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use datafusion::arrow::array::{ArrayRef, AsArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type, Int64Type};
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, ColumnarValue, Signature, TypeSignature, Volatility,
 };
 
 use crate::args::const_str;
+use crate::mean::Mean;
 use crate::model::Model;
 use crate::progress;
 use crate::sparse::SparseRows;
@@ -63,24 +63,12 @@ impl AggregateUDFImpl for PsTrain {
         Ok(Box::new(Train {
             master: self.master.clone(),
             model: None,
-            loss: 0.0,
-            rows: 0,
+            mean: Mean::default(),
         }))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![
-            Arc::new(Field::new(
-                format_state_name(args.name, "loss"),
-                DataType::Float64,
-                true,
-            )),
-            Arc::new(Field::new(
-                format_state_name(args.name, "rows"),
-                DataType::Int64,
-                true,
-            )),
-        ])
+        Ok(Mean::state_fields(args.name))
     }
 }
 
@@ -89,8 +77,8 @@ impl AggregateUDFImpl for PsTrain {
 struct Train {
     master: String,
     model: Option<Model>,
-    loss: f64,
-    rows: i64,
+    /// Summed loss and rows trained.
+    mean: Mean,
 }
 
 /// Updates this process has sent per model, so Adam's bias correction sees a step number
@@ -152,37 +140,23 @@ impl Accumulator for Train {
             SparseRows::from_arrays("ps_train", Some(&values[1]), &values[2], values.get(3))?;
         let batch = model.spec.batch_size;
         for start in (0..rows.len()).step_by(batch) {
-            self.loss += Self::step(model, &rows, start..(start + batch).min(rows.len()))?;
+            self.mean.sum += Self::step(model, &rows, start..(start + batch).min(rows.len()))?;
         }
-        self.rows += rows.len() as i64;
+        self.mean.rows += rows.len() as i64;
         Ok(())
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![
-            ScalarValue::Float64(Some(self.loss)),
-            ScalarValue::Int64(Some(self.rows)),
-        ])
+        Ok(self.mean.state())
     }
 
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.loss += states[0]
-            .as_primitive::<Float64Type>()
-            .iter()
-            .flatten()
-            .sum::<f64>();
-        self.rows += states[1]
-            .as_primitive::<Int64Type>()
-            .iter()
-            .flatten()
-            .sum::<i64>();
+        self.mean.merge(states);
         Ok(())
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Float64(
-            (self.rows > 0).then(|| self.loss / self.rows as f64),
-        ))
+        Ok(self.mean.evaluate())
     }
 
     fn size(&self) -> usize {

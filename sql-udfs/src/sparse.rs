@@ -7,12 +7,14 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
+
+use ahash::RandomState;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type, UInt64Type};
 use datafusion::common::{Result, exec_err};
-use std::sync::Arc;
 
 /// Feature rows: indices per row, with values (1.0 when absent) and labels.
 #[derive(Debug, Default)]
@@ -107,7 +109,8 @@ impl SparseRows {
     /// The distinct keys of `rows` plus the intercept key `bias`.
     pub fn gather(&self, rows: Range<usize>, bias: u64) -> Gathered {
         let nz = self.offsets[rows.start]..self.offsets[rows.end];
-        let mut position: HashMap<u64, u32> = HashMap::with_capacity(nz.len());
+        let mut position: HashMap<u64, u32, RandomState> =
+            HashMap::with_capacity_and_hasher(nz.len(), RandomState::new());
         let mut keys = Vec::new();
         let slots = self.indices[nz.clone()]
             .iter()

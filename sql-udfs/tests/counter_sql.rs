@@ -109,3 +109,45 @@ async fn counter_indices_do_not_depend_on_target_partitions() {
     );
     service.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_state_calls_from_sql_name_the_counter_and_what_it_needs() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let ctx = SessionContext::new();
+    register_all(&ctx, &service.master_addr());
+    run(
+        &ctx,
+        "SELECT ps_counter_add('c', make_array('a', 'b', 'a'))",
+    )
+    .await;
+    let err = ctx
+        .sql("SELECT ps_index('c', make_array('a'))")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("counter 'c' is not sealed yet"),
+        "{err}"
+    );
+    let sealed = run(&ctx, "SELECT ps_counter_seal('c', 2)").await;
+    assert_eq!(sealed[0].column(0).as_primitive::<UInt64Type>().value(0), 1);
+    let err = ctx
+        .sql("SELECT ps_counter_add('c', make_array('z'))")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("'c'"), "{err}");
+    let err = ctx
+        .sql("SELECT ps_counter_seal('c', 1)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("'c'"), "{err}");
+    service.shutdown().await.unwrap();
+}

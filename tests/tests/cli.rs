@@ -1,4 +1,5 @@
-//! The `angel-ps` command: help texts, `status`, and clean shutdown on SIGTERM.
+//! The `angel-ps` command: help texts, `status`, `demo`, `run` errors, and clean shutdown on
+//! SIGTERM.
 
 use std::process::Command;
 use std::time::Duration;
@@ -25,7 +26,12 @@ fn every_subcommand_documents_its_flags() {
             &["--servers", "--bind", "--max-message-bytes"],
         ),
         ("status", &["--master"]),
-        ("demo", &["--servers", "--rounds", "--keys", "--seed"]),
+        (
+            "demo",
+            &["--rows", "--seed", "--data", "--epochs", "--servers"],
+        ),
+        ("run", &["--var", "--master", "--servers", "--partitions"]),
+        ("bench", &["ps", "e2e"]),
     ] {
         let out = Command::new(binary())
             .args([sub, "--help"])
@@ -95,5 +101,61 @@ async fn standalone_serves_and_stops_cleanly_on_sigterm() {
         node.terminate(Duration::from_secs(10)),
         Some(0),
         "exit code 0 on SIGTERM"
+    );
+}
+
+/// The README's main command, small: it must generate data, train and report a holdout AUC
+/// well above chance on the learnable generated clicks.
+#[test]
+fn demo_trains_on_generated_click_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ctr.csv");
+    let out = Command::new(binary())
+        .args(["demo", "--rows", "20000", "--epochs", "2", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let auc: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("holdout AUC "))
+        .and_then(|l| l.split(',').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no AUC line in:\n{text}"));
+    assert!(auc > 0.65, "holdout AUC {auc}");
+    assert!(
+        text.contains("ps_counter_seal") && text.contains("total"),
+        "{text}"
+    );
+}
+
+/// A job whose CSV has a bad row fails, naming the file and line, with a non-zero exit.
+#[test]
+fn run_names_the_file_and_line_of_a_bad_csv_row() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("d.csv"), "a,b\n1,2\n3,x\n").unwrap();
+    let job = dir.path().join("job.sql");
+    std::fs::write(
+        &job,
+        "SELECT sum(a) FROM read_csv('${dir}/d.csv', 'columns=a int, b int');",
+    )
+    .unwrap();
+    let out = Command::new(binary())
+        .args(["run", "--var"])
+        .arg(format!("dir={}", dir.path().display()))
+        .arg(&job)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("job.sql:1"), "{err}");
+    assert!(
+        err.contains("d.csv:3: column 2 ('b'): cannot read 'x'"),
+        "{err}"
     );
 }

@@ -1,21 +1,8 @@
 //! Optimizers run on the servers: pushed gradients become weight updates next to the data,
 //! with the optimizer's state kept in the model matrix's extra rows.
 
-use angel_client::{MatrixSpec, PsError, Update, ValueType};
+use angel_client::{MatrixSpec, PsError, ValueType, update};
 use angel_tests::Cluster;
-
-fn update(optimizer: &str, learning_rate: f64) -> Update {
-    Update {
-        optimizer: optimizer.into(),
-        learning_rate,
-        beta1: 0.9,
-        beta2: 0.999,
-        epsilon: 1e-8,
-        beta: 1.0,
-        step: 1,
-        ..Default::default()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sgd_and_adam_update_weights_and_state_on_the_servers() {

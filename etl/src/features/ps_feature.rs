@@ -1,6 +1,8 @@
 //! `ps_feature(name, value) -> Utf8`: the categorical feature `name=value`, with the value
 //! cast to text and trimmed; NULL when the value is NULL.
 
+use std::fmt::Write;
+
 use datafusion::arrow::array::{Array, AsArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
@@ -43,16 +45,15 @@ impl ScalarUDFImpl for PsFeature {
             cast(&arrays[1], &DataType::Utf8)?,
         );
         let (names, values) = (names.as_string::<i32>(), values.as_string::<i32>());
-        let mut out = StringBuilder::new();
+        let mut out = StringBuilder::with_capacity(values.len(), values.value_data().len() * 2);
         for r in 0..values.len() {
-            match names.is_valid(r) && values.is_valid(r) {
-                true => out.append_value(format!(
-                    "{}={}",
-                    names.value(r).trim(),
-                    values.value(r).trim()
-                )),
-                false => out.append_null(),
+            if names.is_null(r) || values.is_null(r) {
+                out.append_null();
+                continue;
             }
+            // Written straight into the builder: no allocation per feature.
+            let _ = write!(out, "{}={}", names.value(r).trim(), values.value(r).trim());
+            out.append_value("");
         }
         Ok(ColumnarValue::Array(std::sync::Arc::new(out.finish())))
     }

@@ -3,8 +3,8 @@
 //! - `master`, `server`, `standalone`: run the service ([`service`]).
 //! - `status`: the service as tables ([`status`]).
 //! - `run`: a SQL job file on embedded DataFusion ([`run`]).
-//! - `demo`: a short PS smoke job with throughput ([`demo`]).
-//! - `bench ps`: the PS throughput table against a raw TCP baseline ([`bench`]).
+//! - `demo`: the CTR job on generated click logs ([`demo`]).
+//! - `bench ps`, `bench e2e`: benchmark tables ([`bench`]).
 
 pub mod bench;
 pub mod demo;
@@ -36,7 +36,7 @@ enum Command {
     Status(status::StatusArgs),
     /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion.
     Run(run::RunArgs),
-    /// Start an embedded service, run a short push/pull/PS-function job, print throughput.
+    /// The main job: generate click logs and run the CTR SQL job on an embedded service.
     Demo(demo::DemoArgs),
     /// Benchmarks; each prints a table.
     #[command(subcommand)]
@@ -67,8 +67,8 @@ pub fn main() -> ExitCode {
             Command::Standalone(args) => Ok(service::standalone(args).await?),
             Command::Status(args) => Ok(status::run(args).await?),
             Command::Run(args) => run::run(args).await,
-            Command::Demo(args) => Ok(demo::run(args).await?),
-            Command::Bench(command) => Ok(bench::run(command).await?),
+            Command::Demo(args) => demo::run(args).await,
+            Command::Bench(command) => bench::run(command).await,
         }
     });
     match result {

@@ -51,14 +51,24 @@ pub async fn run(args: RunArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Runs the job of `args` on a fresh session (and, without `--master`, a fresh embedded
-/// service, stopped afterwards), calling `each` after every statement.
+/// Runs the job file of `args`; see [`run_text`].
 pub async fn run_job(
     args: &RunArgs,
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| format!("cannot read job file {}: {e}", args.file.display()))?;
+    run_text(args, &text, each).await
+}
+
+/// Runs job `text` (named by `args.file` in errors) on a fresh session and, without
+/// `--master`, a fresh embedded service that is stopped afterwards; calls `each` after
+/// every statement.
+pub async fn run_text(
+    args: &RunArgs,
+    text: &str,
+    each: impl FnMut(&StatementReport),
+) -> Result<Vec<StatementReport>, Box<dyn Error>> {
     let vars: HashMap<String, String> = args.vars.iter().cloned().collect();
     let mut config = SessionConfig::new();
     if args.partitions > 0 {
@@ -67,11 +77,11 @@ pub async fn run_job(
     let ctx = SessionContext::new_with_config(config);
     let file = args.file.display().to_string();
     match &args.master {
-        Some(master) => Ok(Job::new(ctx, master).run(&file, &text, &vars, each).await?),
+        Some(master) => Ok(Job::new(ctx, master).run(&file, text, &vars, each).await?),
         None => {
             let service = Standalone::start(StandaloneConfig::new(args.servers)).await?;
             let result = Job::new(ctx, &service.master_addr())
-                .run(&file, &text, &vars, each)
+                .run(&file, text, &vars, each)
                 .await;
             service.shutdown().await?;
             Ok(result?)

@@ -29,6 +29,8 @@ pub struct StatementReport {
     pub line: usize,
     /// Its first words, to name it in summaries.
     pub label: String,
+    /// The whole statement, after variable substitution.
+    pub sql: String,
     /// Wall time.
     pub took: Duration,
     /// Its result (the epoch table for `CREATE MODEL`).
@@ -78,6 +80,7 @@ impl Job {
                 label: label(&sql),
                 took: started.elapsed(),
                 output,
+                sql,
             };
             each(&report);
             reports.push(report);

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 
 use datafusion::common::{Result, plan_err};
 
-/// Replaces every `${name}` with its value; an unknown name is an error naming it.
+/// Replaces every `${name}` with its value, and `${name:-default}` with its value or the
+/// default; an unknown name without a default is an error naming it.
 pub fn substitute(text: &str, vars: &HashMap<String, String>) -> Result<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -14,10 +15,15 @@ pub fn substitute(text: &str, vars: &HashMap<String, String>) -> Result<String> 
         let Some(len) = rest[start..].find('}') else {
             return plan_err!("unclosed '${{' in the job file");
         };
-        let name = &rest[start + 2..start + len];
-        match vars.get(name) {
+        let (name, default) = match rest[start + 2..start + len].split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (&rest[start + 2..start + len], None),
+        };
+        match vars.get(name).map(String::as_str).or(default) {
             Some(v) => out.push_str(v),
-            None => return plan_err!("the job uses ${{{name}}} but no --var {name}=... was given"),
+            None => {
+                return plan_err!("the job uses ${{{name}}} but no --var {name}=... was given");
+            }
         }
         rest = &rest[start + len + 1..];
     }

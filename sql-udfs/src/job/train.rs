@@ -1,6 +1,7 @@
 //! `CREATE MODEL`: creates the model on the PS, trains it for the requested epochs with
 //! `ps_train`, evaluates it on the holdout table after each epoch, and returns the epoch table
-//! (epoch, rows, train_loss, holdout_loss, holdout_auc, seconds).
+//! (epoch, rows, train_loss, holdout_loss, holdout_auc, seconds of training, seconds of
+//! holdout evaluation).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,12 +95,14 @@ pub async fn create_model(
         let sql =
             format!("SELECT ps_train('{name}', {columns}), count(*) FROM ({query}) AS train_rows");
         let (loss, n) = watch(&bar, epoch, plan.epochs, run_pair(ctx, &sql)).await?;
+        let trained = started.elapsed();
         let (holdout_loss, auc) = match &plan.holdout {
             Some(h) => evaluate(ctx, name, plan.spec.kind, &columns, h).await?,
             None => (None, None),
         };
         let rows = float(&n).unwrap_or_default() as i64;
-        table.push(epoch, rows, loss, holdout_loss, auc, started.elapsed());
+        let evaluated = started.elapsed() - trained;
+        table.push(epoch, rows, loss, (holdout_loss, auc), (trained, evaluated));
     }
     bar.finish_and_clear();
     let batch = table.finish()?;
@@ -226,24 +229,26 @@ struct EpochTable {
     holdout_loss: Vec<Option<f64>>,
     holdout_auc: Vec<Option<f64>>,
     seconds: Vec<f64>,
+    holdout_seconds: Vec<f64>,
 }
 
 impl EpochTable {
+    /// Adds an epoch: its rows and loss, holdout (loss, AUC), and (training, holdout) time.
     fn push(
         &mut self,
         epoch: usize,
         rows: i64,
         loss: ScalarValue,
-        holdout: Option<f64>,
-        auc: Option<f64>,
-        took: Duration,
+        holdout: (Option<f64>, Option<f64>),
+        took: (Duration, Duration),
     ) {
         self.epoch.push(epoch as i64);
         self.rows.push(rows);
         self.train_loss.push(float(&loss));
-        self.holdout_loss.push(holdout);
-        self.holdout_auc.push(auc);
-        self.seconds.push(took.as_secs_f64());
+        self.holdout_loss.push(holdout.0);
+        self.holdout_auc.push(holdout.1);
+        self.seconds.push(took.0.as_secs_f64());
+        self.holdout_seconds.push(took.1.as_secs_f64());
     }
 
     fn finish(self) -> Result<RecordBatch> {
@@ -254,6 +259,7 @@ impl EpochTable {
             Field::new("holdout_loss", DataType::Float64, true),
             Field::new("holdout_auc", DataType::Float64, true),
             Field::new("seconds", DataType::Float64, false),
+            Field::new("holdout_seconds", DataType::Float64, false),
         ]);
         Ok(RecordBatch::try_new(
             Arc::new(schema),
@@ -264,6 +270,7 @@ impl EpochTable {
                 Arc::new(Float64Array::from(self.holdout_loss)),
                 Arc::new(Float64Array::from(self.holdout_auc)),
                 Arc::new(Float64Array::from(self.seconds)),
+                Arc::new(Float64Array::from(self.holdout_seconds)),
             ],
         )?)
     }

@@ -6,21 +6,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use angel_client::{MatrixSpec, PsClient, PsError, Result};
-use clap::{Args, Subcommand};
-use comfy_table::Table;
+use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::standalone::{Standalone, StandaloneConfig};
-
-/// Benchmarks.
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Sparse and dense pull/push throughput, with a raw-TCP bound for comparison.
-    Ps(PsBenchArgs),
-}
 
 /// Flags of `angel-ps bench ps`.
 #[derive(Debug, Args)]
@@ -46,6 +38,9 @@ pub struct PsBenchArgs {
     /// Distinct keys pushed into a sparse f32 matrix to measure server memory per key.
     #[arg(long, default_value_t = 10_000_000)]
     pub memory_keys: u64,
+    /// Distinct string keys counted into a distributed counter to measure its server memory.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub counter_keys: u64,
     /// Also write the table, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -79,14 +74,8 @@ impl Measure {
     }
 }
 
-/// Runs a benchmark command.
-pub async fn run(command: BenchCommand) -> Result<()> {
-    match command {
-        BenchCommand::Ps(args) => ps(args).await,
-    }
-}
-
-async fn ps(args: PsBenchArgs) -> Result<()> {
+/// Runs `bench ps` and prints (and optionally writes) the table.
+pub async fn ps(args: PsBenchArgs) -> Result<()> {
     let mut rows = Vec::new();
     let mut memory = String::new();
     for &servers in &args.servers {
@@ -96,12 +85,19 @@ async fn ps(args: PsBenchArgs) -> Result<()> {
         if memory.is_empty() && args.memory_keys > 0 {
             memory = measure_memory(&client, args.memory_keys).await?;
         }
+        if servers == args.servers[0] && args.counter_keys > 0 {
+            memory = format!(
+                "{memory}\n{}",
+                measure_counter_memory(&client, args.counter_keys).await?
+            );
+        }
         service.shutdown().await?;
     }
-    println!("{}\n{memory}", render(&rows));
+    let table = table(&rows);
+    println!("{}\n{memory}", table.terminal());
     if let Some(path) = &args.out {
-        std::fs::write(path, format!("{}\n{memory}\n", markdown(&rows)))
-            .map_err(|e| PsError::Internal(format!("cannot write {}: {e}", path.display())))?;
+        super::write(path, &format!("{}\n{memory}\n", table.markdown()))
+            .map_err(|e| PsError::Internal(e.to_string()))?;
     }
     Ok(())
 }
@@ -127,14 +123,7 @@ async fn measure_memory(client: &PsClient, keys: u64) -> Result<String> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    let (live, bytes) = client
-        .status()
-        .await?
-        .servers
-        .iter()
-        .flat_map(|s| &s.partitions)
-        .filter(|p| p.matrix_id == m.meta.id)
-        .fold((0, 0), |(n, b), p| (n + p.elements, b + p.bytes));
+    let (live, bytes) = held(client, m.meta.id).await?;
     client.drop_matrix(name).await?;
     let per_key = bytes as f64 / live.max(1) as f64;
     Ok(format!(
@@ -142,6 +131,51 @@ async fn measure_memory(client: &PsClient, keys: u64) -> Result<String> {
          ({:.2}x the raw 12 bytes)",
         bytes as f64 / 1e6,
         per_key / 12.0
+    ))
+}
+
+/// (stored elements, bytes) the servers hold for matrix or counter `id`.
+async fn held(client: &PsClient, id: u32) -> Result<(u64, u64)> {
+    Ok(client
+        .status()
+        .await?
+        .servers
+        .iter()
+        .flat_map(|s| &s.partitions)
+        .filter(|p| p.matrix_id == id)
+        .fold((0, 0), |(n, b), p| (n + p.elements, b + p.bytes)))
+}
+
+/// Counts `keys` distinct feature strings (`feature_<n>`, 9 to 16 bytes) into a counter and
+/// reports the bytes its partitions hold on the servers, and the growth of this process's
+/// resident memory (the service runs in it) as a cross-check.
+async fn measure_counter_memory(client: &PsClient, keys: u64) -> Result<String> {
+    let name = "bench_counter_memory";
+    let counter = client.create_counter(name).await?;
+    let rss_before = super::memory_mb("VmRSS");
+    let bar = progress(keys.div_ceil(100_000), "memory: counting distinct strings");
+    for start in (0..keys).step_by(100_000) {
+        let batch: Vec<String> = (start..(start + 100_000).min(keys))
+            .map(|i| format!("feature_{i}"))
+            .collect();
+        client
+            .counter_increase(name, &batch, &vec![1; batch.len()])
+            .await?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let (live, bytes) = held(client, counter.space.meta.id).await?;
+    let rss_growth = super::memory_mb("VmRSS")
+        .zip(rss_before)
+        .map(|(after, before)| after - before);
+    client.counter_seal(name, 1).await?;
+    client.counter_clean(name).await?;
+    Ok(format!(
+        "counter memory: {live} distinct keys hold {:.0} MB on the servers ({:.1} bytes/key); \
+         process RSS grew by {}",
+        bytes as f64 / 1e6,
+        bytes as f64 / live.max(1) as f64,
+        rss_growth.map_or("n/a".into(), |mb| format!("{mb:.0} MB"))
     ))
 }
 
@@ -306,24 +340,7 @@ fn cells(m: &Measure) -> [String; 8] {
     ]
 }
 
-/// The measurements as a terminal table.
-pub fn render(rows: &[Measure]) -> String {
-    let mut table = Table::new();
-    table.set_header(HEADER);
-    for m in rows {
-        table.add_row(cells(m));
-    }
-    table.to_string()
-}
-
-fn markdown(rows: &[Measure]) -> String {
-    let mut s = format!(
-        "| {} |\n|{}\n",
-        HEADER.join(" | "),
-        "---|".repeat(HEADER.len())
-    );
-    for m in rows {
-        s.push_str(&format!("| {} |\n", cells(m).join(" | ")));
-    }
-    s
+/// The measurements as a table.
+pub fn table(rows: &[Measure]) -> super::Table {
+    super::Table::new(&HEADER, rows.iter().map(|m| cells(m).to_vec()).collect())
 }

@@ -1,0 +1,169 @@
+//! `angel-ps bench e2e`: the CTR demo job end to end on embedded DataFusion and an embedded
+//! service, as a table of phases (read, feature extraction, counter, seal, index, each
+//! training epoch, evaluation) with seconds and rows/s, the peak memory of the process, and
+//! the targets of the SQL-pipeline issue beside the measured figures.
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use angel_sql::job::StatementReport;
+use clap::Args;
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+
+use super::Table;
+use crate::cli::demo::{DemoArgs, holdout, run_ctr};
+
+/// Flags of `angel-ps bench e2e`.
+#[derive(Debug, Args)]
+pub struct E2eBenchArgs {
+    /// The demo job's flags (rows, seed, epochs, servers, data).
+    #[command(flatten)]
+    pub demo: DemoArgs,
+    /// Also write the tables, as Markdown, to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One timed phase.
+struct Phase {
+    name: String,
+    rows: u64,
+    took: Duration,
+}
+
+/// The phase a statement of the CTR job is, by what it runs.
+fn phase_name(sql: &str) -> &'static str {
+    [
+        ("read_csv", "read CSV"),
+        ("make_array", "extract features"),
+        ("ps_counter_add", "counter add"),
+        ("ps_counter_seal", "counter seal"),
+        ("ps_index", "index"),
+        ("ps_auc", "evaluate"),
+    ]
+    .into_iter()
+    .find(|(marker, _)| sql.contains(marker))
+    .map_or("other", |(_, name)| name)
+}
+
+/// Runs the benchmark and prints the tables.
+pub async fn run(args: E2eBenchArgs) -> Result<(), Box<dyn Error>> {
+    let reports = run_ctr(&args.demo, |r| {
+        eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
+    })
+    .await?;
+    let phases = phases(&reports, args.demo.rows);
+    let total: Duration = reports.iter().map(|r| r.took).sum();
+    let rate = |p: &Phase| p.rows as f64 / p.took.as_secs_f64();
+    let mut rows: Vec<Vec<String>> = phases
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                format!("{:.3}", p.took.as_secs_f64()),
+                p.rows.to_string(),
+                format!("{:.2}", rate(p) / 1e6),
+            ]
+        })
+        .collect();
+    rows.push(vec![
+        "whole job".into(),
+        format!("{:.3}", total.as_secs_f64()),
+        args.demo.rows.to_string(),
+        format!("{:.2}", args.demo.rows as f64 / total.as_secs_f64() / 1e6),
+    ]);
+    let table = Table::new(&["phase", "seconds", "rows", "M rows/s"], rows);
+    let peak = super::memory_mb("VmHWM").map_or("n/a".into(), |mb| format!("{mb:.0} MB"));
+    let (auc, loss) = holdout(&reports)?;
+    let sum = |names: &[&str]| -> Duration {
+        phases
+            .iter()
+            .filter(|p| names.contains(&p.name.as_str()))
+            .map(|p| p.took)
+            .sum()
+    };
+    let index_rate =
+        args.demo.rows as f64 / sum(&["counter add", "counter seal", "index"]).as_secs_f64();
+    let epochs: Vec<&Phase> = phases
+        .iter()
+        .filter(|p| p.name.starts_with("epoch"))
+        .collect();
+    let epoch_rate = epochs.iter().map(|p| rate(p)).fold(f64::INFINITY, f64::min);
+    let met = |ok: bool| if ok { "yes" } else { "no" }.to_string();
+    let targets = Table::new(
+        &["target", "measured", "met"],
+        vec![
+            vec![
+                "counter + index >= 1M rows/s".into(),
+                format!("{:.2}M rows/s", index_rate / 1e6),
+                met(index_rate >= 1e6),
+            ],
+            vec![
+                "every training epoch >= 1M rows/s".into(),
+                format!("{:.2}M rows/s (slowest)", epoch_rate / 1e6),
+                met(epoch_rate >= 1e6),
+            ],
+            vec![
+                "whole job < 10 s".into(),
+                format!("{:.1} s", total.as_secs_f64()),
+                met(total.as_secs_f64() < 10.0),
+            ],
+        ],
+    );
+    let summary = format!("peak RSS {peak}; holdout AUC {auc:.4}, log loss {loss:.4}");
+    println!("{}\n{}\n{summary}", table.terminal(), targets.terminal());
+    if let Some(path) = &args.out {
+        super::write(
+            path,
+            &format!("{}\n{}\n{summary}\n", table.markdown(), targets.markdown()),
+        )?;
+    }
+    Ok(())
+}
+
+/// Phases from the job's statements, with one phase per training epoch.
+fn phases(reports: &[StatementReport], rows: u64) -> Vec<Phase> {
+    let mut out: Vec<Phase> = Vec::new();
+    for r in reports {
+        if let Some(table) = r.output.first().filter(|_| r.sql.contains("MODEL")) {
+            let trained = table
+                .column_by_name("rows")
+                .map(|c| c.as_primitive::<Int64Type>().clone());
+            let seconds = table
+                .column_by_name("seconds")
+                .map(|c| c.as_primitive::<Float64Type>().clone());
+            let holdout = table
+                .column_by_name("holdout_seconds")
+                .map(|c| c.as_primitive::<Float64Type>().clone());
+            let (Some(trained), Some(seconds), Some(holdout)) = (trained, seconds, holdout) else {
+                continue;
+            };
+            for e in 0..table.num_rows() {
+                out.push(Phase {
+                    name: format!("epoch {}", e + 1),
+                    rows: trained.value(e) as u64,
+                    took: Duration::from_secs_f64(seconds.value(e)),
+                });
+            }
+            let evaluated: f64 = holdout.values().iter().sum();
+            out.push(Phase {
+                name: "holdout after each epoch".into(),
+                rows: rows / 10 * table.num_rows() as u64,
+                took: Duration::from_secs_f64(evaluated),
+            });
+            continue;
+        }
+        let name = phase_name(&r.sql);
+        match out.last_mut().filter(|p| p.name == name) {
+            Some(p) => p.took += r.took,
+            None => out.push(Phase {
+                name: name.into(),
+                rows,
+                took: r.took,
+            }),
+        }
+    }
+    out
+}

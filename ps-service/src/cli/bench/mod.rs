@@ -1,0 +1,85 @@
+//! `angel-ps bench`: benchmarks that print a table (and write it as Markdown with `--out`).
+//!
+//! - [`ps`]: PS pull/push throughput against a raw TCP bound.
+//! - [`e2e`]: the demo CTR job end to end, phase by phase, with peak memory.
+
+pub mod e2e;
+pub mod ps;
+
+use std::error::Error;
+use std::path::Path;
+
+use clap::Subcommand;
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Sparse and dense pull/push throughput, with a raw-TCP bound for comparison.
+    Ps(ps::PsBenchArgs),
+    /// The CTR demo job end to end: time and rows/s per phase, peak memory.
+    E2e(e2e::E2eBenchArgs),
+}
+
+/// Runs a benchmark command.
+pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
+    match command {
+        BenchCommand::Ps(args) => Ok(ps::ps(args).await?),
+        BenchCommand::E2e(args) => e2e::run(args).await,
+    }
+}
+
+/// A benchmark's result table, printed to the terminal or written as Markdown.
+#[derive(Debug, Clone)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with `header` and `rows` of cells.
+    pub fn new(header: &[&str], rows: Vec<Vec<String>>) -> Self {
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows,
+        }
+    }
+
+    /// Box-drawn, for the terminal.
+    pub fn terminal(&self) -> String {
+        let mut table = comfy_table::Table::new();
+        table.set_header(&self.header);
+        for row in &self.rows {
+            table.add_row(row);
+        }
+        table.to_string()
+    }
+
+    /// GitHub Markdown, for docs.
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "| {} |\n|{}\n",
+            self.header.join(" | "),
+            "---|".repeat(self.header.len())
+        );
+        for row in &self.rows {
+            s.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
+        s
+    }
+}
+
+/// Writes `text` to `path`, naming the file in the error.
+pub fn write(path: &Path, text: &str) -> Result<(), Box<dyn Error>> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()).into())
+}
+
+/// A memory figure of this process from `/proc/self/status`, in MB: `VmRSS` (resident now)
+/// or `VmHWM` (peak resident). `None` where the file does not exist (not Linux).
+pub fn memory_mb(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
