@@ -108,19 +108,19 @@ fn parse_column(spec: &str) -> Result<(String, DataType), String> {
     Ok((name, ty))
 }
 
-/// Reads a CSV file into one record batch, row by row: each row is checked against the
-/// schema before anything is appended, so a skipped row leaves no trace.
-pub fn read(path: &Path, options: &CsvOptions) -> Result<RecordBatch, EtlError> {
+/// Files at least this large, without quote characters, are parsed in parallel chunks.
+const PARALLEL_BYTES: usize = 8 << 20;
+
+/// Reads a CSV file into record batches (one per parsed chunk, in file order), row by row: each row is checked against the
+/// schema before anything is appended, so a skipped row leaves no trace. Large files without
+/// quotes (so every newline ends a row) are cut at newlines and parsed on every core.
+pub fn read(path: &Path, options: &CsvOptions) -> Result<Vec<RecordBatch>, EtlError> {
     let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| EtlError::Io(file.clone(), e))?;
     let csv_error = |e: csv::Error| EtlError::Csv(file.clone(), e.to_string());
-    let mut reader = csv::ReaderBuilder::new()
+    let mut reader = builder(options)
         .has_headers(options.header)
-        .delimiter(options.delimiter)
-        .trim(csv::Trim::All)
-        .flexible(true)
-        .buffer_capacity(1 << 20)
-        .from_path(path)
-        .map_err(csv_error)?;
+        .from_reader(&bytes[..]);
     let header: Vec<String> = match options.header {
         true => reader
             .headers()
@@ -130,51 +130,129 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RecordBatch, EtlError> 
             .collect(),
         false => Vec::new(),
     };
-    let mut records = reader.records();
-    let sample: Vec<csv::StringRecord> = records
-        .by_ref()
+    let sample: Vec<csv::StringRecord> = reader
+        .records()
         .take(INFER_ROWS)
         .collect::<Result<_, _>>()
         .map_err(csv_error)?;
     let schema = schema(options, &header, &sample);
-    let mut columns: Vec<Column> = schema
-        .fields()
-        .iter()
-        .map(|f| Column::new(f.data_type()))
-        .collect();
+    // The body: everything after the header line, which starts on line `first_line`.
+    let (body, first_line) = match options.header {
+        true => {
+            let end = bytes
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| i + 1);
+            (&bytes[end..], 2)
+        }
+        false => (&bytes[..], 1),
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunks = match body.len() >= PARALLEL_BYTES && !body.contains(&b'"') {
+        true => chunks(body, first_line, threads),
+        false => vec![(body, first_line)],
+    };
+    let (schema, file) = (&schema, &file);
+    let parts: Vec<Result<RecordBatch, EtlError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|&(chunk, line)| scope.spawn(move || parse(chunk, line, schema, options, file)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a CSV parser thread panicked"))
+            .collect()
+    });
+    parts.into_iter().collect()
+}
+
+/// The CSV reader settings every chunk shares.
+fn builder(options: &CsvOptions) -> csv::ReaderBuilder {
+    let mut builder = csv::ReaderBuilder::new();
+    builder
+        .delimiter(options.delimiter)
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .buffer_capacity(1 << 20);
+    builder
+}
+
+/// `body` cut at newlines into about `n` chunks, each with the file line it starts on.
+fn chunks(body: &[u8], first_line: u64, n: usize) -> Vec<(&[u8], u64)> {
+    let mut out = Vec::with_capacity(n);
+    let (mut start, mut line) = (0, first_line);
+    for k in 1..=n {
+        let target = (body.len() * k / n).max(start);
+        let end = match k == n {
+            true => body.len(),
+            false => body[target..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(body.len(), |i| target + i + 1),
+        };
+        if end > start {
+            out.push((&body[start..end], line));
+            line += body[start..end].iter().filter(|&&b| b == b'\n').count() as u64;
+        }
+        start = end;
+    }
+    out
+}
+
+/// Parses the rows of `chunk` (no header; its first row is on file line `first_line`).
+fn parse(
+    chunk: &[u8],
+    first_line: u64,
+    schema: &SchemaRef,
+    options: &CsvOptions,
+    file: &str,
+) -> Result<RecordBatch, EtlError> {
+    let types: Vec<&DataType> = schema.fields().iter().map(|f| f.data_type()).collect();
+    let mut columns: Vec<Column> = types.iter().map(|t| Column::new(t)).collect();
     let is_null = |v: &str| v.is_empty() || options.nulls.iter().any(|n| n == v);
-    for record in sample.into_iter().map(Ok).chain(records) {
-        let record = record.map_err(csv_error)?;
-        match check(&record, &schema, &is_null) {
-            Ok(()) => columns
-                .iter_mut()
-                .zip(&record)
-                .for_each(|(c, v)| c.append((!is_null(v)).then_some(v))),
+    let mut reader = builder(options).has_headers(false).from_reader(chunk);
+    let mut record = csv::StringRecord::new();
+    loop {
+        match reader.read_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => return Err(EtlError::Csv(file.to_string(), e.to_string())),
+        }
+        let mut row = Vec::with_capacity(types.len());
+        match read_row(&record, schema, &is_null, &mut row) {
+            Ok(()) => columns.iter_mut().zip(row).for_each(|(c, v)| c.append(v)),
             Err(reason) => {
-                let line = record.position().map_or(0, |p| p.line());
-                if let Some(row) = handle(
-                    options.bad_rows,
-                    BadRow {
-                        file: file.clone(),
-                        line,
-                        reason,
-                    },
-                ) {
-                    return Err(EtlError::BadRow(row));
+                let line = first_line + record.position().map_or(0, |p| p.line()) - 1;
+                let bad = BadRow {
+                    file: file.to_string(),
+                    line,
+                    reason,
+                };
+                if let Some(bad) = handle(options.bad_rows, bad) {
+                    return Err(EtlError::BadRow(bad));
                 }
             }
         }
     }
     let arrays: Vec<ArrayRef> = columns.into_iter().map(Column::finish).collect();
-    Ok(RecordBatch::try_new(schema, arrays)?)
+    Ok(RecordBatch::try_new(schema.clone(), arrays)?)
 }
 
-/// Validates one record against the schema without building anything, so a bad row leaves
-/// the columns untouched.
-fn check(
-    record: &csv::StringRecord,
+/// One parsed field.
+enum Value<'a> {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(&'a str),
+}
+
+/// Parses one record against the schema into `row`, or says why it does not fit; nothing is
+/// appended to the columns until the whole row parsed, so a bad row leaves no trace.
+fn read_row<'a>(
+    record: &'a csv::StringRecord,
     schema: &Schema,
     is_null: &dyn Fn(&str) -> bool,
+    row: &mut Vec<Value<'a>>,
 ) -> Result<(), String> {
     if record.len() != schema.fields().len() {
         return Err(format!(
@@ -184,20 +262,21 @@ fn check(
         ));
     }
     for (i, (field, value)) in schema.fields().iter().zip(record).enumerate() {
-        let ok = is_null(value)
-            || match field.data_type() {
-                DataType::Int64 => value.parse::<i64>().is_ok(),
-                DataType::Float64 => value.parse::<f64>().is_ok(),
-                _ => true,
-            };
-        if !ok {
-            return Err(format!(
+        let parsed = match field.data_type() {
+            _ if is_null(value) => Some(Value::Null),
+            DataType::Int64 => value.parse().ok().map(Value::Int),
+            DataType::Float64 => value.parse().ok().map(Value::Float),
+            _ => Some(Value::Text(value)),
+        };
+        let parsed = parsed.ok_or_else(|| {
+            format!(
                 "column {} ('{}'): cannot read '{value}' as {}",
                 i + 1,
                 field.name(),
                 field.data_type()
-            ));
-        }
+            )
+        })?;
+        row.push(parsed);
     }
     Ok(())
 }
@@ -264,12 +343,15 @@ impl Column {
         }
     }
 
-    /// Appends a value already checked to parse.
-    fn append(&mut self, v: Option<&str>) {
-        match self {
-            Column::Int(b) => b.append_option(v.and_then(|v| v.parse().ok())),
-            Column::Float(b) => b.append_option(v.and_then(|v| v.parse().ok())),
-            Column::Text(b) => b.append_option(v),
+    /// Appends a value parsed for this column's type.
+    fn append(&mut self, v: Value<'_>) {
+        match (self, v) {
+            (Column::Int(b), Value::Int(x)) => b.append_value(x),
+            (Column::Float(b), Value::Float(x)) => b.append_value(x),
+            (Column::Text(b), Value::Text(x)) => b.append_value(x),
+            (Column::Int(b), _) => b.append_null(),
+            (Column::Float(b), _) => b.append_null(),
+            (Column::Text(b), _) => b.append_null(),
         }
     }
 
@@ -288,6 +370,15 @@ mod tests {
     use datafusion::arrow::datatypes::Int64Type;
 
     use super::*;
+
+    /// Reads and joins the chunks, for checking.
+    fn read_one(path: &Path, options: &CsvOptions) -> Result<RecordBatch, EtlError> {
+        let parts = read(path, options)?;
+        Ok(datafusion::arrow::compute::concat_batches(
+            &parts[0].schema(),
+            &parts,
+        )?)
+    }
 
     #[test]
     fn reads_raw_rows_and_names_each_bad_line() {
@@ -309,7 +400,7 @@ mod tests {
         );
         options.bad_rows = BadRowPolicy::Skip;
         let before = crate::bad_rows::skipped().lock().unwrap().count();
-        let batch = read(&path, &options).unwrap();
+        let batch = read_one(&path, &options).unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(
             crate::bad_rows::skipped().lock().unwrap().count() - before,
@@ -324,9 +415,55 @@ mod tests {
         );
         let options: CsvOptions = "header=false".parse().unwrap();
         std::fs::write(&path, "1,a\n2,b\n").unwrap();
-        let batch = read(&path, &options).unwrap();
+        let batch = read_one(&path, &options).unwrap();
         assert_eq!(batch.schema().field(0).data_type(), &DataType::Int64);
         assert_eq!(batch.schema().field(1).name(), "c2");
         assert!("columns=x complex".parse::<CsvOptions>().is_err());
+    }
+
+    #[test]
+    fn chunks_end_at_newlines_and_know_their_first_line() {
+        let body = b"a,1\nbb,2\nccc,3\nd,4\n";
+        let parts = chunks(body, 2, 3);
+        let joined: Vec<u8> = parts.iter().flat_map(|(c, _)| c.iter().copied()).collect();
+        assert_eq!(joined, body.to_vec());
+        for (chunk, line) in &parts {
+            assert!(chunk.ends_with(b"\n"));
+            let first = std::str::from_utf8(chunk).unwrap().lines().next().unwrap();
+            let expected = ["a,1", "bb,2", "ccc,3", "d,4"]
+                .iter()
+                .position(|l| *l == first)
+                .unwrap() as u64
+                + 2;
+            assert_eq!(*line, expected, "{first}");
+        }
+    }
+
+    #[test]
+    fn a_large_file_parses_in_parallel_with_exact_line_numbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.csv");
+        let mut text = String::from("n,s\n");
+        let rows = 500_000;
+        for i in 0..rows {
+            text.push_str(&format!("{i},value_{i}\n"));
+        }
+        text.push_str("oops,x\n");
+        std::fs::write(&path, &text).unwrap();
+        assert!(text.len() >= PARALLEL_BYTES);
+        let mut options: CsvOptions = "columns=n int, s string".parse().unwrap();
+        let err = read(&path, &options).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("big.csv:{}: column 1", rows + 2)),
+            "{err}"
+        );
+        options.bad_rows = BadRowPolicy::Skip;
+        let batch = read_one(&path, &options).unwrap();
+        assert_eq!(batch.num_rows(), rows);
+        let n = batch.column(0).as_primitive::<Int64Type>();
+        assert!(
+            (0..rows).all(|i| n.value(i) == i as i64),
+            "rows keep their order"
+        );
     }
 }

@@ -1,14 +1,16 @@
 -- Click-through-rate prediction on Criteo-like click logs (`angel-ps demo` generates them):
 -- 13 long-tailed counts bucketed by powers of two, 26 categorical columns, one feature per
 -- column value, indexed through the PS distributed counter; logistic regression trained on
--- the PS with Adam; every tenth row held out.
+-- the PS with Adagrad; every tenth row held out.
 --   angel-ps run examples/ctr/job.sql --var data=ctr.csv
 
 CREATE TABLE logs AS SELECT * FROM read_csv('${data}', 'header=true; bad_rows=skip; columns=
    id int, label double, i1 int, i2 int, i3 int, i4 int, i5 int, i6 int, i7 int, i8 int, i9 int, i10 int, i11 int, i12 int, i13 int,
    c1 string, c2 string, c3 string, c4 string, c5 string, c6 string, c7 string, c8 string, c9 string, c10 string, c11 string, c12 string, c13 string, c14 string, c15 string, c16 string, c17 string, c18 string, c19 string, c20 string, c21 string, c22 string, c23 string, c24 string, c25 string, c26 string');
 
-CREATE TABLE examples AS SELECT label, id % 10 = 0 AS holdout, make_array(
+-- Features of every row: a view, so the split below filters raw rows before the features of
+-- each side are built.
+CREATE VIEW examples AS SELECT label, id % 10 = 0 AS holdout, make_array(
     ps_feature('i1', ps_bucket(i1, 'log2')), ps_feature('i2', ps_bucket(i2, 'log2')), ps_feature('i3', ps_bucket(i3, 'log2')),
     ps_feature('i4', ps_bucket(i4, 'log2')), ps_feature('i5', ps_bucket(i5, 'log2')), ps_feature('i6', ps_bucket(i6, 'log2')),
     ps_feature('i7', ps_bucket(i7, 'log2')), ps_feature('i8', ps_bucket(i8, 'log2')), ps_feature('i9', ps_bucket(i9, 'log2')),
@@ -22,17 +24,19 @@ CREATE TABLE examples AS SELECT label, id % 10 = 0 AS holdout, make_array(
     ps_feature('c26', c26)
   ) AS features
 FROM logs;
+CREATE TABLE train_features AS SELECT label, features FROM examples WHERE NOT holdout;
+CREATE TABLE test_features AS SELECT label, features FROM examples WHERE holdout;
 
 -- Count the training rows' features on the PS; features seen at least 3 times get an index.
-SELECT ps_counter_add('ctr_features', features) AS counted FROM examples WHERE NOT holdout;
+SELECT ps_counter_add('ctr_features', features) AS counted FROM train_features;
 SELECT ps_counter_seal('ctr_features', 3) AS dim;
 
-CREATE TABLE train AS SELECT label, ps_index('ctr_features', features) AS idx FROM examples WHERE NOT holdout;
-CREATE TABLE test AS SELECT label, ps_index('ctr_features', features) AS idx FROM examples WHERE holdout;
+CREATE TABLE train AS SELECT label, ps_index('ctr_features', features) AS idx FROM train_features;
+CREATE TABLE test AS SELECT label, ps_index('ctr_features', features) AS idx FROM test_features;
 
 CREATE OR REPLACE MODEL ctr OPTIONS (
-  kind = 'logistic', counter = 'ctr_features', optimizer = 'adam', learning_rate = 0.005,
-  l2 = 0.00001, batch_size = 512, epochs = ${epochs:-5}, holdout = 'test'
+  kind = 'logistic', counter = 'ctr_features', optimizer = 'adagrad', learning_rate = 0.05,
+  l2 = 0.0001, batch_size = 2048, epochs = ${epochs:-5}, holdout = 'test'
 ) AS SELECT label, idx FROM train;
 
 SELECT ps_auc(label, p) AS holdout_auc, ps_logloss(label, p) AS holdout_logloss

@@ -73,7 +73,7 @@ impl TableFunctionImpl for ReadFile {
         };
         let option = string_arg(name, exprs, 1)?.unwrap_or_default();
         let etl = |e: EtlError| DataFusionError::Plan(format!("{name}: {e}"));
-        let batch = match self.format {
+        let batches = match self.format {
             Format::Csv => csv::read(Path::new(&path), &option.parse().map_err(etl)?),
             Format::Libsvm => {
                 let policy: BadRowPolicy = match option.is_empty() {
@@ -82,26 +82,27 @@ impl TableFunctionImpl for ReadFile {
                         .parse()
                         .map_err(|e: String| DataFusionError::Plan(format!("{name}: {e}")))?,
                 };
-                libsvm::read(Path::new(&path), policy)
+                libsvm::read(Path::new(&path), policy).map(|b| vec![b])
             }
         }
         .map_err(etl)?;
         let parts = args.session().config().target_partitions();
-        Ok(Arc::new(MemTable::try_new(
-            batch.schema(),
-            split(&batch, parts),
-        )?))
+        let schema = batches[0].schema();
+        Ok(Arc::new(MemTable::try_new(schema, split(&batches, parts))?))
     }
 }
 
-/// `batch` cut into `parts` slices of nearly equal rows, each a partition.
-fn split(batch: &RecordBatch, parts: usize) -> Vec<Vec<RecordBatch>> {
-    let parts = parts.clamp(1, batch.num_rows().max(1));
-    let size = batch.num_rows().div_ceil(parts);
-    (0..parts)
-        .map(|p| {
+/// `batches` cut into `parts` partitions of nearly equal rows: partition p holds the p-th
+/// slice of every batch (slices share the batches' memory).
+fn split(batches: &[RecordBatch], parts: usize) -> Vec<Vec<RecordBatch>> {
+    let parts = parts.max(1);
+    let mut out = vec![Vec::new(); parts];
+    for batch in batches {
+        let size = batch.num_rows().div_ceil(parts);
+        for (p, part) in out.iter_mut().enumerate() {
             let start = (p * size).min(batch.num_rows());
-            vec![batch.slice(start, size.min(batch.num_rows() - start))]
-        })
-        .collect()
+            part.push(batch.slice(start, size.min(batch.num_rows() - start)));
+        }
+    }
+    out
 }

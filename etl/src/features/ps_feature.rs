@@ -52,7 +52,9 @@ impl ScalarUDFImpl for PsFeature {
                 continue;
             }
             // Written straight into the builder: no allocation per feature.
-            let _ = write!(out, "{}={}", names.value(r).trim(), values.value(r).trim());
+            let _ = out.write_str(names.value(r).trim());
+            let _ = out.write_char('=');
+            let _ = out.write_str(values.value(r).trim());
             out.append_value("");
         }
         Ok(ColumnarValue::Array(std::sync::Arc::new(out.finish())))
