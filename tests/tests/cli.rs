@@ -159,3 +159,33 @@ fn run_names_the_file_and_line_of_a_bad_csv_row() {
         "{err}"
     );
 }
+
+/// `run --master` sends the job's PS work to a running service (here a standalone process),
+/// where the trained model stays after the job ends.
+#[tokio::test]
+async fn run_against_a_running_service_leaves_the_model_there() {
+    let mut node = Node::spawn(&["standalone", "--servers", "2", "--bind", "127.0.0.1:0"]);
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/a9a");
+    let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/a9a/job.sql");
+    let out = Command::new(binary())
+        .args(["run", "--master", &node.addr, "--var"])
+        .arg(format!("data={}", data.display()))
+        .arg(&job)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("test_auc"), "{text}");
+    let client = angel_client::PsClient::connect(&node.addr).await.unwrap();
+    let model = client.describe("a9a").await.unwrap();
+    assert_eq!(model.meta.cols, 124, "123 features and the intercept");
+    assert_eq!(
+        model.meta.attrs.get("optimizer").map(String::as_str),
+        Some("adam")
+    );
+    assert_eq!(node.terminate(Duration::from_secs(10)), Some(0));
+}
