@@ -110,6 +110,14 @@ async fn counter_indices_do_not_depend_on_target_partitions() {
     service.shutdown().await.unwrap();
 }
 
+/// The error `sql` fails with.
+async fn error_of(ctx: &SessionContext, sql: &str) -> String {
+    match ctx.sql(sql).await {
+        Ok(df) => df.collect().await.expect_err(sql).to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_state_calls_from_sql_name_the_counter_and_what_it_needs() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
@@ -120,34 +128,16 @@ async fn wrong_state_calls_from_sql_name_the_counter_and_what_it_needs() {
         "SELECT ps_counter_add('c', make_array('a', 'b', 'a'))",
     )
     .await;
-    let err = ctx
-        .sql("SELECT ps_index('c', make_array('a'))")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().contains("counter 'c' is not sealed yet"),
-        "{err}"
-    );
+    let err = error_of(&ctx, "SELECT ps_index('c', make_array('a'))").await;
+    assert!(err.contains("counter 'c' is not sealed yet"), "{err}");
     let sealed = run(&ctx, "SELECT ps_counter_seal('c', 2)").await;
     assert_eq!(sealed[0].column(0).as_primitive::<UInt64Type>().value(0), 1);
-    let err = ctx
-        .sql("SELECT ps_counter_add('c', make_array('z'))")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("'c'"), "{err}");
-    let err = ctx
-        .sql("SELECT ps_counter_seal('c', 1)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("'c'"), "{err}");
+    let err = error_of(&ctx, "SELECT ps_counter_add('c', make_array('z'))").await;
+    assert!(
+        err.contains("counter 'c' is sealed; increase needs the WRITE state"),
+        "{err}"
+    );
+    let err = error_of(&ctx, "SELECT ps_counter_seal('c', 1)").await;
+    assert!(err.contains("counter 'c'"), "{err}");
     service.shutdown().await.unwrap();
 }

@@ -104,22 +104,25 @@ async fn standalone_serves_and_stops_cleanly_on_sigterm() {
     );
 }
 
+/// Runs `command`, asserts it succeeded (showing its output if not) and returns its stdout.
+fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{err}");
+    text
+}
+
 /// The README's main command, small: it must generate data, train and report a holdout AUC
 /// well above chance on the learnable generated clicks.
 #[test]
 fn demo_trains_on_generated_click_logs() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("ctr.csv");
-    let out = Command::new(binary())
-        .args(["demo", "--rows", "20000", "--epochs", "2", "--data"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        Command::new(binary())
+            .args(["demo", "--rows", "20000", "--epochs", "2", "--data"])
+            .arg(&data),
     );
     let auc: f64 = text
         .lines()
@@ -167,17 +170,11 @@ async fn run_against_a_running_service_leaves_the_model_there() {
     let mut node = Node::spawn(&["standalone", "--servers", "2", "--bind", "127.0.0.1:0"]);
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/a9a");
     let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/a9a/job.sql");
-    let out = Command::new(binary())
-        .args(["run", "--master", &node.addr, "--var"])
-        .arg(format!("data={}", data.display()))
-        .arg(&job)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = stdout_of(
+        Command::new(binary())
+            .args(["run", "--master", &node.addr, "--var"])
+            .arg(format!("data={}", data.display()))
+            .arg(&job),
     );
     assert!(text.contains("test_auc"), "{text}");
     let client = angel_client::PsClient::connect(&node.addr).await.unwrap();
