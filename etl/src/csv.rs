@@ -208,7 +208,10 @@ fn parse(
     file: &str,
 ) -> Result<RecordBatch, EtlError> {
     let types: Vec<&DataType> = schema.fields().iter().map(|f| f.data_type()).collect();
-    let mut columns: Vec<Column> = types.iter().map(|t| Column::new(t)).collect();
+    // Rows and text bytes per column, estimated from the chunk's lines and size.
+    let rows = chunk.iter().filter(|&&b| b == b'\n').count() + 1;
+    let bytes = chunk.len() / types.len().max(1);
+    let mut columns: Vec<Column> = types.iter().map(|t| Column::new(t, rows, bytes)).collect();
     let is_null = |v: &str| v.is_empty() || options.nulls.iter().any(|n| n == v);
     let mut reader = builder(options).has_headers(false).from_reader(chunk);
     let mut record = csv::StringRecord::new();
@@ -335,11 +338,12 @@ enum Column {
 }
 
 impl Column {
-    fn new(t: &DataType) -> Self {
+    /// A builder sized for about `rows` rows (and `bytes` of text), so it does not regrow.
+    fn new(t: &DataType, rows: usize, bytes: usize) -> Self {
         match t {
-            DataType::Int64 => Column::Int(Int64Builder::new()),
-            DataType::Float64 => Column::Float(Float64Builder::new()),
-            _ => Column::Text(StringBuilder::new()),
+            DataType::Int64 => Column::Int(Int64Builder::with_capacity(rows)),
+            DataType::Float64 => Column::Float(Float64Builder::with_capacity(rows)),
+            _ => Column::Text(StringBuilder::with_capacity(rows, bytes)),
         }
     }
 

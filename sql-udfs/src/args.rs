@@ -72,6 +72,12 @@ impl Features {
         }
     }
 
+    /// Number of feature slots over all rows (an upper bound on the features), for sizing
+    /// outputs up front.
+    pub fn slots(&self) -> usize {
+        self.values.len()
+    }
+
     /// Number of rows.
     pub fn rows(&self) -> usize {
         self.rows.len()

@@ -58,7 +58,10 @@ impl ScalarUDFImpl for PsHash {
         let mask = (1u64 << bits) - 1;
         let arrays = ColumnarValue::values_to_arrays(&args.args[..1])?;
         let features = Features::from_array("ps_hash", &arrays[0])?;
-        let mut out = ListBuilder::new(UInt64Builder::new());
+        let mut out = ListBuilder::with_capacity(
+            UInt64Builder::with_capacity(features.slots()),
+            features.rows(),
+        );
         for r in 0..features.rows() {
             for f in features.row(r) {
                 out.values().append_value(key_hash(f) & mask);

@@ -88,7 +88,10 @@ fn indices(
     features: &Features,
     index_of: impl Fn(&str) -> Option<Option<u64>>,
 ) -> Option<ListArray> {
-    let mut out = ListBuilder::new(UInt64Builder::new());
+    let mut out = ListBuilder::with_capacity(
+        UInt64Builder::with_capacity(features.slots()),
+        features.rows(),
+    );
     for r in 0..features.rows() {
         for f in features.row(r) {
             if let Some(i) = index_of(f)? {
