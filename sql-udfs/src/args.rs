@@ -1,11 +1,12 @@
-//! Reading UDF arguments: constant strings and integers, and feature lists.
+//! Reading UDF arguments (constant strings and integers, feature lists, numbers) and the
+//! result types functions share.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::ColumnarValue;
 
@@ -105,6 +106,16 @@ fn as_strings(function: &str, array: &ArrayRef) -> Result<StringArray> {
         );
     };
     Ok(utf8.as_string::<i32>().clone())
+}
+
+/// A numeric argument column as f64, nulls included.
+pub fn floats(array: &ArrayRef) -> Result<ArrayRef> {
+    Ok(cast(array, &DataType::Float64)?)
+}
+
+/// The type every index-list function (`ps_hash`, `ps_index`) returns.
+pub fn index_list_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, true)))
 }
 
 /// Wraps an array as a UDF result.

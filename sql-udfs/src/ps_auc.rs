@@ -13,7 +13,7 @@ use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
 
-use crate::ps_logloss::floats;
+use crate::args::floats;
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@
 //! Collisions are possible; the counter gives collision-free compact indices instead.
 
 use datafusion::arrow::array::{ListBuilder, UInt64Builder};
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
@@ -13,7 +13,7 @@ use datafusion::logical_expr::{
 
 use angel_client::counter::key_hash;
 
-use crate::args::{Features, array_result, const_i64};
+use crate::args::{Features, array_result, const_i64, index_list_type};
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -27,14 +27,6 @@ impl Default for PsHash {
             signature: Signature::any(2, Volatility::Immutable),
         }
     }
-}
-
-/// The type every index-list function returns.
-pub fn index_list_type() -> DataType {
-    DataType::List(std::sync::Arc::new(Field::new_list_field(
-        DataType::UInt64,
-        true,
-    )))
 }
 
 impl ScalarUDFImpl for PsHash {

@@ -15,10 +15,9 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 
-use crate::args::{Features, array_result, const_str};
+use crate::args::{Features, array_result, const_str, index_list_type};
 use crate::bridge::{block_on, client};
 use crate::index_cache::IndexCache;
-use crate::ps_hash::index_list_type;
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]

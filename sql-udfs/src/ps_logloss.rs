@@ -1,13 +1,14 @@
 //! `ps_logloss(label, probability) -> Float64`: mean log loss, with probabilities clipped to
 //! [1e-15, 1 - 1e-15] as scikit-learn does. Labels > 0 are positive.
 
-use crate::mean::Mean;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+
+use crate::args::floats;
+use crate::mean::Mean;
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -48,11 +49,6 @@ impl AggregateUDFImpl for PsLogloss {
 #[derive(Debug, Default)]
 struct Logloss {
     mean: Mean,
-}
-
-/// A numeric argument column as f64, nulls included.
-pub(crate) fn floats(array: &ArrayRef) -> Result<ArrayRef> {
-    Ok(cast(array, &DataType::Float64)?)
 }
 
 impl Accumulator for Logloss {
