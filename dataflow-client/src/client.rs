@@ -57,6 +57,12 @@ impl Default for ClientConfig {
     }
 }
 
+/// The process id inside a default [`ClientConfig::worker_id`], so a status can name the
+/// process (a Ballista executor, a job's client) behind each push.
+pub fn worker_pid(worker_id: u64) -> u64 {
+    worker_id >> 20
+}
+
 fn next_local_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)

@@ -27,7 +27,7 @@ pub mod value;
 pub mod wire;
 
 pub use angel_proto::{StorageKind, Update, ValueType};
-pub use client::{ClientConfig, PsClient};
+pub use client::{ClientConfig, PsClient, worker_pid};
 pub use error::{PsError, Result};
 pub use matrix::MatrixSpec;
 pub use psf::Merge;

@@ -25,6 +25,8 @@ async fn run_example(job: &str, vars: &[(&str, String)]) -> Vec<StatementReport>
         master: None,
         servers: 2,
         partitions: 2,
+        ballista: None,
+        stage: None,
     };
     run_job(&args, |_| {})
         .await
@@ -138,6 +140,8 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
         master: None,
         servers: 3,
         partitions: 2,
+        ballista: None,
+        stage: None,
     };
     let reports = run_job(&args, |_| {}).await.unwrap();
     let result = &reports.last().unwrap().output[0];

@@ -8,6 +8,8 @@
 //! - [`psf`]: PS functions, the built-ins and the trait users implement for their own.
 //! - [`optim`]: optimizers (sgd, adagrad, adam, ftrl) applied per key on pushed gradients.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
+//! - [`local_cluster`]: master, servers, Ballista scheduler and executors as processes on
+//!   127.0.0.1 (demo, benchmarks, tests).
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
 //! - [`cli`]: the `angel-ps` command (master, server, standalone, status, demo, bench).
 //!
@@ -15,6 +17,7 @@
 //! server side.
 
 pub mod cli;
+pub mod local_cluster;
 pub mod master;
 pub mod net;
 pub mod optim;

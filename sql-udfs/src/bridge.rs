@@ -17,8 +17,17 @@ pub fn block_on<T>(future: impl Future<Output = Result<T, PsError>>) -> Result<T
     tokio::task::block_in_place(|| handle.block_on(future)).map_err(ps_error)
 }
 
-/// The process-wide client of the service at `master`.
+/// The process-wide client of the service at `master`. Functions registered without a master
+/// (on a Ballista scheduler or executor) get theirs from the plan; reaching here without one
+/// means the plan came from a client that is not angel-ps.
 pub fn client(master: &str) -> Result<Arc<PsClient>> {
+    if master.is_empty() {
+        return Err(DataFusionError::Execution(
+            "angel-ps function called without a PS master address: submit jobs with \
+             `angel-ps run --ballista URL --master HOST:PORT`"
+                .into(),
+        ));
+    }
     block_on(PsClient::shared(master))
 }
 

@@ -19,11 +19,14 @@
 //! - [`index_cache`]: feature indices already looked up, per process.
 //! - [`mean`]: the (sum, rows) state of aggregates returning a mean.
 //! - [`args`]: reading constant and feature arguments; [`bridge`]: calling the async client.
+//! - [`cluster`]: running jobs on Ballista (codecs carrying the master address to executors,
+//!   a staging directory for tables).
 //!
 //! [`register_all`] installs every function on a session for the service at a master address.
 
 pub mod args;
 pub mod bridge;
+pub mod cluster;
 pub mod index_cache;
 pub mod job;
 pub mod mean;
@@ -45,23 +48,51 @@ use std::sync::Arc;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
+/// Scalar functions that call the PS, bound to the service whose master is at `master`.
+pub fn ps_scalar_functions(master: &str) -> Vec<ScalarUDF> {
+    vec![
+        ScalarUDF::from(ps_counter_seal::PsCounterSeal::new(master)),
+        ScalarUDF::from(ps_index::PsIndex::new(master)),
+        ScalarUDF::from(ps_predict::PsPredict::new(master)),
+    ]
+}
+
+/// Aggregate functions that call the PS, bound to the service whose master is at `master`.
+pub fn ps_aggregate_functions(master: &str) -> Vec<AggregateUDF> {
+    vec![
+        AggregateUDF::from(ps_counter_add::PsCounterAdd::new(master)),
+        AggregateUDF::from(ps_train::PsTrain::new(master)),
+    ]
+}
+
+/// Every angel-ps scalar function: the PS ones bound to `master`, hashing and feature helpers.
+pub fn scalar_functions(master: &str) -> Vec<ScalarUDF> {
+    let mut all = ps_scalar_functions(master);
+    all.push(ScalarUDF::from(ps_hash::PsHash::default()));
+    all.extend(angel_etl::features::functions());
+    all
+}
+
+/// Every angel-ps aggregate function: the PS ones bound to `master`, and the evaluation ones.
+pub fn aggregate_functions(master: &str) -> Vec<AggregateUDF> {
+    let mut all = ps_aggregate_functions(master);
+    all.push(AggregateUDF::from(ps_logloss::PsLogloss::default()));
+    all.push(AggregateUDF::from(ps_auc::PsAuc::default()));
+    all
+}
+
 /// Registers every angel-ps function on `ctx`, bound to the service whose master is at `master`.
-pub fn register_all(ctx: &SessionContext, master: &str) {
-    ctx.register_udf(ScalarUDF::from(ps_hash::PsHash::default()));
-    ctx.register_udf(ScalarUDF::from(ps_counter_seal::PsCounterSeal::new(master)));
-    ctx.register_udf(ScalarUDF::from(ps_index::PsIndex::new(master)));
-    ctx.register_udf(ScalarUDF::from(ps_predict::PsPredict::new(master)));
-    ctx.register_udaf(AggregateUDF::from(ps_counter_add::PsCounterAdd::new(
-        master,
-    )));
-    ctx.register_udaf(AggregateUDF::from(ps_train::PsTrain::new(master)));
-    ctx.register_udaf(AggregateUDF::from(ps_logloss::PsLogloss::default()));
-    ctx.register_udaf(AggregateUDF::from(ps_auc::PsAuc::default()));
-    for function in angel_etl::features::functions() {
+/// With a `stage`, the file-reading table functions write what they read there as Parquet, so
+/// a Ballista cluster's executors can scan it (see [`cluster`]).
+pub fn register_all(ctx: &SessionContext, master: &str, stage: Option<Arc<cluster::Stage>>) {
+    for function in scalar_functions(master) {
         ctx.register_udf(function);
     }
+    for function in aggregate_functions(master) {
+        ctx.register_udaf(function);
+    }
     for format in [read_file::Format::Csv, read_file::Format::Libsvm] {
-        let function = read_file::ReadFile::new(format);
+        let function = read_file::ReadFile::new(format, stage.clone());
         ctx.register_udtf(function.name(), Arc::new(function));
     }
 }

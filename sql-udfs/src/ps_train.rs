@@ -34,6 +34,12 @@ pub struct PsTrain {
 }
 
 impl PsTrain {
+    /// The master address this function is bound to; it travels with plans to Ballista
+    /// executors ([`crate::cluster::codec`]).
+    pub fn master(&self) -> &str {
+        &self.master
+    }
+
     /// The function for the service whose master is at `master`.
     pub fn new(master: &str) -> Self {
         PsTrain {

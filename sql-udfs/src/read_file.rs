@@ -5,7 +5,8 @@
 //! - `read_libsvm(path [, bad_rows])`: `label, idx, val`, indices 0-based.
 //!
 //! The file is read once, when the query is planned, and split into as many partitions as
-//! the session plans for, so the training that follows runs in parallel.
+//! the session plans for, so the training that follows runs in parallel. On a Ballista cluster
+//! the partitions are written to the job's [`Stage`] as Parquet for the executors to scan.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
 use datafusion::logical_expr::Expr;
+
+use crate::cluster::Stage;
 
 /// Which format a [`ReadFile`] reads.
 #[derive(Debug, Clone, Copy)]
@@ -31,12 +34,13 @@ pub enum Format {
 #[derive(Debug)]
 pub struct ReadFile {
     format: Format,
+    stage: Option<Arc<Stage>>,
 }
 
 impl ReadFile {
-    /// The table function for `format`.
-    pub fn new(format: Format) -> Self {
-        ReadFile { format }
+    /// The table function for `format`; with a `stage`, tables are staged as Parquet.
+    pub fn new(format: Format, stage: Option<Arc<Stage>>) -> Self {
+        ReadFile { format, stage }
     }
 
     /// The SQL name.
@@ -86,9 +90,11 @@ impl TableFunctionImpl for ReadFile {
             }
         }
         .map_err(etl)?;
-        let parts = args.session().config().target_partitions();
-        let schema = batches[0].schema();
-        Ok(Arc::new(MemTable::try_new(schema, split(&batches, parts))?))
+        let parts = split(&batches, args.session().config().target_partitions());
+        match &self.stage {
+            Some(stage) => stage.write(name, &parts),
+            None => Ok(Arc::new(MemTable::try_new(batches[0].schema(), parts)?)),
+        }
     }
 }
 

@@ -47,7 +47,7 @@ async fn counter_indices_do_not_depend_on_target_partitions() {
         let ctx = SessionContext::new_with_config(
             SessionConfig::new().with_target_partitions(partitions),
         );
-        register_all(&ctx, &service.master_addr());
+        register_all(&ctx, &service.master_addr(), None);
         ctx.register_csv("t", dir.path().to_str().unwrap(), CsvReadOptions::new())
             .await
             .unwrap();
@@ -122,7 +122,7 @@ async fn error_of(ctx: &SessionContext, sql: &str) -> String {
 async fn wrong_state_calls_from_sql_name_the_counter_and_what_it_needs() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
     let ctx = SessionContext::new();
-    register_all(&ctx, &service.master_addr());
+    register_all(&ctx, &service.master_addr(), None);
     run(
         &ctx,
         "SELECT ps_counter_add('c', make_array('a', 'b', 'a'))",

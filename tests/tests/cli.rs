@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use angel_client::MatrixSpec;
-use angel_tests::{Cluster, Node, binary};
+use angel_tests::{Cluster, binary, spawn};
 
 #[test]
 fn every_subcommand_documents_its_flags() {
@@ -90,7 +90,7 @@ fn status_of_a_missing_master_fails_with_a_clear_error() {
 
 #[tokio::test]
 async fn standalone_serves_and_stops_cleanly_on_sigterm() {
-    let mut node = Node::spawn(&["standalone", "--servers", "2", "--bind", "127.0.0.1:0"]);
+    let mut node = spawn(&["standalone", "--servers", "2", "--bind", "127.0.0.1:0"]);
     let client = angel_client::PsClient::connect(&node.addr).await.unwrap();
     client
         .create_matrix(MatrixSpec::dense("x", 1, 10))
@@ -167,7 +167,7 @@ fn run_names_the_file_and_line_of_a_bad_csv_row() {
 /// where the trained model stays after the job ends.
 #[tokio::test]
 async fn run_against_a_running_service_leaves_the_model_there() {
-    let mut node = Node::spawn(&["standalone", "--servers", "2", "--bind", "127.0.0.1:0"]);
+    let mut node = spawn(&["standalone", "--servers", "2", "--bind", "127.0.0.1:0"]);
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/a9a");
     let job = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/a9a/job.sql");
     let text = stdout_of(

@@ -2,6 +2,8 @@
 //! (reusing a file generated before with the same rows and seed), runs the CTR job
 //! (`examples/ctr/job.sql`, compiled into the binary) on embedded DataFusion against an
 //! embedded service, and prints the epoch table, the holdout AUC and where the time went.
+//! With `--ballista` the same job runs on a cluster started on this machine as separate
+//! processes (PS master + servers, Ballista scheduler + executors), stopped afterwards.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -11,6 +13,8 @@ use angel_sql::job::StatementReport;
 use clap::Args;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Float64Type;
+
+use crate::local_cluster::LocalCluster;
 
 use super::run::{RunArgs, print_report, print_summary, run_text};
 
@@ -36,6 +40,13 @@ pub struct DemoArgs {
     /// Servers in the embedded service.
     #[arg(long, default_value_t = 2)]
     pub servers: usize,
+    /// Run on a local cluster of processes: a PS master and --servers servers, a Ballista
+    /// scheduler and --executors executors.
+    #[arg(long)]
+    pub ballista: bool,
+    /// Executors of the --ballista cluster.
+    #[arg(long, default_value_t = 2)]
+    pub executors: usize,
 }
 
 /// Runs the demo and prints its results.
@@ -53,17 +64,38 @@ pub async fn run_ctr(
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
     let data = logs(args)?;
+    let cluster = match args.ballista {
+        true => Some(start_cluster(args)?),
+        false => None,
+    };
     let run = RunArgs {
         file: PathBuf::from("examples/ctr/job.sql"),
         vars: vec![
             ("data".into(), data.display().to_string()),
             ("epochs".into(), args.epochs.to_string()),
         ],
-        master: None,
+        master: cluster.as_ref().map(|c| c.master.addr.clone()),
         servers: args.servers,
         partitions: 0,
+        ballista: cluster.as_ref().map(|c| c.scheduler_url().to_string()),
+        stage: None,
     };
     run_text(&run, CTR_JOB, each).await
+}
+
+/// The local cluster of `--ballista`, running this binary.
+pub fn start_cluster(args: &DemoArgs) -> Result<LocalCluster, Box<dyn Error>> {
+    let binary = std::env::current_exe()?;
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let cluster = LocalCluster::start(&binary, args.servers, args.executors, cores)?;
+    println!(
+        "local cluster: PS master {} with {} servers, Ballista scheduler {} with {} executors",
+        cluster.master.addr,
+        cluster.servers.len(),
+        cluster.scheduler_url(),
+        cluster.executors.len()
+    );
+    Ok(cluster)
 }
 
 /// The path of the click logs, generated unless a default-path file already holds them.

@@ -2,13 +2,17 @@
 //!
 //! - `master`, `server`, `standalone`: run the service ([`service`]).
 //! - `status`: the service as tables ([`status`]).
-//! - `run`: a SQL job file on embedded DataFusion ([`run`]).
+//! - `run`: a SQL job file on embedded DataFusion or a Ballista cluster ([`run`]).
+//! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
+//!   [`executor`]).
 //! - `demo`: the CTR job on generated click logs ([`demo`]).
 //! - `bench ps`, `bench e2e`: benchmark tables ([`bench`]).
 
 pub mod bench;
 pub mod demo;
+pub mod executor;
 pub mod run;
+pub mod scheduler;
 pub mod service;
 pub mod status;
 
@@ -34,8 +38,13 @@ enum Command {
     Standalone(service::StandaloneArgs),
     /// Show servers, matrices and partition sizes of a running service.
     Status(status::StatusArgs),
-    /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion.
+    /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion, or
+    /// with --ballista on a Ballista cluster.
     Run(run::RunArgs),
+    /// Run a Ballista scheduler that knows the angel-ps functions.
+    Scheduler(scheduler::SchedulerArgs),
+    /// Run a Ballista executor that runs the angel-ps functions.
+    Executor(executor::ExecutorArgs),
     /// The main job: generate click logs and run the CTR SQL job on an embedded service.
     Demo(demo::DemoArgs),
     /// Benchmarks; each prints a table.
@@ -67,6 +76,8 @@ pub fn main() -> ExitCode {
             Command::Standalone(args) => Ok(service::standalone(args).await?),
             Command::Status(args) => Ok(status::run(args).await?),
             Command::Run(args) => run::run(args).await,
+            Command::Scheduler(args) => scheduler::run(args).await,
+            Command::Executor(args) => executor::run(args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Bench(command) => bench::run(command).await,
         }

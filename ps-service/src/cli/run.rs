@@ -1,12 +1,16 @@
 //! `angel-ps run job.sql`: runs a SQL job file on embedded DataFusion, against an embedded
-//! service (started in this process) or, with `--master`, a running one. Prints each
-//! statement's result, then a summary of where the time went and of skipped input rows.
+//! service (started in this process) or, with `--master`, a running one; with `--ballista`
+//! the same file runs on a Ballista cluster whose executors talk to the service at
+//! `--master`. Prints each statement's result, then a summary of where the time went and of
+//! skipped input rows.
 
 use std::collections::HashMap;
 use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use angel_client::PsClient;
+use angel_sql::cluster::Stage;
 use angel_sql::job::{Job, StatementReport};
 use clap::Args;
 use comfy_table::Table;
@@ -33,10 +37,21 @@ pub struct RunArgs {
     /// Servers of the embedded service.
     #[arg(long, default_value_t = 2)]
     pub servers: usize,
-    /// Partitions DataFusion plans for (parallel tasks); 0 = one per core.
+    /// Partitions DataFusion plans for (parallel tasks); 0 = one per core (4 on a cluster).
     #[arg(long, default_value_t = 0)]
     pub partitions: usize,
+    /// Run on the Ballista scheduler at this URL (`df://HOST:PORT`, started with `angel-ps
+    /// scheduler`); needs --master.
+    #[arg(long, env = "ANGEL_BALLISTA")]
+    pub ballista: Option<String>,
+    /// With --ballista: the directory where the job's tables are kept as Parquet; every
+    /// executor must read it at the same path. Default: a temporary directory, removed after.
+    #[arg(long)]
+    pub stage: Option<PathBuf>,
 }
+
+/// Target partitions of a cluster job when --partitions is 0.
+const CLUSTER_PARTITIONS: usize = 4;
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
@@ -70,12 +85,16 @@ pub async fn run_text(
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
     let vars: HashMap<String, String> = args.vars.iter().cloned().collect();
+    let file = args.file.display().to_string();
+    if let Some(url) = &args.ballista {
+        let job = cluster_job(args, url).await?;
+        return Ok(job.run(&file, text, &vars, each).await?);
+    }
     let mut config = SessionConfig::new();
     if args.partitions > 0 {
         config = config.with_target_partitions(args.partitions);
     }
     let ctx = SessionContext::new_with_config(config);
-    let file = args.file.display().to_string();
     match &args.master {
         Some(master) => Ok(Job::new(ctx, master).run(&file, text, &vars, each).await?),
         None => {
@@ -87,6 +106,28 @@ pub async fn run_text(
             Ok(result?)
         }
     }
+}
+
+/// A job on the Ballista cluster at `url`, after checking the PS master answers (executors
+/// would otherwise fail one task at a time).
+async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
+    let master = args.master.as_deref().ok_or(
+        "--ballista needs --master HOST:PORT: the executors train against a running PS service \
+         (start one with `angel-ps standalone`, or `angel-ps master` and `angel-ps server`)",
+    )?;
+    PsClient::shared(master)
+        .await
+        .map_err(|e| format!("PS master at {master}: {e}"))?;
+    let partitions = match args.partitions {
+        0 => CLUSTER_PARTITIONS,
+        n => n,
+    };
+    let ctx = angel_sql::cluster::connect(url, partitions).await?;
+    let stage = match &args.stage {
+        Some(dir) => Stage::at(dir)?,
+        None => Stage::temporary()?,
+    };
+    Ok(Job::on_cluster(ctx, master, stage))
 }
 
 /// Prints a statement's result, if it has one.

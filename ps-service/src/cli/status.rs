@@ -1,8 +1,8 @@
-//! `angel-ps status`: servers, matrices and partition sizes as tables.
+//! `angel-ps status`: servers, matrices, counters and pushes per client as tables.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use angel_client::{PsClient, Result};
+use angel_client::{PsClient, Result, worker_pid};
 use angel_proto::StatusReply;
 use clap::Args;
 use comfy_table::Table;
@@ -22,7 +22,7 @@ pub async fn run(args: StatusArgs) -> Result<()> {
     Ok(())
 }
 
-/// The status as two tables: servers, then matrices.
+/// The status as tables: servers, matrices, counters, then pushes per client.
 pub fn render(status: &StatusReply) -> String {
     let map = status.map.clone().unwrap_or_default();
     let mut per_matrix: HashMap<u32, (u64, u64)> = HashMap::new();
@@ -103,8 +103,39 @@ pub fn render(status: &StatusReply) -> String {
             bytes.to_string(),
         ]);
     }
+    let names: HashMap<u32, &str> = map
+        .matrices
+        .iter()
+        .map(|m| (m.id, m.name.as_str()))
+        .collect();
     format!(
-        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n",
-        map.epoch
+        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n",
+        map.epoch,
+        pushes_table(status, &names)
     )
+}
+
+/// Pushes per (client, matrix), summed over servers. A client is named by its worker id and the
+/// process id inside it.
+fn pushes_table(status: &StatusReply, names: &HashMap<u32, &str>) -> Table {
+    let mut sums: BTreeMap<(u64, u32), (u64, u64, u64)> = BTreeMap::new();
+    for p in status.servers.iter().flat_map(|s| &s.pushes) {
+        let sum = sums.entry((p.worker_id, p.matrix_id)).or_default();
+        (sum.0, sum.1, sum.2) = (sum.0 + p.pushes, sum.1 + p.elements, sum.2 + p.bytes);
+    }
+    let mut table = Table::new();
+    table.set_header(["client", "pid", "matrix", "pushes", "elements", "bytes"]);
+    for ((worker, matrix), (pushes, elements, bytes)) in sums {
+        table.add_row([
+            format!("{worker:#x}"),
+            worker_pid(worker).to_string(),
+            names
+                .get(&matrix)
+                .map_or_else(|| matrix.to_string(), |n| n.to_string()),
+            pushes.to_string(),
+            elements.to_string(),
+            bytes.to_string(),
+        ]);
+    }
+    table
 }

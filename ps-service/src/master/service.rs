@@ -298,8 +298,10 @@ impl MasterService {
             request.set_timeout(STATUS_TIMEOUT);
             match s.rpc.clone().stats(request).await {
                 Ok(reply) => {
+                    let reply = reply.into_inner();
                     status.reachable = true;
-                    status.partitions = reply.into_inner().partitions;
+                    status.partitions = reply.partitions;
+                    status.pushes = reply.pushes;
                 }
                 Err(e) => status.error = PsError::from_status(e, &s.addr).to_string(),
             }

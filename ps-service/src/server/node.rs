@@ -83,6 +83,7 @@ impl ServerNode {
             psfs,
             max_message_bytes: config.max_message_bytes,
             server_id: id,
+            pushes: Default::default(),
         };
         let grpc = ServerServer::new(service)
             .max_decoding_message_size(net::decode_cap(config.max_message_bytes))

@@ -16,6 +16,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::partition::{Partition, Partitions};
+use super::push_metrics::PushMetrics;
 use crate::psf::{PsfContext, PsfRegistry};
 use crate::storage::AnyBlock;
 use crate::with_block;
@@ -30,6 +31,8 @@ pub struct ServerService {
     pub max_message_bytes: usize,
     /// Id the master gave this server.
     pub server_id: u32,
+    /// Accepted pushes per client and matrix.
+    pub pushes: PushMetrics,
 }
 
 /// A slice checked against its partition, ready to apply.
@@ -139,7 +142,14 @@ impl ServerService {
                 request.codec
             )));
         }
-        let epoch = request.caller.map_or(0, |c| c.map_epoch);
+        let (epoch, worker_id) = request
+            .caller
+            .map_or((0, 0), |c| (c.map_epoch, c.worker_id));
+        let payload: usize = request
+            .slices
+            .iter()
+            .map(|s| s.keys.len() + s.values.len())
+            .sum();
         let checked = self.check_slices(
             request.matrix_id,
             request.value_type,
@@ -147,6 +157,10 @@ impl ServerService {
             request.slices,
             true,
         )?;
+        let elements = checked
+            .iter()
+            .map(|c| c.keys.as_ref().map_or(c.part.width(), |k| k.len() as u64))
+            .sum();
         match request.update {
             None => {
                 for c in checked {
@@ -156,6 +170,8 @@ impl ServerService {
             }
             Some(update) => self.apply_update(checked, &update)?,
         }
+        self.pushes
+            .record(worker_id, request.matrix_id, elements, payload as u64);
         Ok(PushReply {})
     }
 
@@ -365,6 +381,7 @@ impl Server for ServerService {
         Ok(Response::new(StatsReply {
             server_id: self.server_id,
             partitions,
+            pushes: self.pushes.snapshot(),
         }))
     }
 }

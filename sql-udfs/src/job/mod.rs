@@ -14,6 +14,7 @@ pub mod train;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::RecordBatch;
@@ -21,6 +22,8 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
 
 use statement::Statement;
+
+use crate::cluster::Stage;
 
 /// What one statement did.
 #[derive(Debug)]
@@ -41,15 +44,30 @@ pub struct StatementReport {
 pub struct Job {
     ctx: SessionContext,
     master: String,
+    /// Where tables live when the session runs on a Ballista cluster.
+    stage: Option<Arc<Stage>>,
 }
 
 impl Job {
     /// Registers every angel-ps function on `ctx` for the service at `master`.
     pub fn new(ctx: SessionContext, master: &str) -> Self {
-        crate::register_all(&ctx, master);
+        crate::register_all(&ctx, master, None);
         Job {
             ctx,
             master: master.to_string(),
+            stage: None,
+        }
+    }
+
+    /// A job on a Ballista session ([`crate::cluster::connect`]): tables are kept as Parquet
+    /// in `stage`, which every executor must be able to read.
+    pub fn on_cluster(ctx: SessionContext, master: &str, stage: Stage) -> Self {
+        let stage = Arc::new(stage);
+        crate::register_all(&ctx, master, Some(stage.clone()));
+        Job {
+            ctx,
+            master: master.to_string(),
+            stage: Some(stage),
         }
     }
 
@@ -71,10 +89,14 @@ impl Job {
         let mut reports = Vec::new();
         for (line, sql) in script::statements(&text) {
             let started = Instant::now();
-            let output = self
-                .execute(&sql)
-                .await
-                .map_err(|e| DataFusionError::Context(format!("{file}:{line}"), Box::new(e)))?;
+            let output = self.execute(&sql).await.map_err(|e| {
+                let e = if self.stage.is_some() {
+                    crate::cluster::explain(e)
+                } else {
+                    e
+                };
+                DataFusionError::Context(format!("{file}:{line}"), Box::new(e))
+            })?;
             let report = StatementReport {
                 line,
                 label: label(&sql),
@@ -92,6 +114,15 @@ impl Job {
     pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         match Statement::parse(sql)? {
             Statement::Sql(sql) => self.ctx.sql(&sql).await?.collect().await,
+            Statement::CreateTable {
+                name,
+                replace,
+                query,
+                sql,
+            } => match &self.stage {
+                None => self.ctx.sql(&sql).await?.collect().await,
+                Some(stage) => self.stage_table(stage, &name, replace, &query).await,
+            },
             Statement::CreateModel {
                 name,
                 replace,
@@ -114,6 +145,29 @@ impl Job {
                 Ok(Vec::new())
             }
         }
+    }
+}
+
+impl Job {
+    /// `CREATE TABLE name AS query` on a cluster: the executors write the rows into a new
+    /// stage directory (`COPY`), and the table becomes an external table over it. Returns the
+    /// row count.
+    async fn stage_table(
+        &self,
+        stage: &Stage,
+        name: &str,
+        replace: bool,
+        query: &str,
+    ) -> Result<Vec<RecordBatch>> {
+        let dir = stage.table_dir(name)?;
+        let copy = format!("COPY ({query}) TO '{dir}' STORED AS PARQUET");
+        let rows = self.ctx.sql(&copy).await?.collect().await?;
+        if replace {
+            self.ctx.deregister_table(name)?;
+        }
+        let create = format!("CREATE EXTERNAL TABLE {name} STORED AS PARQUET LOCATION '{dir}'");
+        self.ctx.sql(&create).await?.collect().await?;
+        Ok(rows)
     }
 }
 

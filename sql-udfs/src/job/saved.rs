@@ -108,9 +108,13 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &Pat
     std::fs::write(&path, json).map_err(|e| io(&path, e))
 }
 
-/// The last row of `<name>_epochs`, if this job trained the model.
+/// The last row of `<name>_epochs`, if this job trained the model. The table is read in this
+/// process (a memory table, which a Ballista session could not send to its cluster).
 async fn last_epoch(ctx: &SessionContext, name: &str) -> HashMap<String, f64> {
-    let Ok(df) = ctx.table(format!("{name}_epochs")).await else {
+    let Ok(table) = ctx.table_provider(format!("{name}_epochs")).await else {
+        return HashMap::new();
+    };
+    let Ok(df) = SessionContext::new().read_table(table) else {
         return HashMap::new();
     };
     let batches = df.collect().await.unwrap_or_default();

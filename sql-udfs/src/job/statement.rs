@@ -16,6 +16,18 @@ use datafusion::common::{Result, plan_err};
 pub enum Statement {
     /// Plain SQL, run by DataFusion.
     Sql(String),
+    /// `CREATE [OR REPLACE] TABLE name AS query`: plain SQL on one machine; staged as Parquet
+    /// on a cluster, which cannot ship memory tables.
+    CreateTable {
+        /// Table name as written.
+        name: String,
+        /// Replace a table of the same name.
+        replace: bool,
+        /// The query after `AS`.
+        query: String,
+        /// The whole statement.
+        sql: String,
+    },
     /// Create a model on the PS and train it on the rows of `query`.
     CreateModel {
         /// Model name.
@@ -82,12 +94,14 @@ impl Statement {
         let second = next_upper(&mut w);
         match (first.as_deref(), second.as_deref()) {
             (Some("CREATE"), Some("MODEL")) => Self::create_model(text, w, false),
+            (Some("CREATE"), Some("TABLE")) => Ok(Self::create_table(text, w, false)),
             (Some("CREATE"), Some("OR")) => {
                 let (a, b) = (next_upper(&mut w), next_upper(&mut w));
-                if (a.as_deref(), b.as_deref()) != (Some("REPLACE"), Some("MODEL")) {
-                    return Ok(Statement::Sql(text.to_string()));
+                match (a.as_deref(), b.as_deref()) {
+                    (Some("REPLACE"), Some("MODEL")) => Self::create_model(text, w, true),
+                    (Some("REPLACE"), Some("TABLE")) => Ok(Self::create_table(text, w, true)),
+                    _ => Ok(Statement::Sql(text.to_string())),
                 }
-                Self::create_model(text, w, true)
             }
             (Some(verb @ ("SAVE" | "LOAD")), Some("MODEL")) => {
                 let items: Vec<&str> = w.map(|(s, _)| s).collect();
@@ -104,6 +118,25 @@ impl Statement {
                 }
             }
             _ => Ok(Statement::Sql(text.to_string())),
+        }
+    }
+
+    /// `CREATE TABLE name AS query`; any other form (columns, `IF NOT EXISTS`) stays plain SQL.
+    fn create_table<'a>(
+        text: &str,
+        mut w: impl Iterator<Item = (&'a str, usize)>,
+        replace: bool,
+    ) -> Statement {
+        match (w.next(), w.next()) {
+            (Some((name, _)), Some((as_word, end))) if as_word.eq_ignore_ascii_case("AS") => {
+                Statement::CreateTable {
+                    name: name.to_string(),
+                    replace,
+                    query: text[end..].trim().to_string(),
+                    sql: text.to_string(),
+                }
+            }
+            _ => Statement::Sql(text.to_string()),
         }
     }
 
@@ -190,6 +223,23 @@ mod tests {
             Statement::parse("CREATE VIEW v AS SELECT 1").unwrap(),
             Statement::Sql(_)
         ));
+        assert!(matches!(
+            Statement::parse("CREATE TABLE t (x INT)").unwrap(),
+            Statement::Sql(_)
+        ));
+        let Statement::CreateTable {
+            name,
+            replace,
+            query,
+            ..
+        } = Statement::parse("create or replace table t2 as select 1 as x").unwrap()
+        else {
+            panic!("CREATE TABLE AS not recognised")
+        };
+        assert_eq!(
+            (name.as_str(), replace, query.as_str()),
+            ("t2", true, "select 1 as x")
+        );
         let err = Statement::parse("CREATE MODEL m OPTIONS (kind 'x') AS SELECT 1").unwrap_err();
         assert!(err.to_string().contains("key = value"), "{err}");
     }

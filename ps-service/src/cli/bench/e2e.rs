@@ -1,7 +1,9 @@
 //! `angel-ps bench e2e`: the CTR demo job end to end on embedded DataFusion and an embedded
 //! service, as a table of phases (read, feature extraction, counter, seal, index, each
 //! training epoch, evaluation) with seconds and rows/s, the peak memory of the process, and
-//! the targets of the SQL-pipeline issue beside the measured figures.
+//! the targets of the SQL-pipeline issue beside the measured figures. With `--ballista` the
+//! same job then runs on a local cluster of processes (PS master + servers, Ballista
+//! scheduler + executors) and a second table sets the two side by side.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -49,13 +51,81 @@ fn phase_name(sql: &str) -> &'static str {
     .map_or("other", |(_, name)| name)
 }
 
+/// Prints each finished statement, so a long benchmark shows where it is.
+fn done(r: &StatementReport) {
+    eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
+}
+
 /// Runs the benchmark and prints the tables.
 pub async fn run(args: E2eBenchArgs) -> Result<(), Box<dyn Error>> {
-    let reports = run_ctr(&args.demo, |r| {
-        eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
-    })
-    .await?;
-    let phases = phases(&reports, args.demo.rows);
+    let embedded = DemoArgs {
+        ballista: false,
+        ..args.demo.clone()
+    };
+    let reports = run_ctr(&embedded, done).await?;
+    let mut out = embedded_tables(&args, &reports)?;
+    if args.demo.ballista {
+        let cluster = run_ctr(&args.demo, done).await?;
+        out = format!("{out}\n{}", side_by_side(&args, &reports, &cluster)?);
+    }
+    if let Some(path) = &args.out {
+        super::write(path, &out)?;
+    }
+    Ok(())
+}
+
+/// Embedded and cluster phases side by side, with the cluster / embedded ratio; printed, and
+/// returned as Markdown.
+fn side_by_side(
+    args: &E2eBenchArgs,
+    embedded: &[StatementReport],
+    cluster: &[StatementReport],
+) -> Result<String, Box<dyn Error>> {
+    let (e, c) = (
+        phases(embedded, args.demo.rows),
+        phases(cluster, args.demo.rows),
+    );
+    let total = |r: &[StatementReport]| r.iter().map(|r| r.took).sum::<Duration>().as_secs_f64();
+    let mut rows: Vec<Vec<String>> = e
+        .iter()
+        .zip(&c)
+        .map(|(e, c)| {
+            let (a, b) = (e.took.as_secs_f64(), c.took.as_secs_f64());
+            vec![
+                e.name.clone(),
+                format!("{a:.3}"),
+                format!("{b:.3}"),
+                format!("{:.2}", b / a),
+            ]
+        })
+        .collect();
+    let (a, b) = (total(embedded), total(cluster));
+    rows.push(vec![
+        "whole job".into(),
+        format!("{a:.3}"),
+        format!("{b:.3}"),
+        format!("{:.2}", b / a),
+    ]);
+    let table = Table::new(&["phase", "embedded s", "Ballista s", "ratio"], rows);
+    let (auc, loss) = holdout(cluster)?;
+    let summary = format!(
+        "Ballista: {} executors, {} PS servers; holdout AUC {auc:.4}, log loss {loss:.4}; \
+         whole job {:.2}x embedded (target <= 2x: {})",
+        args.demo.executors,
+        args.demo.servers,
+        b / a,
+        if b <= 2.0 * a { "met" } else { "not met" }
+    );
+    println!("{}\n{summary}", table.terminal());
+    Ok(format!("{}\n{summary}\n", table.markdown()))
+}
+
+/// The embedded run's phase and target tables; printed, and returned as Markdown.
+fn embedded_tables(
+    args: &E2eBenchArgs,
+    reports: &[StatementReport],
+) -> Result<String, Box<dyn Error>> {
+    let phases = phases(reports, args.demo.rows);
     let total: Duration = reports.iter().map(|r| r.took).sum();
     let rate = |p: &Phase| p.rows as f64 / p.took.as_secs_f64();
     let mut rows: Vec<Vec<String>> = phases
@@ -77,7 +147,7 @@ pub async fn run(args: E2eBenchArgs) -> Result<(), Box<dyn Error>> {
     ]);
     let table = Table::new(&["phase", "seconds", "rows", "M rows/s"], rows);
     let peak = super::memory_mb("VmHWM").map_or("n/a".into(), |mb| format!("{mb:.0} MB"));
-    let (auc, loss) = holdout(&reports)?;
+    let (auc, loss) = holdout(reports)?;
     let sum = |names: &[&str]| -> Duration {
         phases
             .iter()
@@ -115,13 +185,11 @@ pub async fn run(args: E2eBenchArgs) -> Result<(), Box<dyn Error>> {
     );
     let summary = format!("peak RSS {peak}; holdout AUC {auc:.4}, log loss {loss:.4}");
     println!("{}\n{}\n{summary}", table.terminal(), targets.terminal());
-    if let Some(path) = &args.out {
-        super::write(
-            path,
-            &format!("{}\n{}\n{summary}\n", table.markdown(), targets.markdown()),
-        )?;
-    }
-    Ok(())
+    Ok(format!(
+        "{}\n{}\n{summary}\n",
+        table.markdown(),
+        targets.markdown()
+    ))
 }
 
 /// Phases from the job's statements, with one phase per training epoch.

@@ -1,0 +1,106 @@
+//! `angel-ps executor`: a Ballista executor, started as a library, whose function registry
+//! and plan codecs hold every angel-ps function. Tasks of any job find their PS master in the
+//! plan, so an executor is started once, without per-job flags; its tasks share one PS client
+//! per master.
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use clap::Args;
+
+/// Flags of `angel-ps executor`.
+#[derive(Debug, Args)]
+pub struct ExecutorArgs {
+    /// The scheduler's host:port (what `angel-ps scheduler` listens on).
+    #[arg(long, env = "ANGEL_SCHEDULER", default_value = "127.0.0.1:50050")]
+    pub scheduler: String,
+    /// Local address the executor's services listen on.
+    #[arg(long, env = "ANGEL_EXECUTOR_BIND_HOST", default_value = "127.0.0.1")]
+    pub bind_host: String,
+    /// Host name other executors and clients use to fetch results, when it differs.
+    #[arg(long, env = "ANGEL_EXECUTOR_EXTERNAL_HOST")]
+    pub external_host: Option<String>,
+    /// Arrow Flight port (other executors and the client fetch partitions here).
+    #[arg(long, default_value_t = 50051)]
+    pub flight_port: u16,
+    /// gRPC port (the scheduler pushes tasks here).
+    #[arg(long, default_value_t = 50052)]
+    pub grpc_port: u16,
+    /// Tasks run at once; 0 = one per core.
+    #[arg(long, default_value_t = 0)]
+    pub concurrent_tasks: usize,
+    /// Directory for shuffle files; default: a fresh temporary directory.
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Seconds between heartbeats to the scheduler.
+    #[arg(long, default_value_t = 5)]
+    pub heartbeat_secs: u64,
+}
+
+/// Ballista's functions, DataFusion's array functions (`make_array` builds feature lists; the
+/// stock registry lacks them) and every angel-ps function, unbound: plans bring each PS
+/// function's master address.
+fn registry() -> BallistaFunctionRegistry {
+    let mut registry = BallistaFunctionRegistry::default();
+    let nested = datafusion::functions_nested::all_default_nested_functions();
+    let ours = angel_sql::scalar_functions("").into_iter().map(Arc::new);
+    for f in nested.into_iter().chain(ours) {
+        for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+            registry
+                .scalar_functions
+                .insert(name.to_string(), f.clone());
+        }
+    }
+    for f in angel_sql::aggregate_functions("") {
+        registry
+            .aggregate_functions
+            .insert(f.name().to_string(), Arc::new(f));
+    }
+    registry
+}
+
+/// Runs the executor until Ctrl-C / SIGTERM or the scheduler stops it.
+pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
+    let (host, port) = args
+        .scheduler
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+        .ok_or_else(|| format!("--scheduler '{}' is not host:port", args.scheduler))?;
+    let defaults = ExecutorProcessConfig::default();
+    let config = ExecutorProcessConfig {
+        bind_host: args.bind_host,
+        external_host: args.external_host,
+        port: args.flight_port,
+        grpc_port: args.grpc_port,
+        scheduler_host: host,
+        scheduler_port: port,
+        scheduler_connect_timeout_seconds: 10,
+        vcores: match args.concurrent_tasks {
+            0 => defaults.vcores,
+            n => n,
+        },
+        work_dir: args.work_dir.map(|d| d.display().to_string()),
+        print_thread_info: false,
+        executor_heartbeat_interval_seconds: args.heartbeat_secs.max(1),
+        override_function_registry: Some(Arc::new(registry())),
+        override_logical_codec: Some(Arc::new(AngelLogicalCodec::default())),
+        override_physical_codec: Some(Arc::new(AngelPhysicalCodec::default())),
+        ..defaults
+    };
+    println!(
+        "angel-ps executor {} ({} task slots, grpc port {}, scheduler {}) listening on {}:{}",
+        config.executor_id,
+        config.vcores,
+        config.grpc_port,
+        args.scheduler,
+        config.bind_host,
+        config.port
+    );
+    start_executor_process(Arc::new(config)).await?;
+    eprintln!("angel-ps executor stopped");
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! `angel-ps scheduler`: a Ballista scheduler, started as a library, that knows every angel-ps
+//! function. Stock `ballista-scheduler` binaries cannot plan our jobs: only a function's name
+//! and bytes cross the network, so the code must be in the scheduler.
+
+use std::error::Error;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
+use ballista_core::utils::default_session_builder;
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
+use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use clap::Args;
+use datafusion::common::Result as DfResult;
+use datafusion::execution::{FunctionRegistry, SessionState};
+use datafusion::prelude::SessionConfig;
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
+use tokio_util::sync::CancellationToken;
+
+use crate::net;
+
+/// Flags of `angel-ps scheduler`.
+#[derive(Debug, Args)]
+pub struct SchedulerArgs {
+    /// Address to listen on (port 0 picks a free port). Clients use `df://HOST:PORT`.
+    #[arg(long, env = "ANGEL_SCHEDULER_BIND", default_value = "127.0.0.1:50050")]
+    pub bind: SocketAddr,
+    /// Host name executors and clients use for this scheduler, when it differs from --bind.
+    #[arg(long, env = "ANGEL_SCHEDULER_EXTERNAL_HOST")]
+    pub external_host: Option<String>,
+    /// Seconds without a heartbeat after which an executor is declared dead and its tasks
+    /// are run again elsewhere.
+    #[arg(long, default_value_t = 30)]
+    pub executor_timeout_secs: u64,
+    /// Times a task may fail (for example with its executor) before the job fails.
+    #[arg(long, default_value_t = 4)]
+    pub task_max_failures: usize,
+}
+
+/// A scheduler session: Ballista's defaults plus every angel-ps function. The functions are
+/// unbound here; plans bring each PS function's master address ([`angel_sql::cluster::codec`]).
+fn session_with_functions(config: SessionConfig) -> DfResult<SessionState> {
+    let mut state = default_session_builder(config)?;
+    for f in angel_sql::scalar_functions("") {
+        state.register_udf(Arc::new(f))?;
+    }
+    for f in angel_sql::aggregate_functions("") {
+        state.register_udaf(Arc::new(f))?;
+    }
+    Ok(state)
+}
+
+/// Runs the scheduler until Ctrl-C / SIGTERM; prints `... listening on df://ADDR` when ready.
+pub async fn run(args: SchedulerArgs) -> Result<(), Box<dyn Error>> {
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| format!("scheduler cannot listen on {}: {e}", args.bind))?;
+    let addr = listener.local_addr()?;
+    let config = SchedulerConfig {
+        bind_host: addr.ip().to_string(),
+        bind_port: addr.port(),
+        external_host: args.external_host.unwrap_or_else(|| addr.ip().to_string()),
+        // Spread tasks over executors: PS work is network-bound per process, and every
+        // executor should share the pushes.
+        task_distribution: TaskDistributionPolicy::RoundRobin,
+        executor_timeout_seconds: args.executor_timeout_secs,
+        task_max_failures: args.task_max_failures,
+        override_session_builder: Some(Arc::new(session_with_functions)),
+        override_logical_codec: Some(Arc::new(AngelLogicalCodec::default())),
+        override_physical_codec: Some(Arc::new(AngelPhysicalCodec::default())),
+        ..SchedulerConfig::default()
+    };
+    let config = Arc::new(config);
+    let cluster = BallistaCluster::new_from_config(&config).await?;
+    let scheduler = create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, config).await?;
+    let shutdown = CancellationToken::new();
+    net::cancel_on_signal(shutdown.clone());
+    println!("angel-ps scheduler listening on df://{addr}");
+    tokio::select! {
+        served = start_grpc_service_with_listener(listener, scheduler) => served?,
+        () = shutdown.cancelled() => eprintln!("angel-ps scheduler stopped"),
+    }
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! A whole deployment on this machine, as separate processes of the `angel-ps` binary: a PS
+//! master and servers, a Ballista scheduler and executors, on 127.0.0.1. `demo --ballista`,
+//! `bench e2e --ballista` and the tests use it; everything is killed when it is dropped, and
+//! by the kernel if this process dies first.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a process may take to print its first line.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A child process, killed when dropped.
+pub struct Process {
+    child: Child,
+    /// The last word of the first line it printed (its address).
+    pub addr: String,
+}
+
+impl Process {
+    /// Runs `binary args...` and waits for its first stdout line ("... listening on ADDR").
+    pub fn spawn(binary: &Path, args: &[&str]) -> Result<Process, String> {
+        let mut command = Command::new(binary);
+        command
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        die_with_parent(&mut command);
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {} {args:?}: {e}", binary.display()))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            // Keep draining so the child never blocks on a full pipe.
+            lines.for_each(drop);
+        });
+        let Ok(line) = rx.recv_timeout(START_TIMEOUT) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "angel-ps {args:?} did not start within {START_TIMEOUT:?}"
+            ));
+        };
+        let addr = line.rsplit(' ').next().unwrap_or_default().to_string();
+        Ok(Process { child, addr })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for a clean exit; returns the exit code.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<i32> {
+        // SAFETY: kill(2) on our own child's pid has no memory effects.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Kills the process at once (a crash, as far as the others can tell).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Asks the kernel to kill the child if this process dies first.
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches only the child's own state.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (Ballista executors need fixed ports: they advertise them).
+pub fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
+}
+
+/// A PS service and a Ballista cluster as separate processes.
+pub struct LocalCluster {
+    /// The PS master.
+    pub master: Process,
+    /// The PS servers.
+    pub servers: Vec<Process>,
+    /// The Ballista scheduler; its `addr` is `df://HOST:PORT`.
+    pub scheduler: Process,
+    /// The Ballista executors; their `addr` is the Flight address.
+    pub executors: Vec<Process>,
+}
+
+impl LocalCluster {
+    /// Starts `servers` PS servers and `executors` executors of `slots` task slots each, all
+    /// running `binary`, and waits until every executor listens.
+    pub fn start(
+        binary: &Path,
+        servers: usize,
+        executors: usize,
+        slots: usize,
+    ) -> Result<LocalCluster, String> {
+        let master = Process::spawn(binary, &["master", "--bind", "127.0.0.1:0"])?;
+        let servers = (0..servers)
+            .map(|_| Process::spawn(binary, &["server", "--master", &master.addr]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let scheduler = Process::spawn(binary, &["scheduler", "--bind", "127.0.0.1:0"])?;
+        let scheduler_addr = scheduler.addr.trim_start_matches("df://").to_string();
+        let slots = slots.to_string();
+        let executors = (0..executors)
+            .map(|_| {
+                let (flight, grpc) = (free_port()?.to_string(), free_port()?.to_string());
+                let args = [
+                    "executor",
+                    "--scheduler",
+                    &scheduler_addr,
+                    "--flight-port",
+                    &flight,
+                    "--grpc-port",
+                    &grpc,
+                    "--concurrent-tasks",
+                    &slots,
+                ];
+                Process::spawn(binary, &args)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let cluster = LocalCluster {
+            master,
+            servers,
+            scheduler,
+            executors,
+        };
+        cluster.wait_for_executors()?;
+        Ok(cluster)
+    }
+
+    /// The scheduler URL (`df://HOST:PORT`).
+    pub fn scheduler_url(&self) -> &str {
+        &self.scheduler.addr
+    }
+
+    /// Waits until every executor accepts connections on its Flight port, then for one
+    /// heartbeat round so the scheduler knows them all before the first job.
+    fn wait_for_executors(&self) -> Result<(), String> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        for e in &self.executors {
+            while std::net::TcpStream::connect(&e.addr).is_err() {
+                if Instant::now() > deadline {
+                    return Err(format!("executor at {} never listened", e.addr));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        Ok(())
+    }
+}

@@ -1,0 +1,62 @@
+//! Pushes counted per client and matrix, so an operator (and the tests) can see which
+//! processes wrote to a model: on a Ballista cluster, the executors and never the job's client.
+
+use std::collections::HashMap;
+
+use angel_proto::ClientPushes;
+use parking_lot::Mutex;
+
+/// Counts of accepted pushes, keyed by (worker id, matrix id).
+#[derive(Debug, Default)]
+pub struct PushMetrics {
+    counts: Mutex<HashMap<(u64, u32), ClientPushes>>,
+}
+
+impl PushMetrics {
+    /// Records one accepted push of `elements` values in `bytes` of payload.
+    pub fn record(&self, worker_id: u64, matrix_id: u32, elements: u64, bytes: u64) {
+        let mut counts = self.counts.lock();
+        let entry = counts
+            .entry((worker_id, matrix_id))
+            .or_insert_with(|| ClientPushes {
+                worker_id,
+                matrix_id,
+                ..Default::default()
+            });
+        entry.pushes += 1;
+        entry.elements += elements;
+        entry.bytes += bytes;
+    }
+
+    /// Every (client, matrix) count, ordered by client then matrix.
+    pub fn snapshot(&self) -> Vec<ClientPushes> {
+        let mut all: Vec<ClientPushes> = self.counts.lock().values().cloned().collect();
+        all.sort_by_key(|c| (c.worker_id, c.matrix_id));
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_add_up_per_client_and_matrix() {
+        let metrics = PushMetrics::default();
+        metrics.record(7, 1, 10, 120);
+        metrics.record(7, 1, 5, 60);
+        metrics.record(9, 1, 1, 12);
+        let all = metrics.snapshot();
+        assert_eq!(all.len(), 2);
+        assert_eq!(
+            (
+                all[0].worker_id,
+                all[0].pushes,
+                all[0].elements,
+                all[0].bytes
+            ),
+            (7, 2, 15, 180)
+        );
+        assert_eq!((all[1].worker_id, all[1].pushes), (9, 1));
+    }
+}

@@ -1,0 +1,306 @@
+//! Plan codecs that carry each PS function's master address across the network.
+//!
+//! Ballista ships plans as protobuf in which a function is only its name plus optional bytes.
+//! Our PS functions are bound to a master address, so the client, the scheduler and the
+//! executors all use these codecs: encoding writes the bound address as the function's bytes,
+//! decoding rebuilds the function bound to it. Executors therefore need no per-job flags, and
+//! one executor can serve jobs against different services. Everything else is delegated to
+//! Ballista's own codecs.
+
+use std::sync::Arc;
+
+use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
+use datafusion::common::{DataFusionError, Result, TableReference};
+use datafusion::datasource::file_format::FileFormatFactory;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{AggregateUDF, Extension, LogicalPlan, ScalarUDF, WindowUDF};
+use datafusion::physical_expr_common::physical_expr::proto_decode::PhysicalExprDecodeCtx;
+use datafusion::physical_expr_common::physical_expr::proto_encode::PhysicalExprEncodeCtx;
+use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
+use datafusion_proto::logical_plan::LogicalExtensionCodec;
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+
+use crate::{ps_counter_add, ps_counter_seal, ps_index, ps_predict, ps_train};
+
+/// The master a PS scalar function is bound to, or `None` for other functions.
+fn scalar_master(f: &ScalarUDF) -> Option<&str> {
+    let f = f.inner();
+    (f.downcast_ref::<ps_index::PsIndex>().map(|f| f.master()))
+        .or_else(|| {
+            f.downcast_ref::<ps_predict::PsPredict>()
+                .map(|f| f.master())
+        })
+        .or_else(|| (f.downcast_ref::<ps_counter_seal::PsCounterSeal>()).map(|f| f.master()))
+}
+
+/// The master a PS aggregate function is bound to, or `None` for other functions.
+fn aggregate_master(f: &AggregateUDF) -> Option<&str> {
+    let f = f.inner();
+    (f.downcast_ref::<ps_train::PsTrain>().map(|f| f.master()))
+        .or_else(|| (f.downcast_ref::<ps_counter_add::PsCounterAdd>()).map(|f| f.master()))
+}
+
+/// Writes a PS function's master address as its bytes; `false` for other functions.
+fn write_master(master: Option<&str>, buf: &mut Vec<u8>) -> bool {
+    master
+        .map(|m| buf.extend_from_slice(m.as_bytes()))
+        .is_some()
+}
+
+/// The address carried in a function's bytes.
+fn master_of(name: &str, buf: &[u8]) -> Result<String> {
+    String::from_utf8(buf.to_vec()).map_err(|_| {
+        DataFusionError::Internal(format!(
+            "angel-ps function {name}: master address is not UTF-8"
+        ))
+    })
+}
+
+/// The PS scalar function `name` bound to the master in `buf`, if `name` is one.
+fn decode_scalar(name: &str, buf: &[u8]) -> Result<Option<Arc<ScalarUDF>>> {
+    let master = master_of(name, buf)?;
+    let found = crate::ps_scalar_functions(&master)
+        .into_iter()
+        .find(|f| f.name() == name);
+    Ok(found.map(Arc::new))
+}
+
+/// The PS aggregate function `name` bound to the master in `buf`, if `name` is one.
+fn decode_aggregate(name: &str, buf: &[u8]) -> Result<Option<Arc<AggregateUDF>>> {
+    let master = master_of(name, buf)?;
+    let found = crate::ps_aggregate_functions(&master)
+        .into_iter()
+        .find(|f| f.name() == name);
+    Ok(found.map(Arc::new))
+}
+
+/// Ballista's logical codec plus the master addresses of PS functions.
+#[derive(Debug)]
+pub struct AngelLogicalCodec {
+    inner: Arc<dyn LogicalExtensionCodec>,
+}
+
+impl Default for AngelLogicalCodec {
+    fn default() -> Self {
+        AngelLogicalCodec {
+            inner: Arc::new(BallistaLogicalExtensionCodec::default()),
+        }
+    }
+}
+
+impl LogicalExtensionCodec for AngelLogicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[LogicalPlan],
+        ctx: &TaskContext,
+    ) -> Result<Extension> {
+        self.inner.try_decode(buf, inputs, ctx)
+    }
+
+    fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode(node, buf)
+    }
+
+    fn try_decode_table_provider(
+        &self,
+        buf: &[u8],
+        table_ref: &TableReference,
+        schema: SchemaRef,
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn TableProvider>> {
+        self.inner
+            .try_decode_table_provider(buf, table_ref, schema, ctx)
+    }
+
+    fn try_encode_table_provider(
+        &self,
+        table_ref: &TableReference,
+        node: Arc<dyn TableProvider>,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.inner.try_encode_table_provider(table_ref, node, buf)
+    }
+
+    fn try_decode_file_format(
+        &self,
+        buf: &[u8],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn FileFormatFactory>> {
+        self.inner.try_decode_file_format(buf, ctx)
+    }
+
+    fn try_encode_file_format(
+        &self,
+        buf: &mut Vec<u8>,
+        node: Arc<dyn FileFormatFactory>,
+    ) -> Result<()> {
+        self.inner.try_encode_file_format(buf, node)
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+        match decode_scalar(name, buf)? {
+            Some(f) => Ok(f),
+            None => self.inner.try_decode_udf(name, buf),
+        }
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
+        match write_master(scalar_master(node), buf) {
+            true => Ok(()),
+            false => self.inner.try_encode_udf(node, buf),
+        }
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        match decode_aggregate(name, buf)? {
+            Some(f) => Ok(f),
+            None => self.inner.try_decode_udaf(name, buf),
+        }
+    }
+
+    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
+        match write_master(aggregate_master(node), buf) {
+            true => Ok(()),
+            false => self.inner.try_encode_udaf(node, buf),
+        }
+    }
+
+    fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> Result<Arc<WindowUDF>> {
+        self.inner.try_decode_udwf(name, buf)
+    }
+
+    fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udwf(node, buf)
+    }
+}
+
+/// Ballista's physical codec plus the master addresses of PS functions.
+#[derive(Debug)]
+pub struct AngelPhysicalCodec {
+    inner: Arc<dyn PhysicalExtensionCodec>,
+}
+
+impl Default for AngelPhysicalCodec {
+    fn default() -> Self {
+        AngelPhysicalCodec {
+            inner: Arc::new(BallistaPhysicalExtensionCodec::default()),
+        }
+    }
+}
+
+impl PhysicalExtensionCodec for AngelPhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.inner.try_decode(buf, inputs, ctx, proto_converter)
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        self.inner.try_encode(node, buf, proto_converter)
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+        match decode_scalar(name, buf)? {
+            Some(f) => Ok(f),
+            None => self.inner.try_decode_udf(name, buf),
+        }
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
+        match write_master(scalar_master(node), buf) {
+            true => Ok(()),
+            false => self.inner.try_encode_udf(node, buf),
+        }
+    }
+
+    fn try_decode_expr(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn PhysicalExpr>],
+        ctx: &PhysicalExprDecodeCtx<'_>,
+    ) -> Result<Arc<dyn PhysicalExpr>> {
+        self.inner.try_decode_expr(buf, inputs, ctx)
+    }
+
+    fn try_encode_expr(
+        &self,
+        node: &Arc<dyn PhysicalExpr>,
+        buf: &mut Vec<u8>,
+        ctx: &PhysicalExprEncodeCtx<'_>,
+    ) -> Result<()> {
+        self.inner.try_encode_expr(node, buf, ctx)
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        match decode_aggregate(name, buf)? {
+            Some(f) => Ok(f),
+            None => self.inner.try_decode_udaf(name, buf),
+        }
+    }
+
+    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
+        match write_master(aggregate_master(node), buf) {
+            true => Ok(()),
+            false => self.inner.try_encode_udaf(node, buf),
+        }
+    }
+
+    fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> Result<Arc<WindowUDF>> {
+        self.inner.try_decode_udwf(name, buf)
+    }
+
+    fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode_udwf(node, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ps_functions_travel_with_their_master() {
+        let codec = AngelPhysicalCodec::default();
+        for f in crate::ps_scalar_functions("10.0.0.1:7000") {
+            let mut buf = Vec::new();
+            codec.try_encode_udf(&f, &mut buf).unwrap();
+            let back = codec.try_decode_udf(f.name(), &buf).unwrap();
+            assert_eq!(scalar_master(&back), Some("10.0.0.1:7000"), "{}", f.name());
+        }
+        let logical = AngelLogicalCodec::default();
+        for f in crate::ps_aggregate_functions("10.0.0.2:7000") {
+            let mut buf = Vec::new();
+            logical.try_encode_udaf(&f, &mut buf).unwrap();
+            let back = logical.try_decode_udaf(f.name(), &buf).unwrap();
+            assert_eq!(
+                aggregate_master(&back),
+                Some("10.0.0.2:7000"),
+                "{}",
+                f.name()
+            );
+        }
+    }
+
+    #[test]
+    fn other_functions_carry_nothing_and_unknown_names_fail() {
+        let codec = AngelPhysicalCodec::default();
+        let hash = ScalarUDF::from(crate::ps_hash::PsHash::default());
+        let mut buf = Vec::new();
+        codec.try_encode_udf(&hash, &mut buf).unwrap();
+        assert!(buf.is_empty());
+        let err = codec.try_decode_udf("no_such_function", b"x").unwrap_err();
+        assert!(err.to_string().contains("no_such_function"), "{err}");
+    }
+}

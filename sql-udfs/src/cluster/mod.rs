@@ -1,0 +1,66 @@
+//! Running jobs on a Ballista cluster.
+//!
+//! Only a function's name and bytes cross the network, so the client, the scheduler and every
+//! executor are built with these functions (`angel-ps scheduler` / `angel-ps executor`), and
+//! use the same plan [`codec`]s: they carry each PS function's master address inside the plan,
+//! so executors need no per-job flags. Each executor process keeps one PS client per master
+//! ([`angel_client::PsClient::shared`]), shared by its tasks.
+//!
+//! - [`codec`]: logical and physical codecs (Ballista's, plus PS master addresses).
+//! - [`stage`]: where a job's tables live as Parquet, since a cluster cannot ship memory tables.
+
+pub mod codec;
+pub mod stage;
+
+use std::sync::Arc;
+
+use ballista::prelude::{SessionConfigExt, SessionContextExt};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+pub use codec::{AngelLogicalCodec, AngelPhysicalCodec};
+pub use stage::Stage;
+
+/// A session whose queries run on the Ballista scheduler at `url` (`df://host:port`), with
+/// `partitions` target partitions. Register the functions on it afterwards (Ballista 55
+/// replaces the function lists of the state it is given).
+pub async fn connect(url: &str, partitions: usize) -> Result<SessionContext> {
+    let config = SessionConfig::new_with_ballista()
+        .with_target_partitions(partitions.max(1))
+        .with_ballista_job_name("angel-ps job")
+        .with_ballista_logical_extension_codec(Arc::new(AngelLogicalCodec::default()))
+        .with_ballista_physical_extension_codec(Arc::new(AngelPhysicalCodec::default()));
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .build();
+    SessionContext::remote_with_state(url, state)
+        .await
+        .map_err(|e| {
+            DataFusionError::Execution(format!(
+                "Ballista scheduler at {url} is unreachable or refused the session: {e}"
+            ))
+        })
+}
+
+/// Rewrites Ballista's "codec is not provided for function X" into what to do about it: the
+/// scheduler or executors were not started by `angel-ps` and lack our functions.
+pub fn explain(err: DataFusionError) -> DataFusionError {
+    let text = err.to_string();
+    let Some(at) = text.find("is not provided for") else {
+        return err;
+    };
+    let (side, function) = match text[..at].rfind("PhysicalExtensionCodec") {
+        Some(_) => ("an executor", text[at..].split_whitespace().last()),
+        None => ("the scheduler", text[at..].split_whitespace().last()),
+    };
+    let function = function
+        .unwrap_or("?")
+        .trim_end_matches(|c: char| !c.is_alphanumeric() && c != '_');
+    DataFusionError::Execution(format!(
+        "{side} of the Ballista cluster does not have the angel-ps function '{function}': start \
+         the scheduler with `angel-ps scheduler` and the executors with `angel-ps executor` \
+         (stock Ballista binaries lack our functions). Cause: {text}"
+    ))
+}
