@@ -23,6 +23,7 @@ use parking_lot::RwLock;
 use prost::Message;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::codec;
 use crate::counter::Counter;
 use crate::matrix::Matrix;
 use crate::psf::{finish, merge_into};
@@ -279,6 +280,7 @@ impl PsClient {
                 row,
                 keys: wire::encode_keys(&g.keys),
                 values: Bytes::new(),
+                codec: codec::RAW,
             })
             .collect();
         let replies = self.send_slices(&m, slices, SliceOp::Pull).await?;
@@ -380,11 +382,15 @@ impl PsClient {
             .groups
             .iter()
             .zip(split.merge(values))
-            .map(|(g, merged)| RowSlice {
-                partition_id: m.meta.partitions[band.part(g.pos)].id,
-                row,
-                keys: wire::encode_keys(&g.keys),
-                values: wire::encode_values(&merged),
+            .map(|(g, merged)| {
+                let encoded = codec::encode_slice(&m.compression, &g.keys, &merged);
+                RowSlice {
+                    partition_id: m.meta.partitions[band.part(g.pos)].id,
+                    row,
+                    keys: encoded.keys,
+                    values: encoded.values,
+                    codec: encoded.codec,
+                }
             })
             .collect();
         self.send_slices(&m, slices, SliceOp::Push(update))
@@ -411,6 +417,7 @@ impl PsClient {
                     row,
                     keys: Bytes::new(),
                     values: wire::encode_values(&values[cols.start as usize..cols.end as usize]),
+                    codec: codec::RAW,
                 }
             })
             .collect();
@@ -532,7 +539,6 @@ impl PsClient {
                         matrix_id,
                         value_type,
                         slices,
-                        codec: 0,
                         update: update.cloned(),
                     };
                     check_size(&request, limit, "push to", name, &conn.addr)?;

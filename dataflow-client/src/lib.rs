@@ -4,6 +4,8 @@
 //!
 //! - [`client`]: [`PsClient`], the one object a process keeps: connects to the master, caches
 //!   the partition map, and offers the whole API (create, describe, drop, pull, push, psf).
+//! - [`codec`]: how push slices travel (raw or SketchML), [`Compression`] per matrix.
+//! - [`sketchml`]: the SketchML gradient codec (quantile buckets, MinMaxSketch, Rice keys).
 //! - [`counter`]: distributed counters of string keys: create, increase, seal, get, clean.
 //! - [`routing`]: [`Layout`], which partition of a matrix holds a given (row, column).
 //! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
@@ -16,11 +18,13 @@
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses.
 
 pub mod client;
+pub mod codec;
 pub mod counter;
 pub mod error;
 pub mod matrix;
 pub mod psf;
 pub mod routing;
+pub mod sketchml;
 pub mod split;
 pub mod update;
 pub mod value;
@@ -28,6 +32,7 @@ pub mod wire;
 
 pub use angel_proto::{StorageKind, Update, ValueType};
 pub use client::{ClientConfig, PsClient, worker_pid};
+pub use codec::Compression;
 pub use error::{PsError, Result};
 pub use matrix::MatrixSpec;
 pub use psf::Merge;

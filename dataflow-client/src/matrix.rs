@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use angel_proto::{CreateMatrixRequest, MatrixMeta, StorageKind, ValueType};
 
+use crate::codec::{self, Compression};
 use crate::{Layout, Result};
 
 /// A request to create a matrix: shape, element type, storage and partitioning.
@@ -104,13 +105,24 @@ pub struct Matrix {
     pub meta: MatrixMeta,
     /// Which partition holds which (row, column).
     pub layout: Layout,
+    /// How sparse pushes to it are encoded (its `compression` attribute).
+    pub compression: Compression,
 }
 
 impl Matrix {
-    /// Builds the handle, validating that the partitions tile the matrix.
+    /// Builds the handle, validating that the partitions tile the matrix and its
+    /// `compression` attribute, if any.
     pub fn new(meta: MatrixMeta) -> Result<Self> {
         let layout = Layout::new(&meta)?;
-        Ok(Matrix { meta, layout })
+        let compression = match meta.attrs.get(codec::ATTR) {
+            Some(text) => text.parse()?,
+            None => Compression::None,
+        };
+        Ok(Matrix {
+            meta,
+            layout,
+            compression,
+        })
     }
 
     /// The matrix name.

@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use std::sync::Arc;
 
-use angel_client::{MatrixSpec, PsClient, Update};
+use angel_client::{Compression, MatrixSpec, PsClient, Update};
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 
 use crate::bridge::{block_on, client};
@@ -122,6 +122,9 @@ pub struct ModelSpec {
     pub batch_size: usize,
     /// The counter that gave the feature indices, if any (saved with the model).
     pub counter: Option<String>,
+    /// How gradient pushes are encoded (`none` or `sketchml(...)`); stored as the matrix's
+    /// `compression` attribute, so every process pushing to the model uses it.
+    pub compression: Compression,
 }
 
 impl ModelSpec {
@@ -134,6 +137,7 @@ impl ModelSpec {
             update: angel_client::update("adam", 0.01),
             batch_size: 256,
             counter: None,
+            compression: Compression::None,
         }
     }
 
@@ -158,6 +162,11 @@ impl ModelSpec {
             "beta" => u.beta = num()?,
             "batch_size" => self.batch_size = (num()? as usize).max(1),
             "counter" => self.counter = Some(value.to_string()).filter(|c| !c.is_empty()),
+            "compression" => {
+                self.compression = value
+                    .parse()
+                    .map_err(|e| DataFusionError::Plan(format!("model option {e}")))?
+            }
             _ => return plan_err!("unknown model option '{key}'"),
         }
         Ok(())
@@ -178,6 +187,7 @@ impl ModelSpec {
             ("epsilon", u.epsilon.to_string()),
             ("beta", u.beta.to_string()),
             ("batch_size", self.batch_size.to_string()),
+            ("compression", self.compression.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -118,6 +118,7 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
         row: 0,
         keys: wire::encode_keys(keys),
         values,
+        codec: 0,
     };
     let pull = |slices: Vec<RowSlice>, value_type: ValueType| PullRequest {
         caller: None,
@@ -161,7 +162,6 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
         matrix_id: m.meta.id,
         value_type: ValueType::F32 as i32,
         slices: vec![slice(&[0, 1], wire::encode_values(&[1.0f32]))],
-        codec: 0,
         update: None,
     };
     let err = status(raw(host).await.push(push.clone()).await);
@@ -170,8 +170,20 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
         Code::InvalidArgument,
         &["4 value bytes for 2 elements"],
     );
-    let err = status(raw(host).await.push(PushRequest { codec: 9, ..push }).await);
+    let mut unknown = push.clone();
+    unknown.slices[0].codec = 9;
+    let err = status(raw(host).await.push(unknown).await);
     expect(err, Code::InvalidArgument, &["codec 9"]);
+    let mut broken = push;
+    broken.slices[0].codec = 1;
+    broken.slices[0].keys = Bytes::new();
+    broken.slices[0].values = Bytes::from_static(&[1, 200, 200, 200]);
+    let err = status(raw(host).await.push(broken).await);
+    expect(
+        err,
+        Code::InvalidArgument,
+        &["sketchml payload", "truncated or corrupted"],
+    );
 }
 
 #[tokio::test]
@@ -278,13 +290,13 @@ async fn random_payloads_never_take_a_server_down() {
             row: next() % 3,
             keys: bytes(next(), &mut next),
             values: bytes(next(), &mut next),
+            codec: (next() % 3) as u32,
         };
         let request = PushRequest {
             caller: None,
             matrix_id: m.meta.id + (next() % 2) as u32,
             value_type: (next() % 5) as i32,
             slices: vec![slice.clone()],
-            codec: (next() % 2) as u32,
             update: (next() % 2 == 0).then(|| Update {
                 optimizer: ["sgd", "adam", "nope"][(next() % 3) as usize].into(),
                 ..Default::default()

@@ -47,20 +47,27 @@ pub struct DemoArgs {
     /// Executors of the --ballista cluster.
     #[arg(long, default_value_t = 2)]
     pub executors: usize,
+    /// Gradient push compression of the model: none, sketchml or
+    /// 'sketchml(buckets, groups, rows, col_ratio)'.
+    #[arg(long, default_value = "none")]
+    pub compression: String,
 }
 
 /// Runs the demo and prints its results.
 pub async fn run(args: DemoArgs) -> Result<(), Box<dyn Error>> {
-    let reports = run_ctr(&args, print_report).await?;
+    let reports = run_ctr(&args, None, print_report).await?;
     print_summary(&reports);
     let (auc, loss) = holdout(&reports)?;
     println!("holdout AUC {auc:.4}, log loss {loss:.4}");
     Ok(())
 }
 
-/// Generates (or reuses) the logs and runs the CTR job, calling `each` after every statement.
+/// Generates (or reuses) the logs and runs the CTR job, calling `each` after every statement:
+/// against the service at `master` if given, else on the `--ballista` local cluster or an
+/// embedded service.
 pub async fn run_ctr(
     args: &DemoArgs,
+    master: Option<String>,
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
     let data = logs(args)?;
@@ -73,8 +80,9 @@ pub async fn run_ctr(
         vars: vec![
             ("data".into(), data.display().to_string()),
             ("epochs".into(), args.epochs.to_string()),
+            ("compression".into(), args.compression.clone()),
         ],
-        master: cluster.as_ref().map(|c| c.master.addr.clone()),
+        master: master.or_else(|| cluster.as_ref().map(|c| c.master.addr.clone())),
         servers: args.servers,
         partitions: 0,
         ballista: cluster.as_ref().map(|c| c.scheduler_url().to_string()),

@@ -1,11 +1,13 @@
 //! `angel-ps status`: servers, matrices, counters and pushes per client as tables.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use angel_client::{PsClient, Result, worker_pid};
 use angel_proto::StatusReply;
 use clap::Args;
 use comfy_table::Table;
+
+use crate::server::push_metrics::PushMetrics;
 
 /// Flags of `angel-ps status`.
 #[derive(Debug, Args)]
@@ -115,26 +117,38 @@ pub fn render(status: &StatusReply) -> String {
     )
 }
 
-/// Pushes per (client, matrix), summed over servers. A client is named by its worker id and the
-/// process id inside it.
+/// Pushes per (client, matrix), summed over servers, with bytes sent beside what raw keys and
+/// values would have cost. A client is named by its worker id and the process id inside it.
 fn pushes_table(status: &StatusReply, names: &HashMap<u32, &str>) -> Table {
-    let mut sums: BTreeMap<(u64, u32), (u64, u64, u64)> = BTreeMap::new();
+    let totals = PushMetrics::default();
     for p in status.servers.iter().flat_map(|s| &s.pushes) {
-        let sum = sums.entry((p.worker_id, p.matrix_id)).or_default();
-        (sum.0, sum.1, sum.2) = (sum.0 + p.pushes, sum.1 + p.elements, sum.2 + p.bytes);
+        totals.record(p);
     }
     let mut table = Table::new();
-    table.set_header(["client", "pid", "matrix", "pushes", "elements", "bytes"]);
-    for ((worker, matrix), (pushes, elements, bytes)) in sums {
+    table.set_header([
+        "client",
+        "pid",
+        "matrix",
+        "pushes",
+        "elements",
+        "bytes sent",
+        "raw bytes",
+        "ratio",
+        "compressed slices",
+    ]);
+    for p in totals.snapshot() {
         table.add_row([
-            format!("{worker:#x}"),
-            worker_pid(worker).to_string(),
+            format!("{:#x}", p.worker_id),
+            worker_pid(p.worker_id).to_string(),
             names
-                .get(&matrix)
-                .map_or_else(|| matrix.to_string(), |n| n.to_string()),
-            pushes.to_string(),
-            elements.to_string(),
-            bytes.to_string(),
+                .get(&p.matrix_id)
+                .map_or_else(|| p.matrix_id.to_string(), |n| n.to_string()),
+            p.pushes.to_string(),
+            p.elements.to_string(),
+            p.bytes.to_string(),
+            p.raw_bytes.to_string(),
+            format!("{:.2}", p.raw_bytes as f64 / p.bytes.max(1) as f64),
+            format!("{} of {}", p.compressed_slices, p.slices),
         ]);
     }
     table

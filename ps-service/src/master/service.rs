@@ -345,6 +345,13 @@ fn validate(r: &CreateMatrixRequest) -> Result<()> {
     if !matches!(StorageKind::try_from(r.storage), Ok(k) if k != StorageKind::Unspecified) {
         return bad(format!("storage kind {} is not DENSE or SPARSE", r.storage));
     }
+    if let Some(Err(e)) = r
+        .attrs
+        .get(angel_client::codec::ATTR)
+        .map(|text| text.parse::<angel_client::Compression>())
+    {
+        return bad(format!("attribute {}: {e}", angel_client::codec::ATTR));
+    }
     Ok(())
 }
 

@@ -13,19 +13,22 @@ pub struct PushMetrics {
 }
 
 impl PushMetrics {
-    /// Records one accepted push of `elements` values in `bytes` of payload.
-    pub fn record(&self, worker_id: u64, matrix_id: u32, elements: u64, bytes: u64) {
+    /// Adds the counts of `delta` (one or more accepted pushes) to its client and matrix.
+    pub fn record(&self, delta: &ClientPushes) {
         let mut counts = self.counts.lock();
         let entry = counts
-            .entry((worker_id, matrix_id))
+            .entry((delta.worker_id, delta.matrix_id))
             .or_insert_with(|| ClientPushes {
-                worker_id,
-                matrix_id,
+                worker_id: delta.worker_id,
+                matrix_id: delta.matrix_id,
                 ..Default::default()
             });
-        entry.pushes += 1;
-        entry.elements += elements;
-        entry.bytes += bytes;
+        entry.pushes += delta.pushes;
+        entry.elements += delta.elements;
+        entry.bytes += delta.bytes;
+        entry.raw_bytes += delta.raw_bytes;
+        entry.slices += delta.slices;
+        entry.compressed_slices += delta.compressed_slices;
     }
 
     /// Every (client, matrix) count, ordered by client then matrix.
@@ -43,9 +46,17 @@ mod tests {
     #[test]
     fn counts_add_up_per_client_and_matrix() {
         let metrics = PushMetrics::default();
-        metrics.record(7, 1, 10, 120);
-        metrics.record(7, 1, 5, 60);
-        metrics.record(9, 1, 1, 12);
+        let push = |worker_id, elements, bytes| ClientPushes {
+            worker_id,
+            matrix_id: 1,
+            pushes: 1,
+            elements,
+            bytes,
+            ..Default::default()
+        };
+        metrics.record(&push(7, 10, 120));
+        metrics.record(&push(7, 5, 60));
+        metrics.record(&push(9, 1, 12));
         let all = metrics.snapshot();
         assert_eq!(all.len(), 2);
         assert_eq!(

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use angel_client::value::value_size;
-use angel_client::{PsError, Result, StorageKind, ValueType, wire};
+use angel_client::{PsError, Result, StorageKind, ValueType, codec, wire};
 use angel_proto::server_server::Server;
 use angel_proto::{
-    CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
+    ClientPushes, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
     CounterIncreaseReply, CounterIncreaseRequest, CreatePartitionsReply, CreatePartitionsRequest,
     DropPartitionsReply, DropPartitionsRequest, PartitionStats, PsfReply, PsfRequest, PsfValues,
     PullReply, PullRequest, PushReply, PushRequest, RowSlice, StatsReply, StatsRequest, Update,
@@ -128,28 +128,38 @@ impl ServerService {
                     row: c.row,
                     keys,
                     values,
+                    codec: codec::RAW,
                 }
             })
             .collect();
         Ok(PullReply { slices })
     }
 
-    fn push_checked(&self, request: PushRequest) -> Result<PushReply> {
+    fn push_checked(&self, mut request: PushRequest) -> Result<PushReply> {
         self.check_size(&request, "push")?;
-        if request.codec != 0 {
-            return Err(PsError::InvalidArgument(format!(
-                "push codec {} is not supported by this server (supported: 0 = raw)",
-                request.codec
-            )));
-        }
         let (epoch, worker_id) = request
             .caller
             .map_or((0, 0), |c| (c.map_epoch, c.worker_id));
-        let payload: usize = request
-            .slices
-            .iter()
-            .map(|s| s.keys.len() + s.values.len())
-            .sum();
+        let mut traffic = ClientPushes {
+            worker_id,
+            matrix_id: request.matrix_id,
+            pushes: 1,
+            ..Default::default()
+        };
+        let value_type = ValueType::try_from(request.value_type).unwrap_or(ValueType::Unspecified);
+        for s in &mut request.slices {
+            traffic.bytes += (s.keys.len() + s.values.len()) as u64;
+            traffic.slices += 1;
+            traffic.compressed_slices += u64::from(s.codec != codec::RAW);
+            let (keys, values) = codec::decode_slice(
+                s.codec,
+                std::mem::take(&mut s.keys),
+                std::mem::take(&mut s.values),
+                value_type,
+            )?;
+            (s.keys, s.values, s.codec) = (keys, values, codec::RAW);
+            traffic.raw_bytes += (s.keys.len() + s.values.len()) as u64;
+        }
         let checked = self.check_slices(
             request.matrix_id,
             request.value_type,
@@ -157,7 +167,7 @@ impl ServerService {
             request.slices,
             true,
         )?;
-        let elements = checked
+        traffic.elements = checked
             .iter()
             .map(|c| c.keys.as_ref().map_or(c.part.width(), |k| k.len() as u64))
             .sum();
@@ -170,8 +180,7 @@ impl ServerService {
             }
             Some(update) => self.apply_update(checked, &update)?,
         }
-        self.pushes
-            .record(worker_id, request.matrix_id, elements, payload as u64);
+        self.pushes.record(&traffic);
         Ok(PushReply {})
     }
 

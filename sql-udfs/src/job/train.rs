@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use angel_client::PsError;
+use angel_client::{PsClient, PsError};
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{Result, ScalarValue, plan_err};
@@ -83,7 +83,7 @@ pub async fn create_model(
             Err(e) => return Err(ps_error(e)),
         }
     }
-    client
+    let matrix = client
         .create_matrix(plan.spec.matrix(name)?)
         .await
         .map_err(ps_error)?;
@@ -92,17 +92,27 @@ pub async fn create_model(
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {
         let started = Instant::now();
+        let before = push_traffic(&client, matrix.meta.id).await?;
         let sql =
             format!("SELECT ps_train('{name}', {columns}), count(*) FROM ({query}) AS train_rows");
         let (loss, n) = watch(&bar, epoch, plan.epochs, run_pair(ctx, &sql)).await?;
         let trained = started.elapsed();
+        let after = push_traffic(&client, matrix.meta.id).await?;
+        let traffic = (after.0 - before.0, after.1 - before.1);
         let (holdout_loss, auc) = match &plan.holdout {
             Some(h) => evaluate(ctx, name, plan.spec.kind, &columns, h).await?,
             None => (None, None),
         };
         let rows = float(&n).unwrap_or_default() as i64;
         let evaluated = started.elapsed() - trained;
-        table.push(epoch, rows, loss, (holdout_loss, auc), (trained, evaluated));
+        table.push(
+            epoch,
+            rows,
+            loss,
+            (holdout_loss, auc),
+            (trained, evaluated),
+            traffic,
+        );
     }
     bar.finish_and_clear();
     let batch = table.finish()?;
@@ -110,6 +120,18 @@ pub async fn create_model(
     ctx.deregister_table(&epochs_table)?;
     ctx.register_batch(&epochs_table, batch.clone())?;
     Ok(batch)
+}
+
+/// (bytes sent, raw bytes) of every push to matrix `id` so far, from the master's status:
+/// what every executor or task pushed, compressed or not.
+async fn push_traffic(client: &PsClient, id: u32) -> Result<(u64, u64)> {
+    let status = client.status().await.map_err(ps_error)?;
+    Ok(status
+        .servers
+        .iter()
+        .flat_map(|s| &s.pushes)
+        .filter(|p| p.matrix_id == id)
+        .fold((0, 0), |(b, r), p| (b + p.bytes, r + p.raw_bytes)))
 }
 
 /// The query's columns as SQL, quoted: label, indices and optionally values.
@@ -230,10 +252,13 @@ struct EpochTable {
     holdout_auc: Vec<Option<f64>>,
     seconds: Vec<f64>,
     holdout_seconds: Vec<f64>,
+    push_mb: Vec<f64>,
+    raw_mb: Vec<f64>,
 }
 
 impl EpochTable {
-    /// Adds an epoch: its rows and loss, holdout (loss, AUC), and (training, holdout) time.
+    /// Adds an epoch: its rows and loss, holdout (loss, AUC), (training, holdout) time and
+    /// (sent, raw) push bytes.
     fn push(
         &mut self,
         epoch: usize,
@@ -241,7 +266,10 @@ impl EpochTable {
         loss: ScalarValue,
         holdout: (Option<f64>, Option<f64>),
         took: (Duration, Duration),
+        traffic: (u64, u64),
     ) {
+        self.push_mb.push(traffic.0 as f64 / 1e6);
+        self.raw_mb.push(traffic.1 as f64 / 1e6);
         self.epoch.push(epoch as i64);
         self.rows.push(rows);
         self.train_loss.push(float(&loss));
@@ -260,6 +288,8 @@ impl EpochTable {
             Field::new("holdout_auc", DataType::Float64, true),
             Field::new("seconds", DataType::Float64, false),
             Field::new("holdout_seconds", DataType::Float64, false),
+            Field::new("push_mb", DataType::Float64, false),
+            Field::new("raw_mb", DataType::Float64, false),
         ]);
         Ok(RecordBatch::try_new(
             Arc::new(schema),
@@ -271,6 +301,8 @@ impl EpochTable {
                 Arc::new(Float64Array::from(self.holdout_auc)),
                 Arc::new(Float64Array::from(self.seconds)),
                 Arc::new(Float64Array::from(self.holdout_seconds)),
+                Arc::new(Float64Array::from(self.push_mb)),
+                Arc::new(Float64Array::from(self.raw_mb)),
             ],
         )?)
     }

@@ -15,6 +15,7 @@ use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{Float64Type, Int64Type};
 
 use super::Table;
+use super::link::SlowService;
 use crate::cli::demo::{DemoArgs, holdout, run_ctr};
 
 /// Flags of `angel-ps bench e2e`.
@@ -26,6 +27,10 @@ pub struct E2eBenchArgs {
     /// Also write the tables, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// With --compression: the limited link (Mbit/s) the job also runs over, raw and
+    /// compressed, beside unlimited loopback.
+    #[arg(long, default_value_t = 1000.0)]
+    pub link_mbit: f64,
 }
 
 /// One timed phase.
@@ -62,16 +67,91 @@ pub async fn run(args: E2eBenchArgs) -> Result<(), Box<dyn Error>> {
         ballista: false,
         ..args.demo.clone()
     };
-    let reports = run_ctr(&embedded, done).await?;
+    let reports = run_ctr(&embedded, None, done).await?;
     let mut out = embedded_tables(&args, &reports)?;
     if args.demo.ballista {
-        let cluster = run_ctr(&args.demo, done).await?;
+        let cluster = run_ctr(&args.demo, None, done).await?;
         out = format!("{out}\n{}", side_by_side(&args, &reports, &cluster)?);
+    }
+    if args.demo.compression != "none" {
+        out = format!("{out}\n{}", compression_table(&args).await?);
     }
     if let Some(path) = &args.out {
         super::write(path, &out)?;
     }
     Ok(())
+}
+
+/// The job's mean epoch seconds and mean (sent, raw) push MB per epoch.
+fn epoch_means(reports: &[StatementReport]) -> Result<(f64, f64, f64), Box<dyn Error>> {
+    let table = reports
+        .iter()
+        .find_map(|r| r.output.first().filter(|_| r.sql.contains("MODEL")))
+        .ok_or("the job trained no model")?;
+    let mean = |name: &str| -> Result<f64, Box<dyn Error>> {
+        let column = table.column_by_name(name).ok_or("no epoch column")?;
+        let values = column.as_primitive::<Float64Type>().values();
+        Ok(values.iter().sum::<f64>() / values.len().max(1) as f64)
+    };
+    Ok((mean("seconds")?, mean("push_mb")?, mean("raw_mb")?))
+}
+
+/// The job raw and compressed, on unlimited loopback and over a `--link-mbit` link (a
+/// token-bucket proxy in front of every server); printed, and returned as Markdown.
+async fn compression_table(args: &E2eBenchArgs) -> Result<String, Box<dyn Error>> {
+    let mut rows = Vec::new();
+    let mut seconds = Vec::new();
+    for link in [None, Some(args.link_mbit)] {
+        for compression in ["none", args.demo.compression.as_str()] {
+            let demo = DemoArgs {
+                ballista: false,
+                compression: compression.to_string(),
+                ..args.demo.clone()
+            };
+            let slow = match link {
+                Some(mbit) => Some(SlowService::start(demo.servers, mbit).await?),
+                None => None,
+            };
+            let reports = run_ctr(&demo, slow.as_ref().map(SlowService::master_addr), done).await;
+            if let Some(slow) = slow {
+                slow.shutdown().await?;
+            }
+            let reports = reports?;
+            let (epoch, sent, raw) = epoch_means(&reports)?;
+            let (auc, loss) = holdout(&reports)?;
+            seconds.push(epoch);
+            rows.push(vec![
+                link.map_or("loopback".into(), |m| format!("{m:.0} Mbit/s")),
+                compression.to_string(),
+                format!("{epoch:.3}"),
+                format!("{sent:.1}"),
+                format!("{raw:.1}"),
+                format!("{auc:.4}"),
+                format!("{loss:.4}"),
+            ]);
+        }
+    }
+    let table = Table::new(
+        &[
+            "link",
+            "compression",
+            "epoch s (mean)",
+            "pushed MB/epoch",
+            "raw MB/epoch",
+            "holdout AUC",
+            "log loss",
+        ],
+        rows,
+    );
+    let summary = format!(
+        "loopback: compressed epochs {:.2}x the raw ones (target <= 1.10); {:.0} Mbit/s link: \
+         compressed epochs {:.2}x faster (target >= 2x)",
+        seconds[1] / seconds[0],
+        args.link_mbit,
+        seconds[2] / seconds[3]
+    );
+    println!("{}\n{summary}", table.terminal());
+    Ok(format!("{}\n{summary}\n", table.markdown()))
 }
 
 /// Embedded and cluster phases side by side, with the cluster / embedded ratio; printed, and

@@ -2,8 +2,11 @@
 //!
 //! - [`ps`]: PS pull/push throughput against a raw TCP bound.
 //! - [`e2e`]: the demo CTR job end to end, phase by phase, with peak memory.
+//! - [`codec`]: SketchML bytes per pair and throughput on mini-batch gradients.
 
+pub mod codec;
 pub mod e2e;
+pub mod link;
 pub mod ps;
 
 use std::error::Error;
@@ -18,6 +21,8 @@ pub enum BenchCommand {
     Ps(ps::PsBenchArgs),
     /// The CTR demo job end to end: time and rows/s per phase, peak memory.
     E2e(e2e::E2eBenchArgs),
+    /// SketchML on mini-batch gradients: bytes per pair against raw and zstd, throughput.
+    Codec(codec::CodecBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -25,6 +30,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
     match command {
         BenchCommand::Ps(args) => Ok(ps::ps(args).await?),
         BenchCommand::E2e(args) => e2e::run(args).await,
+        BenchCommand::Codec(args) => codec::run(args),
     }
 }
 

@@ -1,0 +1,224 @@
+//! Push codecs: how a push slice's keys and values travel. The client encodes, the servers
+//! decode, both through this file.
+//!
+//! - [`RAW`] (0): packed little-endian keys and values.
+//! - [`SKETCHML`] (1): a [`crate::sketchml`] payload in `values` (keys inside it), for sparse
+//!   float pushes of at least [`MIN_SKETCH_PAIRS`] pairs that come out smaller than raw.
+//!
+//! A matrix's pushes are compressed when its `compression` attribute says so (a model created
+//! with `compression = sketchml(...)`); every client pushing to it then encodes the same way.
+
+use std::fmt;
+use std::str::FromStr;
+
+use bytes::Bytes;
+
+use crate::sketchml::{self, SketchParams};
+use crate::{Element, PsError, Result, ValueType, wire};
+
+/// Codec tag of raw slices.
+pub const RAW: u32 = 0;
+/// Codec tag of SketchML slices (the payload carries its own version).
+pub const SKETCHML: u32 = 1;
+/// The matrix attribute that selects a compression.
+pub const ATTR: &str = "compression";
+/// Sparse pushes with fewer pairs go raw: bucket means and sketch headers would cost about
+/// as much as they save. Larger ones go raw too when the payload is not smaller.
+pub const MIN_SKETCH_PAIRS: usize = 16;
+
+/// How a matrix's sparse pushes are encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Compression {
+    /// Raw keys and values.
+    #[default]
+    None,
+    /// SketchML with these settings.
+    SketchMl(SketchParams),
+}
+
+impl FromStr for Compression {
+    type Err = PsError;
+
+    /// `none`, `sketchml` (published defaults) or `sketchml(buckets, groups, rows, col_ratio)`.
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.trim();
+        let bad = |why: &str| {
+            PsError::InvalidArgument(format!(
+                "compression '{s}': {why}; expected none, sketchml or \
+                 sketchml(buckets, groups, rows, col_ratio)"
+            ))
+        };
+        if s.eq_ignore_ascii_case("none") {
+            return Ok(Compression::None);
+        }
+        let Some(rest) = s
+            .get(..8)
+            .filter(|p| p.eq_ignore_ascii_case("sketchml"))
+            .map(|_| &s[8..])
+        else {
+            return Err(bad("unknown codec"));
+        };
+        let rest = rest.trim();
+        if rest.is_empty() {
+            return Ok(Compression::SketchMl(SketchParams::default()));
+        }
+        let inner = rest
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| bad("settings go in parentheses"))?;
+        let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+        let [b, g, r, c] = parts.as_slice() else {
+            return Err(bad("four settings are needed"));
+        };
+        let int = |v: &str| {
+            v.parse::<usize>()
+                .map_err(|_| bad("buckets, groups and rows are integers"))
+        };
+        let params = SketchParams {
+            buckets: int(b)?,
+            groups: int(g)?,
+            rows: int(r)?,
+            col_ratio: c.parse().map_err(|_| bad("col_ratio is a number"))?,
+        };
+        params.validate()?;
+        Ok(Compression::SketchMl(params))
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compression::None => write!(f, "none"),
+            Compression::SketchMl(p) => write!(
+                f,
+                "sketchml({}, {}, {}, {})",
+                p.buckets, p.groups, p.rows, p.col_ratio
+            ),
+        }
+    }
+}
+
+/// One push slice as sent: codec tag, keys bytes, values bytes.
+pub struct Encoded {
+    /// [`RAW`] or [`SKETCHML`].
+    pub codec: u32,
+    /// Packed keys (empty for SketchML: the payload holds them).
+    pub keys: Bytes,
+    /// Packed values, or the SketchML payload.
+    pub values: Bytes,
+}
+
+/// Encodes a sparse push slice: SketchML when `compression` asks for it, the values are
+/// floats, the slice has at least [`MIN_SKETCH_PAIRS`] pairs and the payload comes out
+/// smaller than raw; raw otherwise.
+pub fn encode_slice<T: Element>(compression: &Compression, keys: &[u64], values: &[T]) -> Encoded {
+    let raw = || Encoded {
+        codec: RAW,
+        keys: wire::encode_keys(keys),
+        values: wire::encode_values(values),
+    };
+    let Compression::SketchMl(params) = compression else {
+        return raw();
+    };
+    let float = matches!(T::VALUE_TYPE, ValueType::F32 | ValueType::F64);
+    if !float || keys.len() < MIN_SKETCH_PAIRS {
+        return raw();
+    }
+    let widened: Vec<f64> = values.iter().map(|v| v.to_f64()).collect();
+    let raw_len = keys.len() * (8 + std::mem::size_of::<T>());
+    match sketchml::encode(keys, &widened, params) {
+        Ok(payload) if payload.len() < raw_len => Encoded {
+            codec: SKETCHML,
+            keys: Bytes::new(),
+            values: Bytes::from(payload),
+        },
+        _ => raw(),
+    }
+}
+
+/// Decodes a push slice into raw keys and values of `value_type`; raw slices pass through.
+/// Unknown codecs, non-float matrices and broken payloads are INVALID_ARGUMENT.
+pub fn decode_slice(
+    codec: u32,
+    keys: Bytes,
+    values: Bytes,
+    value_type: ValueType,
+) -> Result<(Bytes, Bytes)> {
+    match codec {
+        RAW => Ok((keys, values)),
+        SKETCHML => {
+            if !keys.is_empty() {
+                return Err(PsError::InvalidArgument(
+                    "sketchml slice: keys travel inside the payload, the keys field must be empty"
+                        .into(),
+                ));
+            }
+            let (keys, decoded) = sketchml::decode(&values)?;
+            let values = match value_type {
+                ValueType::F32 => wire::encode_values(&narrow::<f32>(&decoded)),
+                ValueType::F64 => wire::encode_values(&decoded),
+                other => {
+                    return Err(PsError::InvalidArgument(format!(
+                        "sketchml compresses float values; the matrix holds {other:?}"
+                    )));
+                }
+            };
+            Ok((wire::encode_keys(&keys), values))
+        }
+        other => Err(PsError::InvalidArgument(format!(
+            "push codec {other} is not supported by this server (0 = raw, 1 = sketchml \
+             version {})",
+            sketchml::VERSION
+        ))),
+    }
+}
+
+fn narrow<T: Element>(values: &[f64]) -> Vec<T> {
+    values.iter().map(|&v| T::from_f64(v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compression_parses_and_prints() {
+        assert_eq!("none".parse::<Compression>().unwrap(), Compression::None);
+        let default: Compression = "sketchml".parse().unwrap();
+        assert_eq!(default, Compression::SketchMl(SketchParams::default()));
+        let custom: Compression = "SketchML(128, 4, 3, 0.5)".parse().unwrap();
+        assert_eq!(custom.to_string(), "sketchml(128, 4, 3, 0.5)");
+        for bad in [
+            "zstd",
+            "sketchml(1, 1, 1, 1)",
+            "sketchml(256, 8)",
+            "sketchml 256",
+        ] {
+            assert!(bad.parse::<Compression>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn small_or_integer_pushes_go_raw_and_large_float_ones_compress() {
+        let sketch = Compression::SketchMl(SketchParams::default());
+        let keys: Vec<u64> = (0..10_000).map(|k| k * 3).collect();
+        let values: Vec<f32> = (0..10_000)
+            .map(|i| ((i % 97) as f32 - 48.0) * 1e-3)
+            .collect();
+        assert_eq!(encode_slice(&sketch, &keys[..10], &values[..10]).codec, RAW);
+        let ints: Vec<i64> = vec![1; keys.len()];
+        assert_eq!(encode_slice(&sketch, &keys, &ints).codec, RAW);
+        let e = encode_slice(&sketch, &keys, &values);
+        assert_eq!(e.codec, SKETCHML);
+        assert!(
+            e.values.len() * 4 < keys.len() * 12,
+            "{} bytes",
+            e.values.len()
+        );
+        let (k, v) = decode_slice(e.codec, e.keys, e.values, ValueType::F32).unwrap();
+        assert_eq!(k.len(), keys.len() * 8);
+        assert_eq!(v.len(), keys.len() * 4);
+        let err = decode_slice(9, Bytes::new(), Bytes::new(), ValueType::F32).unwrap_err();
+        assert!(err.to_string().contains("codec 9"), "{err}");
+    }
+}
