@@ -76,6 +76,40 @@ fn decode_aggregate(name: &str, buf: &[u8]) -> Result<Option<Arc<AggregateUDF>>>
     Ok(found.map(Arc::new))
 }
 
+/// The four function hooks, the same in the logical and the physical codec: PS functions
+/// carry their master, every other function goes to Ballista's codec (`self.inner`).
+macro_rules! ps_function_methods {
+    () => {
+        fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+            match decode_scalar(name, buf)? {
+                Some(f) => Ok(f),
+                None => self.inner.try_decode_udf(name, buf),
+            }
+        }
+
+        fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
+            match write_master(scalar_master(node), buf) {
+                true => Ok(()),
+                false => self.inner.try_encode_udf(node, buf),
+            }
+        }
+
+        fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+            match decode_aggregate(name, buf)? {
+                Some(f) => Ok(f),
+                None => self.inner.try_decode_udaf(name, buf),
+            }
+        }
+
+        fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
+            match write_master(aggregate_master(node), buf) {
+                true => Ok(()),
+                false => self.inner.try_encode_udaf(node, buf),
+            }
+        }
+    };
+}
+
 /// Ballista's logical codec plus the master addresses of PS functions.
 #[derive(Debug)]
 pub struct AngelLogicalCodec {
@@ -91,6 +125,8 @@ impl Default for AngelLogicalCodec {
 }
 
 impl LogicalExtensionCodec for AngelLogicalCodec {
+    ps_function_methods!();
+
     fn try_decode(
         &self,
         buf: &[u8],
@@ -140,34 +176,6 @@ impl LogicalExtensionCodec for AngelLogicalCodec {
         self.inner.try_encode_file_format(buf, node)
     }
 
-    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-        match decode_scalar(name, buf)? {
-            Some(f) => Ok(f),
-            None => self.inner.try_decode_udf(name, buf),
-        }
-    }
-
-    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
-        match write_master(scalar_master(node), buf) {
-            true => Ok(()),
-            false => self.inner.try_encode_udf(node, buf),
-        }
-    }
-
-    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
-        match decode_aggregate(name, buf)? {
-            Some(f) => Ok(f),
-            None => self.inner.try_decode_udaf(name, buf),
-        }
-    }
-
-    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
-        match write_master(aggregate_master(node), buf) {
-            true => Ok(()),
-            false => self.inner.try_encode_udaf(node, buf),
-        }
-    }
-
     fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> Result<Arc<WindowUDF>> {
         self.inner.try_decode_udwf(name, buf)
     }
@@ -192,6 +200,8 @@ impl Default for AngelPhysicalCodec {
 }
 
 impl PhysicalExtensionCodec for AngelPhysicalCodec {
+    ps_function_methods!();
+
     fn try_decode(
         &self,
         buf: &[u8],
@@ -211,20 +221,6 @@ impl PhysicalExtensionCodec for AngelPhysicalCodec {
         self.inner.try_encode(node, buf, proto_converter)
     }
 
-    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-        match decode_scalar(name, buf)? {
-            Some(f) => Ok(f),
-            None => self.inner.try_decode_udf(name, buf),
-        }
-    }
-
-    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
-        match write_master(scalar_master(node), buf) {
-            true => Ok(()),
-            false => self.inner.try_encode_udf(node, buf),
-        }
-    }
-
     fn try_decode_expr(
         &self,
         buf: &[u8],
@@ -241,20 +237,6 @@ impl PhysicalExtensionCodec for AngelPhysicalCodec {
         ctx: &PhysicalExprEncodeCtx<'_>,
     ) -> Result<()> {
         self.inner.try_encode_expr(node, buf, ctx)
-    }
-
-    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
-        match decode_aggregate(name, buf)? {
-            Some(f) => Ok(f),
-            None => self.inner.try_decode_udaf(name, buf),
-        }
-    }
-
-    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
-        match write_master(aggregate_master(node), buf) {
-            true => Ok(()),
-            false => self.inner.try_encode_udaf(node, buf),
-        }
     }
 
     fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> Result<Arc<WindowUDF>> {
