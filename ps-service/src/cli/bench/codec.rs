@@ -33,7 +33,7 @@ pub struct CodecBenchArgs {
     #[arg(long, default_value_t = 500_000)]
     pub dim: u64,
     /// Gradients encoded per measurement.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 200)]
     pub rounds: usize,
     /// Also write the table, as Markdown, to this file.
     #[arg(long)]
