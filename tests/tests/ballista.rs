@@ -175,3 +175,28 @@ fn a_scheduler_without_our_functions_or_a_dead_master_fails_fast_and_clearly() {
     assert!(err.contains(&format!("PS master at {dead}")), "{err}");
     assert!(took < 30.0, "took {took:.1}s");
 }
+
+#[test]
+fn a_job_finishes_on_the_executors_left_when_one_dies() {
+    let out = tempfile::tempdir().unwrap();
+    let mut cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
+    cluster.executors[1].kill();
+    let (_, auc, _) = adult(
+        out.path(),
+        &[
+            "--ballista",
+            cluster.scheduler_url(),
+            "--master",
+            &cluster.master.addr,
+        ],
+    );
+    assert!(auc >= 0.905, "Adult AUC {auc} on the surviving executor");
+    let pushes = pushes_by_pid(&cluster.master.addr);
+    let survivor = u64::from(cluster.executors[0].pid());
+    assert!(
+        pushes
+            .get(&(survivor, "adult".into()))
+            .is_some_and(|&n| n > 0),
+        "the surviving executor trained: {pushes:?}"
+    );
+}
