@@ -176,13 +176,27 @@ impl<'a> BitReader<'a> {
     /// Counts one-bits up to the next zero-bit (consumed), stopping at `limit` ones.
     pub fn unary(&mut self, limit: u32) -> Option<u32> {
         let mut ones = 0;
-        while ones < limit {
-            if self.get(1)? == 0 {
+        loop {
+            if self.filled == 0 {
+                self.refill();
+                if self.filled == 0 {
+                    return None;
+                }
+            }
+            // Bits above `filled` are zero, so the run stops at `filled` at the latest.
+            let run = self.acc.trailing_ones().min(limit - ones);
+            self.acc = self.acc.checked_shr(run).unwrap_or(0);
+            self.filled -= run;
+            ones += run;
+            if ones == limit {
                 return Some(ones);
             }
-            ones += 1;
+            if self.filled > 0 {
+                self.acc >>= 1;
+                self.filled -= 1;
+                return Some(ones);
+            }
         }
-        Some(ones)
     }
 }
 

@@ -107,6 +107,8 @@ pub fn share(total: usize, a: usize, b: usize) -> (usize, usize) {
 struct Side {
     negative: bool,
     buckets: Buckets,
+    /// The bucket of each of this sign's values, in input order.
+    indices: Vec<u16>,
     /// Buckets per group.
     width: usize,
 }
@@ -116,13 +118,14 @@ impl Side {
         if magnitudes.is_empty() {
             return None;
         }
-        let buckets = Buckets::build(magnitudes, buckets.max(1));
+        let (buckets, indices) = Buckets::build_indexed(magnitudes, buckets.max(1));
         let count = buckets.means.len();
         let groups = groups.max(count.div_ceil(MAX_GROUP_WIDTH)).clamp(1, count);
         Some(Side {
             negative,
             width: count.div_ceil(groups),
             buckets,
+            indices,
         })
     }
 
@@ -151,10 +154,15 @@ pub fn encode(keys: &[u64], values: &[f64], params: &SketchParams) -> Result<Vec
     if !keys.is_sorted() {
         order.sort_unstable_by_key(|&i| keys[i]);
     }
-    let (neg, pos): (Vec<f64>, Vec<f64>) = (
-        values.iter().filter(|v| **v < 0.0).map(|v| -v).collect(),
-        values.iter().filter(|v| **v >= 0.0).copied().collect(),
-    );
+    // Magnitudes per sign (0 = negative), and where each value sits in its sign's list.
+    let mut magnitudes: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut at = Vec::with_capacity(values.len());
+    for v in values {
+        let side = &mut magnitudes[usize::from(*v >= 0.0)];
+        at.push(side.len());
+        side.push(v.abs());
+    }
+    let [neg, pos] = magnitudes;
     let buckets = bucket_count(params, keys.len());
     let (bn, bp) = share(buckets, neg.len(), pos.len());
     let (gn, gp) = share(params.groups.min(buckets), neg.len(), pos.len());
@@ -184,7 +192,7 @@ pub fn encode(keys: &[u64], values: &[f64], params: &SketchParams) -> Result<Vec
         let side = sides[s]
             .as_ref()
             .expect("a side holds every value of its sign");
-        let bucket = side.buckets.index(values[i].abs());
+        let bucket = usize::from(side.indices[at[i]]);
         if bucket + 1 == side.buckets.means.len() {
             exact.push(i);
             continue;

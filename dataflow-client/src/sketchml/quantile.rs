@@ -28,6 +28,12 @@ pub struct Buckets {
 impl Buckets {
     /// Up to `count` equal-frequency buckets over `magnitudes` (all finite, >= 0).
     pub fn build(magnitudes: &[f64], count: usize) -> Buckets {
+        Self::build_indexed(magnitudes, count).0
+    }
+
+    /// [`Buckets::build`], with the bucket of every magnitude in input order (found once, for
+    /// the means, and kept for the encoder).
+    pub fn build_indexed(magnitudes: &[f64], count: usize) -> (Buckets, Vec<u16>) {
         let mut sketch = DDSketch::new(Config::new(ALPHA, MAX_BINS, MIN_VALUE));
         for &m in magnitudes {
             sketch.add(m);
@@ -37,8 +43,11 @@ impl Buckets {
             .collect();
         splits.dedup();
         let mut sums = vec![(0.0f64, 0u64); splits.len() + 1];
+        let mut indices = Vec::with_capacity(magnitudes.len());
         for &m in magnitudes {
-            let s = &mut sums[bucket_of(&splits, m)];
+            let b = bucket_of(&splits, m);
+            indices.push(b as u16);
+            let s = &mut sums[b];
             (s.0, s.1) = (s.0 + m, s.1 + 1);
         }
         let smallest = magnitudes.iter().copied().fold(f64::INFINITY, f64::min);
@@ -55,7 +64,7 @@ impl Buckets {
                 at_most(mean, upper)
             })
             .collect();
-        Buckets { splits, means }
+        (Buckets { splits, means }, indices)
     }
 
     /// The bucket of magnitude `m`.
