@@ -275,12 +275,15 @@ impl PsClient {
         let slices = split
             .groups
             .iter()
-            .map(|g| RowSlice {
-                partition_id: m.meta.partitions[band.part(g.pos)].id,
-                row,
-                keys: wire::encode_keys(&g.keys),
-                values: Bytes::new(),
-                codec: codec::RAW,
+            .map(|g| {
+                let (codec, keys) = codec::encode_keys(&m.compression, &g.keys);
+                RowSlice {
+                    partition_id: m.meta.partitions[band.part(g.pos)].id,
+                    row,
+                    keys,
+                    values: Bytes::new(),
+                    codec,
+                }
             })
             .collect();
         let replies = self.send_slices(&m, slices, SliceOp::Pull).await?;

@@ -4,6 +4,8 @@
 //! - [`RAW`] (0): packed little-endian keys and values.
 //! - [`SKETCHML`] (1): a [`crate::sketchml`] payload in `values` (keys inside it), for sparse
 //!   float pushes of at least [`MIN_SKETCH_PAIRS`] pairs that come out smaller than raw.
+//! - [`RICE_KEYS`] (2): keys as a count and Rice-coded gaps ([`crate::sketchml::keys`]), values
+//!   raw: the pulls of a compressed matrix, whose keys would otherwise cost 8 bytes each.
 //!
 //! A matrix's pushes are compressed when its `compression` attribute says so (a model created
 //! with `compression = sketchml(...)`); every client pushing to it then encodes the same way.
@@ -20,6 +22,8 @@ use crate::{Element, PsError, Result, ValueType, wire};
 pub const RAW: u32 = 0;
 /// Codec tag of SketchML slices (the payload carries its own version).
 pub const SKETCHML: u32 = 1;
+/// Codec tag of slices whose keys are Rice-coded and values raw.
+pub const RICE_KEYS: u32 = 2;
 /// The matrix attribute that selects a compression.
 pub const ATTR: &str = "compression";
 /// Sparse pushes with fewer pairs go raw: bucket means and sketch headers would cost about
@@ -136,7 +140,23 @@ pub fn encode_slice<T: Element>(compression: &Compression, keys: &[u64], values:
     }
 }
 
-/// Decodes a push slice into raw keys and values of `value_type`; raw slices pass through.
+/// Encodes the keys of a pull slice: Rice-coded when the matrix is compressed and that is
+/// smaller, packed otherwise. Returns the codec tag and the keys field.
+pub fn encode_keys(compression: &Compression, keys: &[u64]) -> (u32, Bytes) {
+    if *compression == Compression::None || keys.len() < MIN_SKETCH_PAIRS || !keys.is_sorted() {
+        return (RAW, wire::encode_keys(keys));
+    }
+    let mut out = Vec::new();
+    sketchml::bits::put_varint(&mut out, keys.len() as u64);
+    sketchml::keys::encode(keys, &mut out);
+    match out.len() < keys.len() * 8 {
+        true => (RICE_KEYS, Bytes::from(out)),
+        false => (RAW, wire::encode_keys(keys)),
+    }
+}
+
+/// Decodes a pull or push slice into raw keys and values of `value_type`; raw slices pass
+/// through.
 /// Unknown codecs, non-float matrices and broken payloads are INVALID_ARGUMENT.
 pub fn decode_slice(
     codec: u32,
@@ -165,9 +185,18 @@ pub fn decode_slice(
             };
             Ok((wire::encode_keys(&keys), values))
         }
+        RICE_KEYS => {
+            let mut r = sketchml::bits::Reader::new(&keys);
+            let n = r.count(1, "key count")?;
+            let decoded = sketchml::keys::decode(&mut r, n)?;
+            if r.remaining() != 0 {
+                return Err(r.corrupt("trailing bytes after the keys"));
+            }
+            Ok((wire::encode_keys(&decoded), values))
+        }
         other => Err(PsError::InvalidArgument(format!(
-            "push codec {other} is not supported by this server (0 = raw, 1 = sketchml \
-             version {})",
+            "slice codec {other} is not supported by this server (0 = raw, 1 = sketchml \
+             version {}, 2 = Rice-coded keys)",
             sketchml::VERSION
         ))),
     }
@@ -220,5 +249,12 @@ mod tests {
         assert_eq!(v.len(), keys.len() * 4);
         let err = decode_slice(9, Bytes::new(), Bytes::new(), ValueType::F32).unwrap_err();
         assert!(err.to_string().contains("codec 9"), "{err}");
+        let (tag, packed) = encode_keys(&sketch, &keys);
+        assert_eq!(tag, RICE_KEYS);
+        assert!(packed.len() * 4 < keys.len() * 8, "{} bytes", packed.len());
+        let (k, _) = decode_slice(tag, packed.clone(), Bytes::new(), ValueType::F32).unwrap();
+        assert_eq!(k, wire::encode_keys(&keys));
+        let cut = packed.slice(..packed.len() / 2);
+        assert!(decode_slice(tag, cut, Bytes::new(), ValueType::F32).is_err());
     }
 }

@@ -35,6 +35,32 @@ pub struct ServerService {
     pub pushes: PushMetrics,
 }
 
+/// Bytes of the keys and values of `slices`.
+fn payload(slices: &[RowSlice]) -> u64 {
+    slices
+        .iter()
+        .map(|s| (s.keys.len() + s.values.len()) as u64)
+        .sum()
+}
+
+/// Decodes every compressed slice in place (keys and values become raw); returns how many
+/// were compressed.
+fn decode_slices(slices: &mut [RowSlice], value_type: i32) -> Result<u64> {
+    let value_type = ValueType::try_from(value_type).unwrap_or(ValueType::Unspecified);
+    let mut compressed = 0;
+    for s in slices.iter_mut().filter(|s| s.codec != codec::RAW) {
+        let (keys, values) = codec::decode_slice(
+            s.codec,
+            std::mem::take(&mut s.keys),
+            std::mem::take(&mut s.values),
+            value_type,
+        )?;
+        (s.keys, s.values, s.codec) = (keys, values, codec::RAW);
+        compressed += 1;
+    }
+    Ok(compressed)
+}
+
 /// A slice checked against its partition, ready to apply.
 struct Checked {
     part: Arc<Partition>,
@@ -108,9 +134,10 @@ impl ServerService {
         Ok(checked)
     }
 
-    fn pull_checked(&self, request: PullRequest) -> Result<PullReply> {
+    fn pull_checked(&self, mut request: PullRequest) -> Result<PullReply> {
         self.check_size(&request, "pull")?;
         let epoch = request.caller.map_or(0, |c| c.map_epoch);
+        decode_slices(&mut request.slices, request.value_type)?;
         let checked = self.check_slices(
             request.matrix_id,
             request.value_type,
@@ -140,26 +167,18 @@ impl ServerService {
         let (epoch, worker_id) = request
             .caller
             .map_or((0, 0), |c| (c.map_epoch, c.worker_id));
+        let (bytes, slices) = (payload(&request.slices), request.slices.len() as u64);
+        let compressed_slices = decode_slices(&mut request.slices, request.value_type)?;
         let mut traffic = ClientPushes {
             worker_id,
             matrix_id: request.matrix_id,
             pushes: 1,
+            bytes,
+            raw_bytes: payload(&request.slices),
+            slices,
+            compressed_slices,
             ..Default::default()
         };
-        let value_type = ValueType::try_from(request.value_type).unwrap_or(ValueType::Unspecified);
-        for s in &mut request.slices {
-            traffic.bytes += (s.keys.len() + s.values.len()) as u64;
-            traffic.slices += 1;
-            traffic.compressed_slices += u64::from(s.codec != codec::RAW);
-            let (keys, values) = codec::decode_slice(
-                s.codec,
-                std::mem::take(&mut s.keys),
-                std::mem::take(&mut s.values),
-                value_type,
-            )?;
-            (s.keys, s.values, s.codec) = (keys, values, codec::RAW);
-            traffic.raw_bytes += (s.keys.len() + s.values.len()) as u64;
-        }
         let checked = self.check_slices(
             request.matrix_id,
             request.value_type,
