@@ -14,6 +14,7 @@
 //! - [`value`]: [`Element`], the value types a matrix can hold (f32, f64, i64).
 //! - [`matrix`]: [`MatrixSpec`], what a caller asks for when creating a matrix.
 //! - [`update`]: an optimizer step with the usual defaults, for [`PsClient::push_update`].
+//! - [`pushes`]: the per-client push counters of a status, summed over servers.
 //! - [`psf`]: [`Merge`], how per-partition results of a PS function combine.
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses.
 
@@ -23,6 +24,7 @@ pub mod counter;
 pub mod error;
 pub mod matrix;
 pub mod psf;
+pub mod pushes;
 pub mod routing;
 pub mod sketchml;
 pub mod split;

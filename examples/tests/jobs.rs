@@ -39,11 +39,10 @@ async fn run_example(
 
 /// The last epoch's (holdout loss, holdout AUC) from the `CREATE MODEL` statement's table.
 fn last_epoch(reports: &[StatementReport]) -> (f64, f64) {
-    let model = reports
+    let table = reports
         .iter()
-        .find(|r| r.label.contains("MODEL"))
+        .find_map(StatementReport::epoch_table)
         .expect("a CREATE MODEL statement");
-    let table = &model.output[0];
     let last = table.num_rows() - 1;
     let column = |name: &str| {
         table
@@ -171,8 +170,11 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
 
 /// Sums a column of the `CREATE MODEL` epoch table.
 fn epoch_sum(reports: &[StatementReport], column: &str) -> f64 {
-    let model = reports.iter().find(|r| r.label.contains("MODEL")).unwrap();
-    let values = model.output[0].column_by_name(column).unwrap();
+    let table = reports
+        .iter()
+        .find_map(StatementReport::epoch_table)
+        .unwrap();
+    let values = table.column_by_name(column).unwrap();
     values.as_primitive::<Float64Type>().values().iter().sum()
 }
 

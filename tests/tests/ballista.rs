@@ -66,14 +66,14 @@ fn pushes_by_pid(master: &str) -> HashMap<(u64, String), u64> {
         let client = PsClient::connect(master).await.unwrap();
         client.status().await.unwrap()
     });
-    let map = status.map.unwrap_or_default();
+    let map = status.map.clone().unwrap_or_default();
     let names: HashMap<u32, String> = map
         .matrices
         .iter()
         .map(|m| (m.id, m.name.clone()))
         .collect();
     let mut out = HashMap::new();
-    for p in status.servers.iter().flat_map(|s| &s.pushes) {
+    for p in &angel_client::pushes::totals(&status) {
         let name = names.get(&p.matrix_id).cloned().unwrap_or_default();
         *out.entry((worker_pid(p.worker_id), name)).or_default() += p.pushes;
     }

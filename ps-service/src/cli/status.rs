@@ -7,8 +7,6 @@ use angel_proto::StatusReply;
 use clap::Args;
 use comfy_table::Table;
 
-use crate::server::push_metrics::PushMetrics;
-
 /// Flags of `angel-ps status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -120,10 +118,6 @@ pub fn render(status: &StatusReply) -> String {
 /// Pushes per (client, matrix), summed over servers, with bytes sent beside what raw keys and
 /// values would have cost. A client is named by its worker id and the process id inside it.
 fn pushes_table(status: &StatusReply, names: &HashMap<u32, &str>) -> Table {
-    let totals = PushMetrics::default();
-    for p in status.servers.iter().flat_map(|s| &s.pushes) {
-        totals.record(p);
-    }
     let mut table = Table::new();
     table.set_header([
         "client",
@@ -136,7 +130,7 @@ fn pushes_table(status: &StatusReply, names: &HashMap<u32, &str>) -> Table {
         "ratio",
         "compressed slices",
     ]);
-    for p in totals.snapshot() {
+    for p in angel_client::pushes::totals(status) {
         table.add_row([
             format!("{:#x}", p.worker_id),
             worker_pid(p.worker_id).to_string(),

@@ -16,19 +16,14 @@ impl PushMetrics {
     /// Adds the counts of `delta` (one or more accepted pushes) to its client and matrix.
     pub fn record(&self, delta: &ClientPushes) {
         let mut counts = self.counts.lock();
-        let entry = counts
+        let total = counts
             .entry((delta.worker_id, delta.matrix_id))
             .or_insert_with(|| ClientPushes {
                 worker_id: delta.worker_id,
                 matrix_id: delta.matrix_id,
                 ..Default::default()
             });
-        entry.pushes += delta.pushes;
-        entry.elements += delta.elements;
-        entry.bytes += delta.bytes;
-        entry.raw_bytes += delta.raw_bytes;
-        entry.slices += delta.slices;
-        entry.compressed_slices += delta.compressed_slices;
+        angel_client::pushes::add(total, delta);
     }
 
     /// Every (client, matrix) count, ordered by client then matrix.

@@ -40,6 +40,17 @@ pub struct StatementReport {
     pub output: Vec<RecordBatch>,
 }
 
+impl StatementReport {
+    /// The epoch table, if this statement was `CREATE MODEL`.
+    pub fn epoch_table(&self) -> Option<&RecordBatch> {
+        let model = matches!(
+            Statement::parse(&self.sql),
+            Ok(Statement::CreateModel { .. })
+        );
+        self.output.first().filter(|_| model)
+    }
+}
+
 /// A session bound to a service, ready to run job files.
 pub struct Job {
     ctx: SessionContext,

@@ -126,10 +126,8 @@ pub async fn create_model(
 /// what every executor or task pushed, compressed or not.
 async fn push_traffic(client: &PsClient, id: u32) -> Result<(u64, u64)> {
     let status = client.status().await.map_err(ps_error)?;
-    Ok(status
-        .servers
+    Ok(angel_client::pushes::totals(&status)
         .iter()
-        .flat_map(|s| &s.pushes)
         .filter(|p| p.matrix_id == id)
         .fold((0, 0), |(b, r), p| (b + p.bytes, r + p.raw_bytes)))
 }

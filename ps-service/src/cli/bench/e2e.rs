@@ -86,7 +86,7 @@ pub async fn run(args: E2eBenchArgs) -> Result<(), Box<dyn Error>> {
 fn epoch_means(reports: &[StatementReport]) -> Result<(f64, f64, f64), Box<dyn Error>> {
     let table = reports
         .iter()
-        .find_map(|r| r.output.first().filter(|_| r.sql.contains("MODEL")))
+        .find_map(StatementReport::epoch_table)
         .ok_or("the job trained no model")?;
     let mean = |name: &str| -> Result<f64, Box<dyn Error>> {
         let column = table.column_by_name(name).ok_or("no epoch column")?;
@@ -276,7 +276,7 @@ fn embedded_tables(
 fn phases(reports: &[StatementReport], rows: u64) -> Vec<Phase> {
     let mut out: Vec<Phase> = Vec::new();
     for r in reports {
-        if let Some(table) = r.output.first().filter(|_| r.sql.contains("MODEL")) {
+        if let Some(table) = r.epoch_table() {
             let trained = table
                 .column_by_name("rows")
                 .map(|c| c.as_primitive::<Int64Type>().clone());
