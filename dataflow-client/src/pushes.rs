@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use angel_proto::{ClientPushes, StatusReply};
 
 /// Adds the counts of `delta` to `total` (same client and matrix).
-pub fn add(total: &mut ClientPushes, delta: &ClientPushes) {
+fn add(total: &mut ClientPushes, delta: &ClientPushes) {
     total.pushes += delta.pushes;
     total.elements += delta.elements;
     total.bytes += delta.bytes;
@@ -15,19 +15,27 @@ pub fn add(total: &mut ClientPushes, delta: &ClientPushes) {
     total.compressed_slices += delta.compressed_slices;
 }
 
+/// Counters keyed by (client, matrix), so they iterate ordered by client then matrix.
+pub type Sums = BTreeMap<(u64, u32), ClientPushes>;
+
+/// Adds `delta` to the counter of its client and matrix in `sums`.
+pub fn accumulate(sums: &mut Sums, delta: &ClientPushes) {
+    let total = sums
+        .entry((delta.worker_id, delta.matrix_id))
+        .or_insert_with(|| ClientPushes {
+            worker_id: delta.worker_id,
+            matrix_id: delta.matrix_id,
+            ..Default::default()
+        });
+    add(total, delta);
+}
+
 /// One counter per (client, matrix), summed over the servers of `status`, ordered by client
 /// then matrix.
 pub fn totals(status: &StatusReply) -> Vec<ClientPushes> {
-    let mut sums: BTreeMap<(u64, u32), ClientPushes> = BTreeMap::new();
+    let mut sums = Sums::new();
     for p in status.servers.iter().flat_map(|s| &s.pushes) {
-        let total = sums
-            .entry((p.worker_id, p.matrix_id))
-            .or_insert_with(|| ClientPushes {
-                worker_id: p.worker_id,
-                matrix_id: p.matrix_id,
-                ..Default::default()
-            });
-        add(total, p);
+        accumulate(&mut sums, p);
     }
     sums.into_values().collect()
 }

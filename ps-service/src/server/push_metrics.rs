@@ -1,36 +1,25 @@
 //! Pushes counted per client and matrix, so an operator (and the tests) can see which
 //! processes wrote to a model: on a Ballista cluster, the executors and never the job's client.
 
-use std::collections::HashMap;
-
+use angel_client::pushes::{self, Sums};
 use angel_proto::ClientPushes;
 use parking_lot::Mutex;
 
 /// Counts of accepted pushes, keyed by (worker id, matrix id).
 #[derive(Debug, Default)]
 pub struct PushMetrics {
-    counts: Mutex<HashMap<(u64, u32), ClientPushes>>,
+    counts: Mutex<Sums>,
 }
 
 impl PushMetrics {
     /// Adds the counts of `delta` (one or more accepted pushes) to its client and matrix.
     pub fn record(&self, delta: &ClientPushes) {
-        let mut counts = self.counts.lock();
-        let total = counts
-            .entry((delta.worker_id, delta.matrix_id))
-            .or_insert_with(|| ClientPushes {
-                worker_id: delta.worker_id,
-                matrix_id: delta.matrix_id,
-                ..Default::default()
-            });
-        angel_client::pushes::add(total, delta);
+        pushes::accumulate(&mut self.counts.lock(), delta);
     }
 
     /// Every (client, matrix) count, ordered by client then matrix.
     pub fn snapshot(&self) -> Vec<ClientPushes> {
-        let mut all: Vec<ClientPushes> = self.counts.lock().values().cloned().collect();
-        all.sort_by_key(|c| (c.worker_id, c.matrix_id));
-        all
+        self.counts.lock().values().cloned().collect()
     }
 }
 
