@@ -14,21 +14,23 @@ use std::time::Duration;
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
-    Caller, DescribeMatrixRequest, DropMatrixRequest, GetPartitionMapRequest, PartitionMap,
-    PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, RowSlice, StatusReply,
-    StatusRequest, StorageKind, Update,
+    Caller, DescribeMatrixRequest, DropMatrixRequest, Element, GetPartitionMapRequest, Merge,
+    OptimizerInfo, PartitionMap, PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest,
+    PushRequest, Result, RowSlice, StatusReply, StatusRequest, StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
 use parking_lot::RwLock;
 use prost::Message;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::codec;
-use crate::counter::Counter;
+use angel_proto::limits::{MAX_FRAME, WINDOW};
+use angel_proto::merge::{finish, merge_into};
+
+use crate::MatrixSpec;
+use crate::counter_space::Counter;
 use crate::matrix::Matrix;
-use crate::psf::{finish, merge_into};
+use crate::routes::{Routing, SendError, ServerConn, server_of};
 use crate::split::KeySplit;
-use crate::{Element, MatrixSpec, Merge, PsError, Result, wire};
 
 /// Retries after a stale-map answer before giving up.
 const STALE_MAP_RETRIES: usize = 3;
@@ -67,24 +69,6 @@ pub fn worker_pid(worker_id: u64) -> u64 {
 fn next_local_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A connection to one server, cheap to clone (tonic channels multiplex one HTTP/2 connection).
-#[derive(Debug, Clone)]
-pub(crate) struct ServerConn {
-    pub(crate) addr: String,
-    pub(crate) rpc: ServerClient<Channel>,
-}
-
-/// The cached partition map.
-#[derive(Debug, Default)]
-pub(crate) struct Routing {
-    epoch: u64,
-    servers: HashMap<u32, ServerConn>,
-    by_name: HashMap<String, Arc<Matrix>>,
-    /// Matrices and counter key spaces by id (ids are unique across both).
-    by_id: HashMap<u32, Arc<Matrix>>,
-    pub(crate) counters: HashMap<String, Arc<Counter>>,
 }
 
 /// The client of an angel-ps service. Create one per process ([`PsClient::shared`]) and share it.
@@ -195,6 +179,7 @@ impl PsClient {
             by_name,
             by_id,
             counters,
+            optimizers: map.optimizers,
         };
         Ok(())
     }
@@ -247,6 +232,24 @@ impl PsClient {
             let mut known: Vec<&str> = routing.by_name.keys().map(String::as_str).collect();
             known.sort_unstable();
             PsError::no_matrix(name, &known)
+        })
+    }
+
+    /// The optimizer `name` as every server runs it, with the rows of state it keeps: a model
+    /// trained with it has `1 + state_rows` rows. NOT_FOUND lists the optimizers available.
+    pub async fn optimizer(&self, name: &str) -> Result<OptimizerInfo> {
+        let find = |routing: &Routing| routing.optimizers.iter().find(|o| o.name == name).cloned();
+        if let Some(o) = find(&self.routing.read()) {
+            return Ok(o);
+        }
+        self.refresh().await?;
+        let routing = self.routing.read();
+        find(&routing).ok_or_else(|| {
+            let known: Vec<&str> = routing.optimizers.iter().map(|o| o.name.as_str()).collect();
+            PsError::NotFound(format!(
+                "no optimizer named '{name}' runs on every server (available: {})",
+                known.join(", ")
+            ))
         })
     }
 
@@ -656,43 +659,6 @@ enum SliceOp<'a> {
     Push(Option<&'a Update>),
 }
 
-/// Why one server's part of a call failed: before sending, or as the server's answer.
-#[derive(Debug)]
-pub(crate) enum SendError {
-    Local(PsError),
-    Remote(tonic::Status),
-}
-
-impl From<tonic::Status> for SendError {
-    fn from(status: tonic::Status) -> Self {
-        SendError::Remote(status)
-    }
-}
-
-impl From<PsError> for SendError {
-    fn from(err: PsError) -> Self {
-        SendError::Local(err)
-    }
-}
-
-pub(crate) fn server_of(routing: &Routing, matrix_id: u32, partition_id: u32) -> Result<u32> {
-    let m = routing.by_id.get(&matrix_id).ok_or_else(|| {
-        PsError::NotFound(format!(
-            "matrix {matrix_id} was dropped while the call was in flight"
-        ))
-    })?;
-    m.meta
-        .partitions
-        .get(partition_id as usize)
-        .map(|p| p.server_id)
-        .ok_or_else(|| {
-            PsError::Internal(format!(
-                "matrix '{}' has no partition {partition_id}",
-                m.meta.name
-            ))
-        })
-}
-
 fn check_size(
     request: &impl Message,
     limit: usize,
@@ -736,10 +702,3 @@ fn endpoint(addr: &str, config: &ClientConfig) -> Result<Endpoint> {
                 .max_frame_size(Some(MAX_FRAME))
         })
 }
-
-/// HTTP/2 flow-control window (bytes) used by clients and servers alike.
-pub const WINDOW: u32 = 64 << 20;
-
-/// Largest HTTP/2 frame (bytes) clients and servers accept: the protocol's maximum, so bulk
-/// payloads cross in few frames.
-pub const MAX_FRAME: u32 = (1 << 24) - 1;

@@ -2,10 +2,9 @@
 
 use std::collections::HashMap;
 
-use angel_proto::{CreateMatrixRequest, MatrixMeta, StorageKind, ValueType};
+use angel_proto::{CreateMatrixRequest, Layout, MatrixMeta, Result, StorageKind, ValueType};
 
-use crate::codec::{self, Compression};
-use crate::{Layout, Result};
+use angel_proto::codec::{self, Compression};
 
 /// A request to create a matrix: shape, element type, storage and partitioning.
 ///

@@ -3,8 +3,8 @@
 //! Pulls are deduplicated and pushes merged by key before anything is sent; `slots` remembers
 //! where each requested key's answer lands so replies come back in request order.
 
-use crate::routing::{Band, Layout};
-use crate::{Element, PsError, Result};
+use angel_proto::routing::{Band, Layout};
+use angel_proto::{Element, PsError, Result};
 
 /// The keys of one request, grouped by block.
 #[derive(Debug, Clone, PartialEq)]

@@ -42,12 +42,20 @@ impl fmt::Display for BadRow {
     }
 }
 
-/// Skipped rows kept for the end-of-job report: the first [`BadRows::KEEP`] in full, the
-/// rest counted.
+/// Rows skipped over some span of a job: how many, and the first [`BadRows::KEEP`] of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Number of skipped rows.
+    pub count: u64,
+    /// The first of them, in full.
+    pub first: Vec<BadRow>,
+}
+
+/// The rows one job skipped, for its reports. Each job owns one and hands it to its readers
+/// (which may run on several threads), so two jobs in one process never mix their reports.
 #[derive(Debug, Default)]
 pub struct BadRows {
-    rows: Vec<BadRow>,
-    count: u64,
+    skipped: Mutex<Skipped>,
 }
 
 impl BadRows {
@@ -55,40 +63,29 @@ impl BadRows {
     pub const KEEP: usize = 20;
 
     /// Records a skipped row.
-    pub fn push(&mut self, row: BadRow) {
-        self.count += 1;
-        if self.rows.len() < Self::KEEP {
-            self.rows.push(row);
+    pub fn push(&self, row: BadRow) {
+        let mut skipped = self.skipped.lock().expect("bad-row report");
+        skipped.count += 1;
+        if skipped.first.len() < Self::KEEP {
+            skipped.first.push(row);
         }
     }
 
-    /// Number of skipped rows.
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    /// The first skipped rows.
-    pub fn first(&self) -> &[BadRow] {
-        &self.rows
+    /// The rows skipped since the last call, leaving the report empty (a job takes them after
+    /// each statement).
+    pub fn take(&self) -> Skipped {
+        std::mem::take(&mut *self.skipped.lock().expect("bad-row report"))
     }
 }
 
-/// The process-wide report of skipped rows, which a job prints when it ends.
-pub fn skipped() -> &'static Mutex<BadRows> {
-    static SKIPPED: Mutex<BadRows> = Mutex::new(BadRows {
-        rows: Vec::new(),
-        count: 0,
-    });
-    &SKIPPED
-}
-
-/// Applies `policy` to a bad row: an error to fail with, or `None` once it is recorded.
-pub fn handle(policy: BadRowPolicy, row: BadRow) -> Option<BadRow> {
+/// Applies `policy` to a bad row: an error to fail with, or `None` once it is recorded in
+/// `skipped`.
+pub fn handle(policy: BadRowPolicy, row: BadRow, skipped: &BadRows) -> Option<BadRow> {
     match policy {
         BadRowPolicy::Fail => Some(row),
         BadRowPolicy::Skip => {
             tracing::debug!(%row, "skipping a bad row");
-            skipped().lock().expect("bad-row report").push(row);
+            skipped.push(row);
             None
         }
     }

@@ -12,7 +12,8 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use crate::EtlError;
-use crate::bad_rows::{BadRow, BadRowPolicy, handle};
+use crate::bad_rows::{BadRow, BadRowPolicy, BadRows, handle};
+use crate::source::read_bytes;
 
 /// Rows sampled to infer column types when none are given.
 const INFER_ROWS: usize = 1000;
@@ -114,9 +115,13 @@ const PARALLEL_BYTES: usize = 8 << 20;
 /// Reads a CSV file into record batches (one per parsed chunk, in file order), row by row: each row is checked against the
 /// schema before anything is appended, so a skipped row leaves no trace. Large files without
 /// quotes (so every newline ends a row) are cut at newlines and parsed on every core.
-pub fn read(path: &Path, options: &CsvOptions) -> Result<Vec<RecordBatch>, EtlError> {
+pub fn read(
+    path: &Path,
+    options: &CsvOptions,
+    skipped: &BadRows,
+) -> Result<Vec<RecordBatch>, EtlError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| EtlError::Io(file.clone(), e))?;
+    let bytes = read_bytes(path)?;
     let csv_error = |e: csv::Error| EtlError::Csv(file.clone(), e.to_string());
     let mut reader = builder(options)
         .has_headers(options.header)
@@ -156,7 +161,9 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<Vec<RecordBatch>, EtlEr
     let parts: Vec<Result<RecordBatch, EtlError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .iter()
-            .map(|&(chunk, line)| scope.spawn(move || parse(chunk, line, schema, options, file)))
+            .map(|&(chunk, line)| {
+                scope.spawn(move || parse(chunk, line, schema, options, file, skipped))
+            })
             .collect();
         handles
             .into_iter()
@@ -206,6 +213,7 @@ fn parse(
     schema: &SchemaRef,
     options: &CsvOptions,
     file: &str,
+    skipped: &BadRows,
 ) -> Result<RecordBatch, EtlError> {
     let types: Vec<&DataType> = schema.fields().iter().map(|f| f.data_type()).collect();
     // Rows and text bytes per column, estimated from the chunk's lines and size.
@@ -231,7 +239,7 @@ fn parse(
                     line,
                     reason,
                 };
-                if let Some(bad) = handle(options.bad_rows, bad) {
+                if let Some(bad) = handle(options.bad_rows, bad, skipped) {
                     return Err(EtlError::BadRow(bad));
                 }
             }
@@ -377,7 +385,7 @@ mod tests {
 
     /// Reads and joins the chunks, for checking.
     fn read_one(path: &Path, options: &CsvOptions) -> Result<RecordBatch, EtlError> {
-        let parts = read(path, options)?;
+        let parts = read(path, options, &BadRows::default())?;
         Ok(datafusion::arrow::compute::concat_batches(
             &parts[0].schema(),
             &parts,
@@ -397,19 +405,20 @@ mod tests {
             "header=false; nulls=?; columns=age int, work string, years int"
                 .parse()
                 .unwrap();
-        let err = read(&path, &options).unwrap_err().to_string();
+        let skipped = BadRows::default();
+        let err = read(&path, &options, &skipped).unwrap_err().to_string();
         assert!(
             err.contains("people.csv:3: expected 3 columns, found 2"),
             "{err}"
         );
         options.bad_rows = BadRowPolicy::Skip;
-        let before = crate::bad_rows::skipped().lock().unwrap().count();
-        let batch = read_one(&path, &options).unwrap();
+        let parts = read(&path, &options, &skipped).unwrap();
+        let batch = datafusion::arrow::compute::concat_batches(&parts[0].schema(), &parts).unwrap();
         assert_eq!(batch.num_rows(), 2);
-        assert_eq!(
-            crate::bad_rows::skipped().lock().unwrap().count() - before,
-            2
-        );
+        let report = skipped.take();
+        assert_eq!(report.count, 2, "this reader's report alone");
+        assert_eq!(report.first[0].line, 3);
+        assert_eq!(skipped.take().count, 0, "taken");
         assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(1), 50);
         assert!(batch.column(1).is_null(1), "'?' reads as null");
         assert_eq!(
@@ -456,7 +465,9 @@ mod tests {
         std::fs::write(&path, &text).unwrap();
         assert!(text.len() >= PARALLEL_BYTES);
         let mut options: CsvOptions = "columns=n int, s string".parse().unwrap();
-        let err = read(&path, &options).unwrap_err().to_string();
+        let err = read(&path, &options, &BadRows::default())
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(&format!("big.csv:{}: column 1", rows + 2)),
             "{err}"

@@ -9,14 +9,16 @@
 //!   `ps_quantile_bucket`, `ps_cross`.
 //! - [`ctr_data`]: a generator of Criteo-like click logs for demos and benchmarks.
 //! - [`bad_rows`]: what happens to rows that do not parse (fail, or skip and report).
+//! - [`source`]: input files read whole, `.gz` and `.zst` decompressed by extension.
+//! - [`udf_args`]: argument checks and planning errors shared by every SQL function.
 
 pub mod bad_rows;
 pub mod csv;
 pub mod ctr_data;
 pub mod features;
 pub mod libsvm;
-
-use std::path::Path;
+pub mod source;
+pub mod udf_args;
 
 use bad_rows::BadRow;
 use datafusion::arrow::error::ArrowError;
@@ -39,11 +41,4 @@ pub enum EtlError {
     /// Arrow refused the data.
     #[error(transparent)]
     Arrow(#[from] ArrowError),
-}
-
-/// The file's display name and contents.
-fn read_text(path: &Path) -> Result<(String, String), EtlError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| EtlError::Io(name.clone(), e))?;
-    Ok((name, text))
 }

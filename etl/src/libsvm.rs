@@ -8,8 +8,9 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Float64Builder, ListBuilder, RecordBatch, UInt64Builder};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
-use crate::bad_rows::{BadRow, BadRowPolicy, handle};
-use crate::{EtlError, read_text};
+use crate::EtlError;
+use crate::bad_rows::{BadRow, BadRowPolicy, BadRows, handle};
+use crate::source::read_text;
 
 /// The schema every libsvm file is read with.
 pub fn schema() -> SchemaRef {
@@ -22,7 +23,7 @@ pub fn schema() -> SchemaRef {
 }
 
 /// Reads a libsvm file into one record batch. Bad lines follow `policy`.
-pub fn read(path: &Path, policy: BadRowPolicy) -> Result<RecordBatch, EtlError> {
+pub fn read(path: &Path, policy: BadRowPolicy, skipped: &BadRows) -> Result<RecordBatch, EtlError> {
     let (file, text) = read_text(path)?;
     let mut labels = Float64Builder::new();
     let mut indices = ListBuilder::new(UInt64Builder::new());
@@ -48,7 +49,7 @@ pub fn read(path: &Path, policy: BadRowPolicy) -> Result<RecordBatch, EtlError> 
                     line: i as u64 + 1,
                     reason,
                 };
-                if let Some(row) = handle(policy, row) {
+                if let Some(row) = handle(policy, row, skipped) {
                     return Err(EtlError::BadRow(row));
                 }
             }
@@ -100,9 +101,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d.libsvm");
         std::fs::write(&path, "+1 3:1 10:0.5\n-1 1:2\n\n1 x:1\n").unwrap();
-        let err = read(&path, BadRowPolicy::Fail).unwrap_err().to_string();
+        let skipped = BadRows::default();
+        let err = read(&path, BadRowPolicy::Fail, &skipped)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("d.libsvm:4: the index 'x'"), "{err}");
-        let batch = read(&path, BadRowPolicy::Skip).unwrap();
+        let batch = read(&path, BadRowPolicy::Skip, &skipped).unwrap();
+        assert_eq!(skipped.take().count, 1);
         assert_eq!(batch.num_rows(), 2);
         let idx = batch.column(1).as_list::<i32>().value(0);
         assert_eq!(

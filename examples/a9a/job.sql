@@ -1,9 +1,9 @@
 -- Logistic regression on the LIBSVM a9a split: 123 binary features, already one-hot encoded.
---   angel-ps run examples/a9a/job.sql --var data=../shared/data/a9a
+--   angel-ps run examples/a9a/job.sql        (from the repository root; --var data=DIR for others)
 -- Published logistic-regression figures on the test split: AUC 0.899, log loss 0.342.
 
-CREATE TABLE train AS SELECT label, idx, val FROM read_libsvm('${data}/a9a_train.libsvm');
-CREATE TABLE test AS SELECT label, idx, val FROM read_libsvm('${data}/a9a_test.libsvm');
+CREATE TABLE train AS SELECT label, idx, val FROM read_libsvm('${data:-examples/data/a9a}/a9a_train.libsvm.gz');
+CREATE TABLE test AS SELECT label, idx, val FROM read_libsvm('${data:-examples/data/a9a}/a9a_test.libsvm.gz');
 
 -- Trains on the PS (Adam applied on the servers), evaluating on the test split each epoch.
 CREATE OR REPLACE MODEL a9a OPTIONS (

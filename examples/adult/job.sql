@@ -1,8 +1,8 @@
 -- Logistic regression on raw UCI Adult: SQL feature extraction, indexing through the PS
 -- distributed counter (no join, no shuffle of rows), training on the PS, a fixed 80/20 split.
---   angel-ps run examples/adult/job.sql --var data=../shared/data/adult
+--   angel-ps run examples/adult/job.sql      (from the repository root; --var data=DIR for others)
 
-CREATE VIEW adult AS SELECT * FROM read_csv('${data}/adult.data',
+CREATE VIEW adult AS SELECT * FROM read_csv('${data:-examples/data/adult}/adult.data.gz',
   'header=false; nulls=?; bad_rows=skip; columns=age int, workclass string, fnlwgt int,
    education string, education_num int, marital_status string, occupation string,
    relationship string, race string, sex string, capital_gain int, capital_loss int,

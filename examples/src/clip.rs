@@ -6,16 +6,16 @@
 //!
 //! ```no_run
 //! # async fn run() -> angel_client::Result<()> {
-//! use angel_ps::{PsfRegistry, Standalone, StandaloneConfig};
-//! let mut psfs = PsfRegistry::builtin();
-//! psfs.register(angel_examples::clip::Clip);
-//! let service = Standalone::start(StandaloneConfig { psfs, ..StandaloneConfig::new(2) }).await?;
+//! use angel_ps::{Functions, Standalone, StandaloneConfig};
+//! let mut functions = Functions::default();
+//! functions.psfs.register(angel_examples::clip::Clip);
+//! let service = Standalone::start(StandaloneConfig { functions, ..StandaloneConfig::new(2) }).await?;
 //! let client = angel_client::PsClient::connect(&service.master_addr()).await?;
 //! let changed = client.psf("clip", &[("weights", 0)], &[-1.0, 1.0]).await?;
 //! # Ok(()) }
 //! ```
 
-use angel_client::{Merge, PsError, Result};
+use angel_proto::{Merge, PsError, Result};
 use angel_ps::{PsFunction, PsfContext};
 
 /// Clamps operand 0 into [args[0], args[1]]; the result is the number of values changed.

@@ -2,8 +2,11 @@
 //!
 //! - [`clip`]: a user-defined PS function, registered when the servers are built, with no
 //!   change to server code. `tests/custom_psf.rs` calls it through the client.
+//! - [`momentum`]: a user-defined optimizer (SGD with momentum), registered on the servers and
+//!   selected from `CREATE MODEL`. `tests/custom_optimizer.rs` trains with it.
 //! - [`row_partitioner`]: a user-defined partitioner, registered on the master.
 //!   `tests/custom_partitioner.rs` creates a matrix with it.
 
 pub mod clip;
+pub mod momentum;
 pub mod row_partitioner;

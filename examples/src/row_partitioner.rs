@@ -4,8 +4,7 @@
 //! each pull then touches one partition. Register it on the master; clients select it by name
 //! with `MatrixSpec::partitioner("per_row")`.
 
-use angel_client::Result;
-use angel_proto::CreateMatrixRequest;
+use angel_proto::{CreateMatrixRequest, Result};
 use angel_ps::master::{BlockRange, Partitioner};
 
 /// One block per row, covering all columns.

@@ -3,14 +3,14 @@
 
 use angel_client::{MatrixSpec, PsClient, PsError, ValueType};
 use angel_examples::clip::Clip;
-use angel_ps::{PsfRegistry, Standalone, StandaloneConfig};
+use angel_ps::{Functions, Standalone, StandaloneConfig};
 
 #[tokio::test]
 async fn clip_runs_on_the_servers_and_matches_a_local_clamp() {
-    let mut psfs = PsfRegistry::builtin();
-    psfs.register(Clip);
+    let mut functions = Functions::default();
+    functions.psfs.register(Clip);
     let service = Standalone::start(StandaloneConfig {
-        psfs,
+        functions,
         ..StandaloneConfig::new(2)
     })
     .await

@@ -3,16 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use angel_ps::cli::run::{RunArgs, run_job};
+use angel_ps_cli::run::{RunArgs, run_job};
 use angel_sql::job::StatementReport;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{DataType, Float64Type, UInt64Type};
 
-/// The shared data sets, beside the project root.
+/// A data set of the repository (`examples/data`).
 fn data(set: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data")
-        .join(set)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(set)
 }
 
 async fn run_example(

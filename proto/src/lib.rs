@@ -1,10 +1,48 @@
-//! The angel-ps wire protocol, generated from `proto/angel.proto`.
+//! The angel-ps wire: everything a client and a server must agree on byte for byte.
 //!
-//! Two services: [`master_server`]/[`master_client`] (registration, heartbeats, matrix
-//! metadata and the partition map) and [`server_server`]/[`server_client`] (pull, push and
-//! PS-function calls on partitions). Bulk keys and values are packed little-endian arrays in
-//! `bytes` fields; `angel-client`'s `wire` module encodes and decodes them.
+//! # Layout
+//!
+//! - the generated messages and services of `proto/angel.proto` (at the crate root):
+//!   [`master_server`]/[`master_client`] (registration, heartbeats, matrix metadata, the
+//!   partition map, counters) and [`server_server`]/[`server_client`] (pull, push, PS-function
+//!   and counter calls on partitions).
+//! - [`wire`]: packed little-endian key and value arrays, the only way bulk data travels.
+//! - [`value`]: [`Element`], the value types a matrix can hold (f32, f64, i64).
+//! - [`codec`]: how push and pull slices travel (raw, SketchML, Rice-coded keys), and
+//!   [`Compression`], the per-matrix choice.
+//! - [`sketchml`]: the SketchML gradient codec (quantile buckets, MinMaxSketch, Rice keys).
+//! - [`routing`]: [`Layout`], which partition of a matrix holds a given (row, column).
+//! - [`counter_keys`]: the stable hash counter keys route by, and how string keys are packed.
+//! - [`merge`]: how per-partition results of a PS function combine.
+//! - [`update`]: an optimizer step with the usual defaults.
+//! - [`pushes`]: per-client push counters, summed the same way by servers and readers.
+//! - [`error`]: [`PsError`], one typed error per gRPC status the service uses, both ways.
+//! - [`limits`]: HTTP/2 window and frame sizes both sides set.
+//!
+//! Servers (`angel-ps`) and clients (`angel-client`) both build on this crate and on nothing
+//! of each other.
 
-#![allow(clippy::all, missing_docs)]
+pub mod codec;
+pub mod counter_keys;
+pub mod error;
+pub mod limits;
+pub mod merge;
+pub mod pushes;
+pub mod routing;
+pub mod sketchml;
+pub mod update;
+pub mod value;
+pub mod wire;
 
-tonic::include_proto!("angel.v1");
+pub use codec::Compression;
+pub use error::{PsError, Result};
+pub use routing::Layout;
+pub use update::update;
+pub use value::Element;
+
+/// The code `tonic-prost-build` generates from `proto/angel.proto`.
+#[allow(clippy::all, missing_docs)]
+mod generated {
+    tonic::include_proto!("angel.v1");
+}
+pub use generated::*;

@@ -8,16 +8,13 @@
 //! - [`psf`]: PS functions, the built-ins and the trait users implement for their own.
 //! - [`optim`]: optimizers (sgd, adagrad, adam, ftrl) applied per key on pushed gradients.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
-//! - [`local_cluster`]: master, servers, Ballista scheduler and executors as processes on
-//!   127.0.0.1 (demo, benchmarks, tests).
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
-//! - [`cli`]: the `angel-ps` command (master, server, standalone, status, demo, bench).
 //!
-//! Clients use the `angel-client` crate; this crate never depends on a SQL engine on the
-//! server side.
+//! The wire both sides speak (codecs, routing, value types, errors) is `angel-proto`. This
+//! library depends on nothing else of ours and on no SQL engine: a PS deployment needs neither
+//! DataFusion nor Ballista. Clients use `angel-client`; the `angel-ps` command is the
+//! `angel-ps-cli` crate (folder `cli/`).
 
-pub mod cli;
-pub mod local_cluster;
 pub mod master;
 pub mod net;
 pub mod optim;
@@ -26,6 +23,7 @@ pub mod server;
 pub mod standalone;
 pub mod storage;
 
-pub use optim::Optimizer;
+pub use optim::{Optimizer, OptimizerRegistry};
 pub use psf::{PsFunction, PsfContext, PsfRegistry};
+pub use server::Functions;
 pub use standalone::{Standalone, StandaloneConfig};

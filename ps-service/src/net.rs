@@ -3,8 +3,8 @@
 
 use std::net::SocketAddr;
 
-use angel_client::client::{MAX_FRAME, WINDOW};
-use angel_client::{PsError, Result};
+use angel_proto::limits::{MAX_FRAME, WINDOW};
+use angel_proto::{PsError, Result};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 

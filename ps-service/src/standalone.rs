@@ -4,13 +4,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use angel_client::Result;
+use angel_proto::Result;
 use tokio_util::sync::CancellationToken;
 
 use crate::master::{MasterConfig, MasterNode, Partitioner};
 use crate::net;
-use crate::psf::PsfRegistry;
-use crate::server::{ServerConfig, ServerNode};
+use crate::server::{Functions, ServerConfig, ServerNode};
 
 /// What to start.
 #[derive(Clone)]
@@ -21,8 +20,8 @@ pub struct StandaloneConfig {
     pub servers: usize,
     /// Request size limit of each server, in bytes.
     pub max_message_bytes: usize,
-    /// PS functions the servers run.
-    pub psfs: PsfRegistry,
+    /// PS functions and optimizers the servers run.
+    pub functions: Functions,
     /// Partitioners the master offers besides "range".
     pub partitioners: Vec<Arc<dyn Partitioner>>,
 }
@@ -34,7 +33,7 @@ impl StandaloneConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             servers,
             max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
-            psfs: PsfRegistry::builtin(),
+            functions: Functions::default(),
             partitioners: Vec::new(),
         }
     }
@@ -64,7 +63,8 @@ impl Standalone {
                 ..ServerConfig::new(master.addr.to_string())
             };
             servers.push(
-                ServerNode::start(server_config, config.psfs.clone(), shutdown.clone()).await?,
+                ServerNode::start(server_config, config.functions.clone(), shutdown.clone())
+                    .await?,
             );
         }
         Ok(Standalone {

@@ -1,38 +1,93 @@
-//! Reading UDF arguments (constant strings and integers, feature lists, numbers) and the
-//! result types functions share.
+//! Reading UDF arguments (constant names and integers, feature lists, numbers), the argument
+//! types the PS functions accept, the result types they share and their documentation
+//! section. [`Arg`] (an argument named in errors, its type checks, where its value is) and
+//! [`arity`] come from [`angel_etl::udf_args`], shared with the feature functions.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, ScalarValue, exec_err};
-use datafusion::logical_expr::ColumnarValue;
+use datafusion::logical_expr::{ColumnarValue, DocSection};
 
-/// The constant string argument `i` of `function` (a model or counter name).
-pub fn const_str(function: &str, args: &[ColumnarValue], i: usize, what: &str) -> Result<String> {
-    let value = match args.get(i) {
-        Some(ColumnarValue::Scalar(s)) => s.clone(),
-        Some(ColumnarValue::Array(a)) if !a.is_empty() => ScalarValue::try_from_array(a, 0)?,
-        _ => return exec_err!("{function}: argument {i} ({what}) is missing"),
-    };
-    match value.cast_to(&DataType::Utf8)? {
-        ScalarValue::Utf8(Some(s)) => Ok(s),
-        other => exec_err!("{function}: argument {i} ({what}) must be a string, got {other:?}"),
+pub use angel_etl::udf_args::{Arg, arity, return_field};
+use angel_etl::udf_args::{is_string, list_element, list_of};
+
+/// The documentation section of the functions that work with the parameter servers, and of
+/// the evaluation aggregates.
+pub const DOC_SECTION: DocSection = DocSection {
+    include: true,
+    label: "angel-ps functions",
+    description: Some(
+        "Count and index features with the distributed counter, train and apply models on \
+         the angel-ps parameter servers, evaluate predictions.",
+    ),
+};
+
+/// The type of a constant string argument (a model or counter name): kept as it is, since a
+/// cast would hide at planning that the argument is a constant.
+pub fn name_type(arg: Arg, t: &DataType) -> Result<DataType> {
+    match t.is_string() {
+        true => Ok(t.clone()),
+        false => arg.error("a string", t),
     }
 }
 
-/// The constant integer argument `i` of `function`.
-pub fn const_i64(function: &str, args: &[ColumnarValue], i: usize, what: &str) -> Result<i64> {
-    let value = match args.get(i) {
-        Some(ColumnarValue::Scalar(s)) => s.clone(),
-        Some(ColumnarValue::Array(a)) if !a.is_empty() => ScalarValue::try_from_array(a, 0)?,
-        _ => return exec_err!("{function}: argument {i} ({what}) is missing"),
-    };
-    match value.cast_to(&DataType::Int64)? {
-        ScalarValue::Int64(Some(v)) => Ok(v),
-        other => exec_err!("{function}: argument {i} ({what}) must be an integer, got {other:?}"),
+/// The type of a constant integer argument, kept as it is (see [`name_type`]).
+pub fn integer_type(arg: Arg, t: &DataType) -> Result<DataType> {
+    match t.is_integer() {
+        true => Ok(t.clone()),
+        false => arg.error("an integer", t),
+    }
+}
+
+/// The value of the constant string argument `arg`: `value` is where it was found (see
+/// [`Arg::literal`], [`Arg::scalar`], [`Arg::literal_expr`]), `None` when it is no constant.
+pub fn const_str(arg: Arg, value: Option<&ScalarValue>) -> Result<String> {
+    let value = arg.constant(value, "string")?;
+    match value.try_as_str() {
+        Some(Some(s)) => Ok(s.to_string()),
+        _ => arg.error("a non-null string", value),
+    }
+}
+
+/// The value of the constant integer argument `arg` (see [`const_str`]).
+pub fn const_i64(arg: Arg, value: Option<&ScalarValue>) -> Result<i64> {
+    let value = arg.constant(value, "integer")?;
+    match value.data_type().is_integer() {
+        true => match value.cast_to(&DataType::Int64) {
+            Ok(ScalarValue::Int64(Some(v))) => Ok(v),
+            _ => arg.error("a non-null 64-bit integer", value),
+        },
+        false => arg.error("an integer", value),
+    }
+}
+
+/// Features: a string or a list of strings per row, computed on as Utf8 or List<Utf8>.
+pub fn features_type(arg: Arg, t: &DataType) -> Result<DataType> {
+    match list_element(t) {
+        Some(e) if is_string(e) || e.is_null() => Ok(list_of(DataType::Utf8)),
+        None if is_string(t) || t.is_null() => Ok(DataType::Utf8),
+        _ => arg.error("a string or a list of strings", t),
+    }
+}
+
+/// Feature indices: a list of integers per row, computed on as List<UInt64>.
+pub fn indices_type(arg: Arg, t: &DataType) -> Result<DataType> {
+    match list_element(t) {
+        Some(e) if e.is_integer() || e.is_null() => Ok(index_list_type()),
+        None if t.is_null() => Ok(index_list_type()),
+        _ => arg.error("a list of integers", t),
+    }
+}
+
+/// A label: a number or a boolean per row, computed on as Float64.
+pub fn label_type(arg: Arg, t: &DataType) -> Result<DataType> {
+    match t {
+        DataType::Boolean => Ok(DataType::Float64),
+        t => arg.number(t),
     }
 }
 
@@ -113,9 +168,10 @@ pub fn floats(array: &ArrayRef) -> Result<ArrayRef> {
     Ok(cast(array, &DataType::Float64)?)
 }
 
-/// The type every index-list function (`ps_hash`, `ps_index`) returns.
+/// The type every index-list function (`ps_hash`, `ps_index`) returns, and indices are
+/// read as.
 pub fn index_list_type() -> DataType {
-    DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, true)))
+    list_of(DataType::UInt64)
 }
 
 /// Wraps an array as a UDF result.

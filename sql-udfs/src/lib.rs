@@ -1,6 +1,5 @@
-//! SQL functions that talk to the angel-ps parameter servers, for DataFusion (and later
-//! Ballista), and the job runner that executes a whole SQL file. One file per function,
-//! DataFusion style.
+//! SQL functions that talk to the angel-ps parameter servers, for DataFusion and Ballista,
+//! and the job runner that executes a whole SQL file. One file per function, DataFusion style.
 //!
 //! # Layout
 //!
@@ -15,32 +14,37 @@
 //! - [`model`]: [`model::ModelSpec`] (kind, optimizer, dimension) and the task-side
 //!   [`model::Model`]; [`sparse`]: feature rows as a sparse design matrix.
 //! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`.
-//! - [`progress`]: rows trained in this process, for progress bars.
+//! - [`binding`]: what a PS-bound function is bound to (master, the job's reports), and
+//!   [`binding::PsBound`], the base those functions share; [`ps_functions`]: the one list of
+//!   them.
+//! - [`reports`]: what one job's functions report: rows trained, input rows skipped.
 //! - [`index_cache`]: feature indices already looked up, per process.
 //! - [`mean`]: the (sum, rows) state of aggregates returning a mean.
 //! - [`args`]: reading constant and feature arguments; [`bridge`]: calling the async client.
 //! - [`cluster`]: running jobs on Ballista (codecs carrying the master address to executors,
 //!   a staging directory for tables).
 //!
-//! [`register_all`] installs every function on a session for the service at a master address.
+//! [`register_all`] installs every function on a session, bound to a service and a job.
 
 pub mod args;
+pub mod binding;
 pub mod bridge;
 pub mod cluster;
 pub mod index_cache;
 pub mod job;
 pub mod mean;
 pub mod model;
-pub mod progress;
 pub mod ps_auc;
 pub mod ps_counter_add;
 pub mod ps_counter_seal;
+pub mod ps_functions;
 pub mod ps_hash;
 pub mod ps_index;
 pub mod ps_logloss;
 pub mod ps_predict;
 pub mod ps_train;
 pub mod read_file;
+pub mod reports;
 pub mod sparse;
 
 use std::sync::Arc;
@@ -48,51 +52,44 @@ use std::sync::Arc;
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 use datafusion::prelude::SessionContext;
 
-/// Scalar functions that call the PS, bound to the service whose master is at `master`.
-pub fn ps_scalar_functions(master: &str) -> Vec<ScalarUDF> {
-    vec![
-        ScalarUDF::from(ps_counter_seal::PsCounterSeal::new(master)),
-        ScalarUDF::from(ps_index::PsIndex::new(master)),
-        ScalarUDF::from(ps_predict::PsPredict::new(master)),
-    ]
-}
+use binding::Binding;
 
-/// Aggregate functions that call the PS, bound to the service whose master is at `master`.
-pub fn ps_aggregate_functions(master: &str) -> Vec<AggregateUDF> {
-    vec![
-        AggregateUDF::from(ps_counter_add::PsCounterAdd::new(master)),
-        AggregateUDF::from(ps_train::PsTrain::new(master)),
-    ]
-}
-
-/// Every angel-ps scalar function: the PS ones bound to `master`, hashing and feature helpers.
-pub fn scalar_functions(master: &str) -> Vec<ScalarUDF> {
-    let mut all = ps_scalar_functions(master);
+/// Every angel-ps scalar function: the PS ones bound to `binding`, hashing and feature
+/// helpers.
+pub fn scalar_functions(binding: &Binding) -> Vec<ScalarUDF> {
+    let mut all: Vec<ScalarUDF> = ps_functions::scalars()
+        .iter()
+        .map(|f| (f.make)(binding.clone()))
+        .collect();
     all.push(ScalarUDF::from(ps_hash::PsHash::default()));
     all.extend(angel_etl::features::functions());
     all
 }
 
-/// Every angel-ps aggregate function: the PS ones bound to `master`, and the evaluation ones.
-pub fn aggregate_functions(master: &str) -> Vec<AggregateUDF> {
-    let mut all = ps_aggregate_functions(master);
+/// Every angel-ps aggregate function: the PS ones bound to `binding`, and the evaluation ones.
+pub fn aggregate_functions(binding: &Binding) -> Vec<AggregateUDF> {
+    let mut all: Vec<AggregateUDF> = ps_functions::aggregates()
+        .iter()
+        .map(|f| (f.make)(binding.clone()))
+        .collect();
     all.push(AggregateUDF::from(ps_logloss::PsLogloss::default()));
     all.push(AggregateUDF::from(ps_auc::PsAuc::default()));
     all
 }
 
-/// Registers every angel-ps function on `ctx`, bound to the service whose master is at `master`.
-/// With a `stage`, the file-reading table functions write what they read there as Parquet, so
-/// a Ballista cluster's executors can scan it (see [`cluster`]).
-pub fn register_all(ctx: &SessionContext, master: &str, stage: Option<Arc<cluster::Stage>>) {
-    for function in scalar_functions(master) {
+/// Registers every angel-ps function on `ctx`, bound to `binding` (a service and the job's
+/// reports). With a `stage`, the file-reading table functions write what they read there as
+/// Parquet, so a Ballista cluster's executors can scan it (see [`cluster`]).
+pub fn register_all(ctx: &SessionContext, binding: &Binding, stage: Option<Arc<cluster::Stage>>) {
+    for function in scalar_functions(binding) {
         ctx.register_udf(function);
     }
-    for function in aggregate_functions(master) {
+    for function in aggregate_functions(binding) {
         ctx.register_udaf(function);
     }
     for format in [read_file::Format::Csv, read_file::Format::Libsvm] {
-        let function = read_file::ReadFile::new(format, stage.clone());
+        let skipped = binding.reports().bad_rows.clone();
+        let function = read_file::ReadFile::new(format, stage.clone(), skipped);
         ctx.register_udtf(function.name(), Arc::new(function));
     }
 }

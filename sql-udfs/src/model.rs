@@ -11,10 +11,11 @@ use std::str::FromStr;
 
 use std::sync::Arc;
 
+use angel_client::matrix::Matrix;
 use angel_client::{Compression, MatrixSpec, PsClient, Update};
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 
-use crate::bridge::{block_on, client};
+use crate::bridge::{block_on, client, ps_error};
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
 const MAX_DENSE_DIM: u64 = 1 << 26;
@@ -210,25 +211,27 @@ impl ModelSpec {
         Ok(spec)
     }
 
-    /// Optimizer state rows the model matrix needs beside the weights.
-    pub fn state_rows(&self) -> Result<u64> {
-        match self.update.optimizer.as_str() {
-            "sgd" => Ok(0),
-            "adagrad" => Ok(1),
-            "adam" | "ftrl" => Ok(2),
-            other => plan_err!("unknown optimizer '{other}' (expected sgd, adagrad, adam or ftrl)"),
-        }
+    /// Creates the model's matrix on the service, with the rows of state the servers report
+    /// for its optimizer (built-in or registered by a user on the servers).
+    pub async fn create(&self, client: &PsClient, name: &str) -> Result<Arc<Matrix>> {
+        let optimizer = client
+            .optimizer(&self.update.optimizer)
+            .await
+            .map_err(ps_error)?;
+        let spec = self.matrix(name, optimizer.state_rows)?;
+        client.create_matrix(spec).await.map_err(ps_error)
     }
 
-    /// The matrix holding the model: weights, intercept and optimizer state.
-    pub fn matrix(&self, name: &str) -> Result<MatrixSpec> {
+    /// The matrix holding the model: weights and intercept in row 0, then `state_rows` rows
+    /// of optimizer state.
+    fn matrix(&self, name: &str, state_rows: u32) -> Result<MatrixSpec> {
         if self.dim == 0 || self.dim >= 1 << 63 {
             return plan_err!(
                 "model '{name}': dim must be between 1 and 2^63 - 1, got {}",
                 self.dim
             );
         }
-        let (rows, cols) = (1 + self.state_rows()?, self.dim + 1);
+        let (rows, cols) = (1 + u64::from(state_rows), self.dim + 1);
         let spec = match cols <= MAX_DENSE_DIM {
             true => MatrixSpec::dense(name, rows, cols),
             false => MatrixSpec::sparse(name, rows, cols),
@@ -296,7 +299,7 @@ mod tests {
         spec.set("counter", "feats").unwrap();
         let back = ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap();
         assert_eq!(back, spec);
-        assert_eq!(back.matrix("m").unwrap().rows, 3);
+        assert_eq!(back.matrix("m", 2).unwrap().rows, 3);
         let err = spec.set("learning_rate", "fast").unwrap_err();
         assert!(err.to_string().contains("learning_rate = 'fast'"), "{err}");
         assert!(spec.set("momentum", "1").is_err());

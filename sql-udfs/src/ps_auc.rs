@@ -4,16 +4,21 @@
 //!
 //! Partial states carry the (score, label) pairs, 16 bytes per row.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, ListArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
+};
 
-use crate::args::floats;
+use crate::args::{Arg, DOC_SECTION, arity, floats, label_type};
+
+const LABEL: Arg = Arg::new("ps_auc", 0, "label");
+const SCORE: Arg = Arg::new("ps_auc", 1, "score");
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -24,7 +29,7 @@ pub struct PsAuc {
 impl Default for PsAuc {
     fn default() -> Self {
         PsAuc {
-            signature: Signature::any(2, Volatility::Immutable),
+            signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
@@ -36,6 +41,11 @@ impl AggregateUDFImpl for PsAuc {
 
     fn signature(&self) -> &Signature {
         &self.signature
+    }
+
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(self.name(), "ps_auc(label, score)", args, 2..=2)?;
+        Ok(vec![label_type(LABEL, &args[0])?, SCORE.number(&args[1])?])
     }
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
@@ -60,6 +70,24 @@ impl AggregateUDFImpl for PsAuc {
                 true,
             )),
         ])
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+            Documentation::builder(
+                DOC_SECTION,
+                "The exact area under the ROC curve: the probability that a random positive \
+                 scores above a random negative, ties counting half, as scikit-learn's \
+                 roc_auc_score computes it. Labels > 0 are positive; rows with a NULL label or \
+                 score are skipped. NULL when one class is missing.",
+                "ps_auc(label, score)",
+            )
+            .with_argument("label", "The true label: a number (or a boolean).")
+            .with_argument("score", "The prediction: a number, higher for positives.")
+            .with_sql_example("SELECT ps_auc(label, ps_predict('a9a', idx, val)) FROM test")
+            .build()
+        });
+        Some(&DOC)
     }
 }
 
@@ -98,7 +126,8 @@ fn list(values: &[f64]) -> ScalarValue {
 
 impl Accumulator for Auc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let (labels, scores) = (floats(&values[0])?, floats(&values[1])?);
+        let labels = floats(LABEL.column(values)?)?;
+        let scores = floats(SCORE.column(values)?)?;
         let (labels, scores) = (
             labels.as_primitive::<Float64Type>(),
             scores.as_primitive::<Float64Type>(),

@@ -3,10 +3,11 @@
 //! An aggregate: each task merges its counts locally and sends each distinct feature once per
 //! flush (when the task's partial result is taken, or every `FLUSH_KEYS` distinct features), so
 //! training rows never leave the task. Returns the number of feature occurrences counted.
-//! The counter is created on first use; seal it with `ps_counter_seal`.
+//! The counter is created on first use; seal it with `ps_counter_seal`. The counter name is a
+//! constant, read once per task from the call's literal.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use ahash::RandomState;
 
@@ -17,11 +18,15 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, ColumnarValue, Signature, Volatility,
+    Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::{Features, const_str};
-use crate::bridge::{block_on, client};
+use crate::args::{Arg, DOC_SECTION, Features, arity, const_str, features_type, name_type};
+use crate::binding::{Binding, PsBound};
+use crate::bridge::block_on;
+
+const COUNTER: Arg = Arg::new("ps_counter_add", 0, "counter");
+const FEATURES: Arg = Arg::new("ps_counter_add", 1, "features");
 
 /// Distinct features a task buffers before sending them.
 const FLUSH_KEYS: usize = 1 << 20;
@@ -29,23 +34,20 @@ const FLUSH_KEYS: usize = 1 << 20;
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PsCounterAdd {
-    master: String,
+    binding: Binding,
     signature: Signature,
 }
 
-impl PsCounterAdd {
-    /// The master address this function is bound to; it travels with plans to Ballista
-    /// executors ([`crate::cluster::codec`]).
-    pub fn master(&self) -> &str {
-        &self.master
+impl PsBound for PsCounterAdd {
+    fn bind(binding: Binding) -> Self {
+        PsCounterAdd {
+            binding,
+            signature: Signature::user_defined(Volatility::Volatile),
+        }
     }
 
-    /// The function for the service whose master is at `master`.
-    pub fn new(master: &str) -> Self {
-        PsCounterAdd {
-            master: master.to_string(),
-            signature: Signature::any(2, Volatility::Volatile),
-        }
+    fn binding(&self) -> &Binding {
+        &self.binding
     }
 }
 
@@ -58,14 +60,27 @@ impl AggregateUDFImpl for PsCounterAdd {
         &self.signature
     }
 
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(
+            self.name(),
+            "ps_counter_add(counter, features)",
+            args,
+            2..=2,
+        )?;
+        Ok(vec![
+            name_type(COUNTER, &args[0])?,
+            features_type(FEATURES, &args[1])?,
+        ])
+    }
+
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Int64)
     }
 
-    fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(CounterAdd {
-            master: self.master.clone(),
-            counter: None,
+            binding: self.binding.clone(),
+            counter: const_str(COUNTER, COUNTER.literal_expr(args.exprs))?,
             pending: HashMap::default(),
             counted: 0,
         }))
@@ -75,13 +90,34 @@ impl AggregateUDFImpl for PsCounterAdd {
         let name = format_state_name(args.name, "counted");
         Ok(vec![Arc::new(Field::new(name, DataType::Int64, true))])
     }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+            Documentation::builder(
+                DOC_SECTION,
+                "Counts features into a distributed counter, created on first use, and \
+                 returns the number of feature occurrences counted. An aggregate: each task \
+                 merges its counts and sends each distinct feature once per flush, so rows \
+                 never leave the task. Seal the counter with ps_counter_seal.",
+                "ps_counter_add(counter, features)",
+            )
+            .with_argument("counter", "The counter's name: a constant string.")
+            .with_argument("features", "A string or a list of strings per row.")
+            .with_sql_example(
+                "SELECT ps_counter_add('adult_features', features) AS counted FROM people",
+            )
+            .with_related_udf("ps_counter_seal")
+            .build()
+        });
+        Some(&DOC)
+    }
 }
 
 /// One task's local counts.
 #[derive(Debug)]
 struct CounterAdd {
-    master: String,
-    counter: Option<String>,
+    binding: Binding,
+    counter: String,
     pending: HashMap<String, i64, RandomState>,
     counted: i64,
 }
@@ -89,13 +125,11 @@ struct CounterAdd {
 impl CounterAdd {
     /// Sends the buffered counts, creating the counter on first use.
     fn flush(&mut self) -> Result<()> {
-        let Some(counter) = &self.counter else {
-            return Ok(());
-        };
         if self.pending.is_empty() {
             return Ok(());
         }
-        let client = client(&self.master)?;
+        let counter = &self.counter;
+        let client = self.binding.client()?;
         let (keys, deltas): (Vec<&str>, Vec<i64>) =
             self.pending.iter().map(|(k, &v)| (k.as_str(), v)).unzip();
         block_on(async {
@@ -114,14 +148,7 @@ impl CounterAdd {
 
 impl Accumulator for CounterAdd {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        if values[0].is_empty() {
-            return Ok(());
-        }
-        if self.counter.is_none() {
-            let name = ColumnarValue::Array(values[0].clone());
-            self.counter = Some(const_str("ps_counter_add", &[name], 0, "counter")?);
-        }
-        let features = Features::from_array("ps_counter_add", &values[1])?;
+        let features = Features::from_array(FEATURES.function, FEATURES.column(values)?)?;
         for f in features.all() {
             match self.pending.get_mut(f) {
                 Some(n) => *n += 1,

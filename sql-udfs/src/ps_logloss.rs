@@ -1,14 +1,21 @@
 //! `ps_logloss(label, probability) -> Float64`: mean log loss, with probabilities clipped to
 //! [1e-15, 1 - 1e-15] as scikit-learn does. Labels > 0 are positive.
 
+use std::sync::LazyLock;
+
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
-use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
+};
 
-use crate::args::floats;
+use crate::args::{Arg, DOC_SECTION, arity, floats, label_type};
 use crate::mean::Mean;
+
+const LABEL: Arg = Arg::new("ps_logloss", 0, "label");
+const PROBABILITY: Arg = Arg::new("ps_logloss", 1, "probability");
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -19,7 +26,7 @@ pub struct PsLogloss {
 impl Default for PsLogloss {
     fn default() -> Self {
         PsLogloss {
-            signature: Signature::any(2, Volatility::Immutable),
+            signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
@@ -33,6 +40,14 @@ impl AggregateUDFImpl for PsLogloss {
         &self.signature
     }
 
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(self.name(), "ps_logloss(label, probability)", args, 2..=2)?;
+        Ok(vec![
+            label_type(LABEL, &args[0])?,
+            PROBABILITY.number(&args[1])?,
+        ])
+    }
+
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Float64)
     }
@@ -44,6 +59,26 @@ impl AggregateUDFImpl for PsLogloss {
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(Mean::state_fields(args.name))
     }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+            Documentation::builder(
+                DOC_SECTION,
+                "Mean log loss of predicted probabilities, clipped to [1e-15, 1 - 1e-15] as \
+                 scikit-learn does. Labels > 0 are positive; rows with a NULL label or \
+                 probability are skipped.",
+                "ps_logloss(label, probability)",
+            )
+            .with_argument("label", "The true label: a number (or a boolean).")
+            .with_argument(
+                "probability",
+                "The predicted probability of the positive class: a number.",
+            )
+            .with_sql_example("SELECT ps_logloss(label, ps_predict('a9a', idx, val)) FROM test")
+            .build()
+        });
+        Some(&DOC)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -53,7 +88,8 @@ struct Logloss {
 
 impl Accumulator for Logloss {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let (labels, probs) = (floats(&values[0])?, floats(&values[1])?);
+        let labels = floats(LABEL.column(values)?)?;
+        let probs = floats(PROBABILITY.column(values)?)?;
         let (labels, probs) = (
             labels.as_primitive::<Float64Type>(),
             probs.as_primitive::<Float64Type>(),

@@ -1,42 +1,47 @@
 //! `ps_predict(model, indices[, values]) -> Float64`: the model's prediction per row: a
 //! probability for logistic models, the margin `w . x + b` for linear models and SVMs.
 //!
-//! Per record batch, one pruned pull of the weights of the batch's distinct keys.
+//! Per record batch, one pruned pull of the weights of the batch's distinct keys. The model
+//! name is a constant, checked at planning.
+
+use std::sync::LazyLock;
 
 use datafusion::arrow::array::Float64Array;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+    Volatility,
 };
 
-use crate::args::{array_result, const_str};
+use crate::args::{
+    Arg, DOC_SECTION, arity, array_result, const_str, indices_type, name_type, return_field,
+};
+use crate::binding::{Binding, PsBound};
 use crate::model::Model;
 use crate::sparse::SparseRows;
+
+const MODEL: Arg = Arg::new("ps_predict", 0, "model");
+const INDICES: Arg = Arg::new("ps_predict", 1, "indices");
+const VALUES: Arg = Arg::new("ps_predict", 2, "values");
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PsPredict {
-    master: String,
+    binding: Binding,
     signature: Signature,
 }
 
-impl PsPredict {
-    /// The master address this function is bound to; it travels with plans to Ballista
-    /// executors ([`crate::cluster::codec`]).
-    pub fn master(&self) -> &str {
-        &self.master
+impl PsBound for PsPredict {
+    fn bind(binding: Binding) -> Self {
+        PsPredict {
+            binding,
+            signature: Signature::user_defined(Volatility::Volatile),
+        }
     }
 
-    /// The function for the service whose master is at `master`.
-    pub fn new(master: &str) -> Self {
-        PsPredict {
-            master: master.to_string(),
-            signature: Signature::one_of(
-                vec![TypeSignature::Any(2), TypeSignature::Any(3)],
-                Volatility::Volatile,
-            ),
-        }
+    fn binding(&self) -> &Binding {
+        &self.binding
     }
 }
 
@@ -49,15 +54,39 @@ impl ScalarUDFImpl for PsPredict {
         &self.signature
     }
 
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(
+            self.name(),
+            "ps_predict(model, indices[, values])",
+            args,
+            2..=3,
+        )?;
+        let mut types = vec![
+            name_type(MODEL, &args[0])?,
+            indices_type(INDICES, &args[1])?,
+        ];
+        if let Some(values) = args.get(2) {
+            types.push(VALUES.numbers(values)?);
+        }
+        Ok(types)
+    }
+
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Float64)
     }
 
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        const_str(MODEL, MODEL.literal(&args))?;
+        return_field(self, &args)
+    }
+
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let name = const_str("ps_predict", &args.args, 0, "model")?;
-        let model = Model::open(&self.master, &name)?;
-        let arrays = ColumnarValue::values_to_arrays(&args.args[1..])?;
-        let rows = SparseRows::from_arrays("ps_predict", None, &arrays[0], arrays.get(1))?;
+        let name = const_str(MODEL, MODEL.scalar(&args))?;
+        let model = Model::open(self.binding.master(), &name)?;
+        let values = args.args.get(VALUES.index);
+        let values = values.map(|v| v.to_array(args.number_rows)).transpose()?;
+        let rows =
+            SparseRows::from_arrays(self.name(), None, &INDICES.array(&args)?, values.as_ref())?;
         let g = rows.gather(0..rows.len(), model.spec.bias_key());
         let weights = model.weights(&g.keys)?;
         let kind = model.spec.kind;
@@ -65,5 +94,28 @@ impl ScalarUDFImpl for PsPredict {
             .map(|r| kind.predict(rows.margin(r, &g, &weights)))
             .collect();
         Ok(array_result(out))
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+            Documentation::builder(
+                DOC_SECTION,
+                "The model's prediction per row: a probability for logistic models, the \
+                 margin w . x + b for linear models and SVMs. Per record batch, one pruned pull \
+                 of the weights of the batch's distinct keys.",
+                "ps_predict(model, indices[, values])",
+            )
+            .with_argument("model", "The model's name: a constant string.")
+            .with_argument("indices", "The row's feature indices: a list of integers.")
+            .with_argument(
+                "values",
+                "Optional: the features' values, a list of numbers as long as the indices \
+                 (1.0 each when absent).",
+            )
+            .with_sql_example("SELECT label, ps_predict('a9a', idx, val) AS p FROM test")
+            .with_related_udf("ps_train")
+            .build()
+        });
+        Some(&DOC)
     }
 }

@@ -6,49 +6,49 @@
 //! mini-batches of the model's `batch_size` rows; per mini-batch the task pulls the weights of
 //! the distinct keys it uses (one pruned pull), computes the loss gradient over its rows, and
 //! sends one merged push of gradients that the servers turn into weights with the model's
-//! optimizer. Only keys and values cross the network.
+//! optimizer. Only keys and values cross the network. The model name is a constant, read once
+//! per task from the call's literal.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDFImpl, ColumnarValue, Signature, TypeSignature, Volatility,
+    Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::const_str;
+use crate::args::{Arg, DOC_SECTION, arity, const_str, indices_type, label_type, name_type};
+use crate::binding::{Binding, PsBound};
 use crate::mean::Mean;
 use crate::model::Model;
-use crate::progress;
 use crate::sparse::SparseRows;
+
+const MODEL: Arg = Arg::new("ps_train", 0, "model");
+const LABEL: Arg = Arg::new("ps_train", 1, "label");
+const INDICES: Arg = Arg::new("ps_train", 2, "indices");
+const VALUES: Arg = Arg::new("ps_train", 3, "values");
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PsTrain {
-    master: String,
+    binding: Binding,
     signature: Signature,
 }
 
-impl PsTrain {
-    /// The master address this function is bound to; it travels with plans to Ballista
-    /// executors ([`crate::cluster::codec`]).
-    pub fn master(&self) -> &str {
-        &self.master
+impl PsBound for PsTrain {
+    fn bind(binding: Binding) -> Self {
+        PsTrain {
+            binding,
+            signature: Signature::user_defined(Volatility::Volatile),
+        }
     }
 
-    /// The function for the service whose master is at `master`.
-    pub fn new(master: &str) -> Self {
-        PsTrain {
-            master: master.to_string(),
-            signature: Signature::one_of(
-                vec![TypeSignature::Any(3), TypeSignature::Any(4)],
-                Volatility::Volatile,
-            ),
-        }
+    fn binding(&self) -> &Binding {
+        &self.binding
     }
 }
 
@@ -61,13 +61,32 @@ impl AggregateUDFImpl for PsTrain {
         &self.signature
     }
 
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(
+            self.name(),
+            "ps_train(model, label, indices[, values])",
+            args,
+            3..=4,
+        )?;
+        let mut types = vec![
+            name_type(MODEL, &args[0])?,
+            label_type(LABEL, &args[1])?,
+            indices_type(INDICES, &args[2])?,
+        ];
+        if let Some(values) = args.get(3) {
+            types.push(VALUES.numbers(values)?);
+        }
+        Ok(types)
+    }
+
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Float64)
     }
 
-    fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         Ok(Box::new(Train {
-            master: self.master.clone(),
+            binding: self.binding.clone(),
+            name: const_str(MODEL, MODEL.literal_expr(args.exprs))?,
             model: None,
             mean: Mean::default(),
         }))
@@ -76,12 +95,40 @@ impl AggregateUDFImpl for PsTrain {
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
         Ok(Mean::state_fields(args.name))
     }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+            Documentation::builder(
+                DOC_SECTION,
+                "One pass of training over the rows it aggregates, returning their mean loss \
+                 (each row's loss taken before the update it joins: progressive validation). \
+                 Rows stay in their task: per mini-batch of the model's batch_size rows, one \
+                 pruned pull of weights and one merged push of gradients, which the servers \
+                 apply with the model's optimizer. CREATE MODEL runs it once per epoch.",
+                "ps_train(model, label, indices[, values])",
+            )
+            .with_argument("model", "The model's name: a constant string.")
+            .with_argument("label", "The row's label: a number (or a boolean).")
+            .with_argument("indices", "The row's feature indices: a list of integers.")
+            .with_argument(
+                "values",
+                "Optional: the features' values, a list of numbers as long as the indices \
+                 (1.0 each when absent).",
+            )
+            .with_sql_example("SELECT ps_train('a9a', label, idx, val) AS loss FROM train")
+            .with_related_udf("ps_predict")
+            .build()
+        });
+        Some(&DOC)
+    }
 }
 
 /// One task's training pass.
 #[derive(Debug)]
 struct Train {
-    master: String,
+    binding: Binding,
+    /// The model's name; the model is opened on the first rows.
+    name: String,
     model: Option<Model>,
     /// Summed loss and rows trained.
     mean: Mean,
@@ -103,7 +150,7 @@ fn next_step(model: &str) -> u64 {
 
 impl Train {
     /// Trains on one mini-batch of `rows`; returns the summed loss of its rows.
-    fn step(model: &Model, rows: &SparseRows, range: std::ops::Range<usize>) -> Result<f64> {
+    fn step(&self, model: &Model, rows: &SparseRows, range: std::ops::Range<usize>) -> Result<f64> {
         let g = rows.gather(range.clone(), model.spec.bias_key());
         let weights = model.weights(&g.keys)?;
         let mut grads = vec![0.0f64; g.keys.len()];
@@ -122,31 +169,32 @@ impl Train {
         let scale = 1.0 / range.len() as f64;
         let grads: Vec<f32> = grads.iter().map(|&x| (x * scale) as f32).collect();
         model.update(&g.keys, &grads, next_step(&model.name))?;
-        progress::add(range.len() as u64, loss);
+        self.binding
+            .reports()
+            .progress
+            .add(range.len() as u64, loss);
         Ok(loss)
     }
 }
 
 impl Accumulator for Train {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        if values[0].is_empty() {
+        let rows = SparseRows::from_arrays(
+            MODEL.function,
+            Some(LABEL.column(values)?),
+            INDICES.column(values)?,
+            values.get(VALUES.index),
+        )?;
+        if rows.is_empty() {
             return Ok(());
         }
         if self.model.is_none() {
-            let name = const_str(
-                "ps_train",
-                &[ColumnarValue::Array(values[0].clone())],
-                0,
-                "model",
-            )?;
-            self.model = Some(Model::open(&self.master, &name)?);
+            self.model = Some(Model::open(self.binding.master(), &self.name)?);
         }
         let model = self.model.as_ref().expect("opened above");
-        let rows =
-            SparseRows::from_arrays("ps_train", Some(&values[1]), &values[2], values.get(3))?;
         let batch = model.spec.batch_size;
         for start in (0..rows.len()).step_by(batch) {
-            self.mean.sum += Self::step(model, &rows, start..(start + batch).min(rows.len()))?;
+            self.mean.sum += self.step(model, &rows, start..(start + batch).min(rows.len()))?;
         }
         self.mean.rows += rows.len() as i64;
         Ok(())

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use angel_etl::bad_rows::BadRowPolicy;
+use angel_etl::bad_rows::{BadRowPolicy, BadRows};
 use angel_etl::{EtlError, csv, libsvm};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
@@ -35,12 +35,19 @@ pub enum Format {
 pub struct ReadFile {
     format: Format,
     stage: Option<Arc<Stage>>,
+    /// The job's report of skipped rows.
+    skipped: Arc<BadRows>,
 }
 
 impl ReadFile {
-    /// The table function for `format`; with a `stage`, tables are staged as Parquet.
-    pub fn new(format: Format, stage: Option<Arc<Stage>>) -> Self {
-        ReadFile { format, stage }
+    /// The table function for `format`, recording skipped rows in `skipped`; with a `stage`,
+    /// tables are staged as Parquet.
+    pub fn new(format: Format, stage: Option<Arc<Stage>>, skipped: Arc<BadRows>) -> Self {
+        ReadFile {
+            format,
+            stage,
+            skipped,
+        }
     }
 
     /// The SQL name.
@@ -78,7 +85,11 @@ impl TableFunctionImpl for ReadFile {
         let option = string_arg(name, exprs, 1)?.unwrap_or_default();
         let etl = |e: EtlError| DataFusionError::Plan(format!("{name}: {e}"));
         let batches = match self.format {
-            Format::Csv => csv::read(Path::new(&path), &option.parse().map_err(etl)?),
+            Format::Csv => csv::read(
+                Path::new(&path),
+                &option.parse().map_err(etl)?,
+                &self.skipped,
+            ),
             Format::Libsvm => {
                 let policy: BadRowPolicy = match option.is_empty() {
                     true => BadRowPolicy::Fail,
@@ -86,7 +97,7 @@ impl TableFunctionImpl for ReadFile {
                         .parse()
                         .map_err(|e: String| DataFusionError::Plan(format!("{name}: {e}")))?,
                 };
-                libsvm::read(Path::new(&path), policy).map(|b| vec![b])
+                libsvm::read(Path::new(&path), policy, &self.skipped).map(|b| vec![b])
             }
         }
         .map_err(etl)?;

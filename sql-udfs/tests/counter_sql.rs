@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use angel_ps::{Standalone, StandaloneConfig};
+use angel_sql::binding::Binding;
 use angel_sql::register_all;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
@@ -47,7 +48,7 @@ async fn counter_indices_do_not_depend_on_target_partitions() {
         let ctx = SessionContext::new_with_config(
             SessionConfig::new().with_target_partitions(partitions),
         );
-        register_all(&ctx, &service.master_addr(), None);
+        register_all(&ctx, &Binding::remote(&service.master_addr()), None);
         ctx.register_csv("t", dir.path().to_str().unwrap(), CsvReadOptions::new())
             .await
             .unwrap();
@@ -122,7 +123,7 @@ async fn error_of(ctx: &SessionContext, sql: &str) -> String {
 async fn wrong_state_calls_from_sql_name_the_counter_and_what_it_needs() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
     let ctx = SessionContext::new();
-    register_all(&ctx, &service.master_addr(), None);
+    register_all(&ctx, &Binding::remote(&service.master_addr()), None);
     run(
         &ctx,
         "SELECT ps_counter_add('c', make_array('a', 'b', 'a'))",

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
-use angel_ps::local_cluster::{LocalCluster, Process};
+use angel_ps_cli::local_cluster::{LocalCluster, Process};
 use angel_tests::{binary, stock_scheduler};
 
 fn repo(path: &str) -> PathBuf {
@@ -44,7 +44,7 @@ fn printed_row(stdout: &str, column: &str) -> Vec<f64> {
 /// Runs the Adult job with `extra` flags; returns (pid, holdout AUC, stdout).
 fn adult(out: &Path, extra: &[&str]) -> (u32, f64, String) {
     let job = repo("examples/adult/job.sql");
-    let data = format!("data={}", repo("../shared/data/adult").display());
+    let data = format!("data={}", repo("examples/data/adult").display());
     let out = format!("out={}", out.display());
     let mut args = vec![job.to_str().unwrap(), "--var", &data, "--var", &out];
     args.extend_from_slice(extra);
@@ -73,7 +73,7 @@ fn pushes_by_pid(master: &str) -> HashMap<(u64, String), u64> {
         .map(|m| (m.id, m.name.clone()))
         .collect();
     let mut out = HashMap::new();
-    for p in &angel_client::pushes::totals(&status) {
+    for p in &angel_proto::pushes::totals(&status) {
         let name = names.get(&p.matrix_id).cloned().unwrap_or_default();
         *out.entry((worker_pid(p.worker_id), name)).or_default() += p.pushes;
     }
@@ -166,7 +166,7 @@ fn a_scheduler_without_our_functions_or_a_dead_master_fails_fast_and_clearly() {
 
     let dead = format!(
         "127.0.0.1:{}",
-        angel_ps::local_cluster::free_port().unwrap()
+        angel_ps_cli::local_cluster::free_port().unwrap()
     );
     let (err, took) = failing_job(
         dir.path(),

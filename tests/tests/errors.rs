@@ -1,9 +1,9 @@
 //! Every error a caller can meet, asserted by gRPC status code and message, through the client
 //! and through raw requests to a server; and random payloads never bring a server down.
 
-use angel_client::{ClientConfig, MatrixSpec, PsError, ValueType, wire};
+use angel_client::{ClientConfig, MatrixSpec, PsError, ValueType};
 use angel_proto::server_client::ServerClient;
-use angel_proto::{PullRequest, PushRequest, RowSlice, Update};
+use angel_proto::{PullRequest, PushRequest, RowSlice, Update, wire};
 use angel_tests::Cluster;
 use bytes::Bytes;
 use tonic::Code;

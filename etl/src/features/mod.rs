@@ -7,13 +7,25 @@
 //!
 //! All return NULL where an input is NULL, and feature lists drop NULLs, so missing values
 //! simply contribute no feature.
+//!
+//! Their argument checks, shared with `angel-sql`'s functions, are in [`crate::udf_args`].
 
 pub mod ps_bucket;
 pub mod ps_cross;
 pub mod ps_feature;
 pub mod ps_quantile_bucket;
 
-use datafusion::logical_expr::ScalarUDF;
+use datafusion::logical_expr::{DocSection, ScalarUDF};
+
+/// The documentation section of the feature-extraction functions.
+pub const DOC_SECTION: DocSection = DocSection {
+    include: true,
+    label: "angel-ps feature functions",
+    description: Some(
+        "Feature extraction in SQL: categorical features, fixed-width, logarithmic and \
+         quantile buckets, cross features.",
+    ),
+};
 
 /// Every feature-extraction function.
 pub fn functions() -> Vec<ScalarUDF> {
@@ -30,12 +42,24 @@ pub(crate) mod test_util {
     use datafusion::arrow::array::RecordBatch;
     use datafusion::prelude::SessionContext;
 
-    /// Runs `sql` with every feature function registered.
-    pub async fn query(sql: &str) -> datafusion::common::Result<Vec<RecordBatch>> {
+    fn context() -> SessionContext {
         let ctx = SessionContext::new();
         for f in super::functions() {
             ctx.register_udf(f);
         }
-        ctx.sql(sql).await?.collect().await
+        ctx
+    }
+
+    /// Runs `sql` with every feature function registered.
+    pub async fn query(sql: &str) -> datafusion::common::Result<Vec<RecordBatch>> {
+        context().sql(sql).await?.collect().await
+    }
+
+    /// The error planning `sql` fails with (before any row is read).
+    pub async fn planning_error(sql: &str) -> String {
+        match context().sql(sql).await {
+            Ok(_) => panic!("{sql} planned"),
+            Err(e) => e.to_string(),
+        }
     }
 }

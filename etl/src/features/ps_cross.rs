@@ -1,13 +1,18 @@
 //! `ps_cross(f1, f2, ...) -> Utf8`: the cross feature `f1&f2&...` of two or more features
 //! (any values, cast to text); NULL when any input is NULL.
 
+use std::sync::LazyLock;
+
 use datafusion::arrow::array::{Array, AsArray, StringArray, StringBuilder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result, plan_err};
+use datafusion::common::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
+
+use super::DOC_SECTION;
+use crate::udf_args::{Arg, arity};
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -18,7 +23,7 @@ pub struct PsCross {
 impl Default for PsCross {
     fn default() -> Self {
         PsCross {
-            signature: Signature::variadic_any(Volatility::Immutable),
+            signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
@@ -32,10 +37,15 @@ impl ScalarUDFImpl for PsCross {
         &self.signature
     }
 
-    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        if args.len() < 2 {
-            return plan_err!("ps_cross needs two or more features, got {}", args.len());
-        }
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(self.name(), "ps_cross(f1, f2, ...)", args, 2..=usize::MAX)?;
+        args.iter()
+            .enumerate()
+            .map(|(i, t)| Arg::new("ps_cross", i, "feature").text(t))
+            .collect()
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Utf8)
     }
 
@@ -64,6 +74,24 @@ impl ScalarUDFImpl for PsCross {
         }
         Ok(ColumnarValue::Array(std::sync::Arc::new(out.finish())))
     }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+            Documentation::builder(
+                DOC_SECTION,
+                "The cross feature `f1&f2&...` of two or more features (any values, cast to \
+                 text and trimmed); NULL when any input is NULL.",
+                "ps_cross(f1, f2, ...)",
+            )
+            .with_argument(
+                "f1, f2, ...",
+                "Two or more features: any types with a text form.",
+            )
+            .with_sql_example("SELECT ps_cross(education, occupation) FROM adult")
+            .build()
+        });
+        Some(&DOC)
+    }
 }
 
 #[cfg(test)]
@@ -80,6 +108,9 @@ mod tests {
         assert_eq!(b[0].column(0).as_string::<i32>().value(0), "edu=BS&sex=F&3");
         assert!(b[0].column(1).is_null(0));
         let err = query("SELECT ps_cross('a')").await.unwrap_err();
-        assert!(err.to_string().contains("two or more"), "{err}");
+        assert!(
+            err.to_string().contains("ps_cross takes 2 or more"),
+            "{err}"
+        );
     }
 }

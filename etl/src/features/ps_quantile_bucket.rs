@@ -8,13 +8,21 @@
 //!                                            approx_percentile_cont(0.75) WITHIN GROUP (ORDER BY age)) FROM t))
 //! ```
 
+use std::sync::LazyLock;
+
 use datafusion::arrow::array::{Array, AsArray, Int64Array};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{
-    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
+
+use super::DOC_SECTION;
+use crate::udf_args::{Arg, arity, list_of};
+
+const X: Arg = Arg::new("ps_quantile_bucket", 0, "x");
+const SPLITS: Arg = Arg::new("ps_quantile_bucket", 1, "splits");
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -25,7 +33,7 @@ pub struct PsQuantileBucket {
 impl Default for PsQuantileBucket {
     fn default() -> Self {
         PsQuantileBucket {
-            signature: Signature::any(2, Volatility::Immutable),
+            signature: Signature::user_defined(Volatility::Immutable),
         }
     }
 }
@@ -39,21 +47,22 @@ impl ScalarUDFImpl for PsQuantileBucket {
         &self.signature
     }
 
+    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(self.name(), "ps_quantile_bucket(x, splits)", args, 2..=2)?;
+        Ok(vec![X.number(&args[0])?, SPLITS.numbers(&args[1])?])
+    }
+
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Int64)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let n = args.number_rows;
-        let list_type = DataType::List(std::sync::Arc::new(Field::new_list_field(
-            DataType::Float64,
-            true,
-        )));
-        let Ok(splits) = cast(&args.args[1].to_array(n)?, &list_type) else {
+        let Ok(splits) = cast(&SPLITS.array(&args)?, &list_of(DataType::Float64)) else {
             return exec_err!("ps_quantile_bucket: the splits must be a list of numbers");
         };
         let splits = splits.as_list::<i32>();
-        let x = cast(&args.args[0].to_array(n)?, &DataType::Float64)?;
+        let x = cast(&X.array(&args)?, &DataType::Float64)?;
         let x = x.as_primitive::<Float64Type>();
         let out: Int64Array = (0..n)
             .map(|r| {
@@ -66,6 +75,29 @@ impl ScalarUDFImpl for PsQuantileBucket {
             .collect();
         Ok(ColumnarValue::Array(std::sync::Arc::new(out)))
     }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+            Documentation::builder(
+                DOC_SECTION,
+                "The number of split points at or below x, so quantile splits make buckets \
+                 of equal population. NULL when x or the splits are NULL.",
+                "ps_quantile_bucket(x, splits)",
+            )
+            .with_argument("x", "The value to bucket: a number.")
+            .with_argument(
+                "splits",
+                "Ascending split points: a list of numbers, typically from a scalar subquery \
+                 over approx_percentile_cont.",
+            )
+            .with_sql_example(
+                "SELECT ps_quantile_bucket(age, (SELECT make_array(\
+                 approx_percentile_cont(0.5) WITHIN GROUP (ORDER BY age)) FROM adult)) FROM adult",
+            )
+            .build()
+        });
+        Some(&DOC)
+    }
 }
 
 #[cfg(test)]
@@ -73,7 +105,7 @@ mod tests {
     use datafusion::arrow::array::AsArray;
     use datafusion::arrow::datatypes::Int64Type;
 
-    use crate::features::test_util::query;
+    use crate::features::test_util::{planning_error, query};
 
     #[tokio::test]
     async fn counts_the_splits_at_or_below_each_value() {
@@ -82,5 +114,16 @@ mod tests {
             .unwrap();
         let q = b[0].column(0).as_primitive::<Int64Type>();
         assert_eq!(q.values().to_vec(), vec![0, 1, 1, 2]);
+    }
+
+    #[tokio::test]
+    async fn planning_wants_a_list_of_numbers_as_splits() {
+        let err = planning_error("SELECT ps_quantile_bucket(1.0, 2.0)").await;
+        assert!(
+            err.contains(
+                "ps_quantile_bucket: argument 2 (splits) must be a list of numbers, got Float64"
+            ),
+            "{err}"
+        );
     }
 }

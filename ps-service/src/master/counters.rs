@@ -8,10 +8,9 @@
 
 use std::collections::HashMap;
 
-use angel_client::{PsError, Result, StorageKind, ValueType};
 use angel_proto::{
     CounterAdminOp, CounterAdminReply, CounterAdminRequest, CounterMeta, CounterState,
-    CreateMatrixRequest,
+    CreateMatrixRequest, PsError, Result, StorageKind, ValueType,
 };
 
 use super::service::{MAX_COLS, MasterService, Placement};

@@ -5,10 +5,12 @@
 //! - [`service`]: the gRPC handlers: server registration and heartbeats, matrix
 //!   create/drop/describe, the partition map (with its epoch) and status.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
+//! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
 //! - [`node`]: [`MasterNode`], which binds and serves.
 
 pub mod counters;
 pub mod node;
+pub mod optimizers;
 pub mod partitioner;
 pub mod service;
 

@@ -3,8 +3,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use angel_client::{PsError, Result};
 use angel_proto::master_server::MasterServer;
+use angel_proto::{PsError, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 

@@ -2,8 +2,7 @@
 
 use std::ops::Range;
 
-use angel_client::{PsError, Result};
-use angel_proto::CreateMatrixRequest;
+use angel_proto::{CreateMatrixRequest, PsError, Result};
 
 /// Largest number of blocks one matrix may have.
 pub const MAX_BLOCKS: u64 = 1 << 16;

@@ -5,22 +5,22 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use angel_client::client::WINDOW;
-use angel_client::{Layout, PsError, Result, StorageKind, ValueType};
+use angel_proto::limits::WINDOW;
 use angel_proto::master_server::Master;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
     CounterMeta, CounterRequest, CreateMatrixRequest, CreatePartitionsRequest,
     DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest, DropPartitionsRequest,
-    GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, MatrixMeta, Partition, PartitionMap,
-    RegisterServerReply, RegisterServerRequest, SealCounterRequest, ServerInfo, ServerStatus,
-    StatsRequest, StatusReply, StatusRequest,
+    GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo,
+    Partition, PartitionMap, PsError, RegisterServerReply, RegisterServerRequest, Result,
+    SealCounterRequest, ServerInfo, ServerStatus, StatsRequest, StatusReply, StatusRequest,
+    StorageKind, ValueType,
 };
 use parking_lot::Mutex;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
-use super::Partitioner;
+use super::{Partitioner, optimizers};
 
 /// Largest column count: keys are below 2^63 so u64::MAX stays free as a storage marker.
 pub const MAX_COLS: u64 = 1 << 63;
@@ -38,6 +38,8 @@ pub(super) struct ServerEntry {
     pub(super) addr: String,
     last_seen: Instant,
     pub(super) rpc: ServerClient<Channel>,
+    /// The optimizers it runs, as it reported them.
+    optimizers: Vec<OptimizerInfo>,
 }
 
 /// Partition ids of one matrix or counter, grouped by the server that hosts them.
@@ -67,7 +69,13 @@ impl State {
                 .collect(),
             matrices: self.matrices.values().cloned().collect(),
             counters: self.counters.values().cloned().collect(),
+            optimizers: self.optimizers(),
         }
+    }
+
+    /// The optimizers every registered server runs.
+    fn optimizers(&self) -> Vec<OptimizerInfo> {
+        optimizers::common(self.servers.values().map(|s| &s.optimizers[..]))
     }
 
     /// Where each partition of `meta` lives.
@@ -112,7 +120,8 @@ impl MasterService {
         }
     }
 
-    fn register(&self, addr: String) -> Result<RegisterServerReply> {
+    fn register(&self, request: RegisterServerRequest) -> Result<RegisterServerReply> {
+        let RegisterServerRequest { addr, optimizers } = request;
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| PsError::InvalidArgument(format!("bad server address '{addr}': {e}")))?
             .timeout(SERVER_CALL_TIMEOUT)
@@ -122,6 +131,12 @@ impl MasterService {
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         let mut state = self.state.lock();
+        let registered = state.servers.values();
+        optimizers::check_joining(
+            &addr,
+            &optimizers,
+            registered.map(|s| (s.addr.as_str(), &s.optimizers[..])),
+        )?;
         let id = state.next_server;
         state.next_server += 1;
         state.epoch += 1;
@@ -131,6 +146,7 @@ impl MasterService {
                 addr: addr.clone(),
                 last_seen: Instant::now(),
                 rpc,
+                optimizers,
             },
         );
         tracing::info!(id, %addr, "server registered");
@@ -216,6 +232,7 @@ impl MasterService {
                 "no servers have registered with the master".into(),
             ));
         }
+        optimizers::check_model(r, &state.optimizers())?;
         let ids: Vec<u32> = state.servers.keys().copied().collect();
         let blocks = partitioner.partition(r, ids.len())?;
         let id = state.next_matrix;
@@ -347,10 +364,10 @@ fn validate(r: &CreateMatrixRequest) -> Result<()> {
     }
     if let Some(Err(e)) = r
         .attrs
-        .get(angel_client::codec::ATTR)
-        .map(|text| text.parse::<angel_client::Compression>())
+        .get(angel_proto::codec::ATTR)
+        .map(|text| text.parse::<angel_proto::Compression>())
     {
-        return bad(format!("attribute {}: {e}", angel_client::codec::ATTR));
+        return bad(format!("attribute {}: {e}", angel_proto::codec::ATTR));
     }
     Ok(())
 }
@@ -365,7 +382,7 @@ impl Master for MasterService {
         &self,
         request: Request<RegisterServerRequest>,
     ) -> std::result::Result<Response<RegisterServerReply>, Status> {
-        answer(self.register(request.into_inner().addr))
+        answer(self.register(request.into_inner()))
     }
 
     async fn heartbeat(

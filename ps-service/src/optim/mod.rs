@@ -5,11 +5,16 @@
 //! A model matrix keeps its weights in row 0 and the optimizer's state in rows 1..; the
 //! default partitioner keeps a short matrix's rows together in every block, so one partition
 //! lock covers a key's weight and its state. Users add optimizers by implementing
-//! [`Optimizer`] and registering it in the server's `PsfRegistry`.
+//! [`Optimizer`] and registering it in the server's [`OptimizerRegistry`]; the servers report
+//! each one's state rows, so `CREATE MODEL ... OPTIONS (optimizer = 'name')` trains with it.
 //!
 //! - [`rules`]: the built-ins: sgd, adagrad, adam, ftrl.
+//! - [`registry`]: [`OptimizerRegistry`], the optimizers of a server by name.
 
+pub mod registry;
 pub mod rules;
+
+pub use registry::OptimizerRegistry;
 
 pub use angel_proto::Update;
 

@@ -102,7 +102,7 @@ mod tests {
     fn every_rule_minimises_a_quadratic() {
         let rules: [&dyn Optimizer; 4] = [&Sgd, &Adagrad, &Adam, &Ftrl];
         for rule in rules {
-            let mut u = angel_client::update(rule.name(), 0.1);
+            let mut u = angel_proto::update(rule.name(), 0.1);
             u.learning_rate = if rule.name() == "ftrl" { 1.0 } else { 0.1 };
             let mut slot = vec![0.0; 1 + rule.state_rows()];
             for t in 1..=3000 {
@@ -123,7 +123,7 @@ mod tests {
     fn l1_makes_small_weights_exactly_zero() {
         let rules: [&dyn Optimizer; 3] = [&Sgd, &Adagrad, &Ftrl];
         for rule in rules {
-            let mut u = angel_client::update(rule.name(), 0.1);
+            let mut u = angel_proto::update(rule.name(), 0.1);
             u.l1 = 100.0;
             let mut slot = vec![0.0; 1 + rule.state_rows()];
             for _ in 0..100 {

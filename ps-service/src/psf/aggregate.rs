@@ -1,6 +1,6 @@
 //! Reductions: sum, nnz, norm2, min, max over one row, and dot of two rows.
 
-use angel_client::{Merge, Result};
+use angel_proto::{Merge, Result};
 
 use super::{PsFunction, PsfContext, PsfRegistry};
 use crate::storage::RowView;

@@ -4,7 +4,7 @@
 //! keys of either operand, `mul`/`div` the keys of `x` (elsewhere `x` is zero, and so is the
 //! result of `mul`; `div` leaves those columns at zero).
 
-use angel_client::Result;
+use angel_proto::Result;
 
 use super::{PsFunction, PsfContext, PsfRegistry};
 use crate::storage::RowView;

@@ -1,6 +1,6 @@
 //! Initialisation: fill, zero, and random uniform / normal values.
 
-use angel_client::{PsError, Result};
+use angel_proto::{PsError, Result};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand_distr::{Distribution, Normal, Uniform};

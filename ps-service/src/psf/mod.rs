@@ -18,9 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
-use angel_client::{Merge, PsError, Result};
+use angel_proto::{Merge, PsError, Result};
 
-use crate::optim::{MAX_STATE_ROWS, Optimizer, rules};
 use crate::server::partition::Partition;
 use crate::storage::{RowView, RowViewMut};
 use crate::with_block;
@@ -199,11 +198,10 @@ impl RowView for RowCopy {
     }
 }
 
-/// The PS functions and optimizers a server can run, by name.
+/// The PS functions a server can run, by name.
 #[derive(Clone)]
 pub struct PsfRegistry {
     functions: BTreeMap<String, Arc<dyn PsFunction>>,
-    optimizers: BTreeMap<String, Arc<dyn Optimizer>>,
 }
 
 impl PsfRegistry {
@@ -211,16 +209,10 @@ impl PsfRegistry {
     pub fn builtin() -> Self {
         let mut registry = PsfRegistry {
             functions: BTreeMap::new(),
-            optimizers: BTreeMap::new(),
         };
         aggregate::register(&mut registry);
         elementwise::register(&mut registry);
         init::register(&mut registry);
-        registry
-            .register_optimizer(rules::Sgd)
-            .register_optimizer(rules::Adagrad)
-            .register_optimizer(rules::Adam)
-            .register_optimizer(rules::Ftrl);
         registry
     }
 
@@ -231,37 +223,16 @@ impl PsfRegistry {
         self
     }
 
-    /// Adds (or replaces) an optimizer under its name.
-    pub fn register_optimizer(&mut self, optimizer: impl Optimizer) -> &mut Self {
-        assert!(
-            optimizer.state_rows() <= MAX_STATE_ROWS,
-            "optimizer '{}' keeps more than {MAX_STATE_ROWS} state rows",
-            optimizer.name()
-        );
-        self.optimizers
-            .insert(optimizer.name().to_string(), Arc::new(optimizer));
-        self
-    }
-
     /// The function named `name`, or NOT_FOUND listing what is registered.
     pub fn get(&self, name: &str) -> Result<Arc<dyn PsFunction>> {
-        lookup(&self.functions, "PS function", name)
+        self.functions.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = self.functions.keys().map(String::as_str).collect();
+            PsError::NotFound(format!(
+                "no PS function named '{name}' (registered: {})",
+                known.join(", ")
+            ))
+        })
     }
-
-    /// The optimizer named `name`, or NOT_FOUND listing what is registered.
-    pub fn optimizer(&self, name: &str) -> Result<Arc<dyn Optimizer>> {
-        lookup(&self.optimizers, "optimizer", name)
-    }
-}
-
-fn lookup<T: ?Sized>(map: &BTreeMap<String, Arc<T>>, what: &str, name: &str) -> Result<Arc<T>> {
-    map.get(name).cloned().ok_or_else(|| {
-        let known: Vec<&str> = map.keys().map(String::as_str).collect();
-        PsError::NotFound(format!(
-            "no {what} named '{name}' (registered: {})",
-            known.join(", ")
-        ))
-    })
 }
 
 impl Default for PsfRegistry {

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use angel_client::counter::{decode_str_keys, encode_str_keys, key_hash};
-use angel_client::{PsError, Result, wire};
+use angel_proto::counter_keys::{decode_str_keys, encode_str_keys, key_hash};
 use angel_proto::{
     CounterAdminOp, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
-    CounterIncreaseReply, CounterIncreaseRequest, CounterKeys, CounterValues,
+    CounterIncreaseReply, CounterIncreaseRequest, CounterKeys, CounterValues, PsError, Result,
+    wire,
 };
 
 use super::partition::CounterPart;

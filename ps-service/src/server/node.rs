@@ -5,16 +5,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use angel_client::{PsError, Result};
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_server::ServerServer;
-use angel_proto::{HeartbeatRequest, RegisterServerRequest};
+use angel_proto::{HeartbeatRequest, PsError, RegisterServerRequest, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::partition::Partitions;
 use super::service::ServerService;
 use crate::net;
+use crate::optim::OptimizerRegistry;
 use crate::psf::PsfRegistry;
 
 /// How to start a server.
@@ -48,6 +48,16 @@ impl ServerConfig {
     }
 }
 
+/// What a server runs on its data besides pull and push: PS functions and optimizers, the
+/// built-ins plus any a user registered.
+#[derive(Clone, Default)]
+pub struct Functions {
+    /// PS functions, by name.
+    pub psfs: PsfRegistry,
+    /// Optimizers, by name.
+    pub optimizers: OptimizerRegistry,
+}
+
 /// A running server.
 pub struct ServerNode {
     /// Id the master assigned.
@@ -61,7 +71,7 @@ impl ServerNode {
     /// Binds, registers with the master and serves until `shutdown` is cancelled.
     pub async fn start(
         config: ServerConfig,
-        psfs: PsfRegistry,
+        functions: Functions,
         shutdown: CancellationToken,
     ) -> Result<Self> {
         let (incoming, local) = net::bind(config.bind).await?;
@@ -71,7 +81,10 @@ impl ServerNode {
             .unwrap_or_else(|| local.to_string());
         let mut master = connect_master(&config).await?;
         let reply = master
-            .register_server(RegisterServerRequest { addr: addr.clone() })
+            .register_server(RegisterServerRequest {
+                addr: addr.clone(),
+                optimizers: functions.optimizers.infos(),
+            })
             .await
             .map_err(|s| PsError::from_status(s, &format!("master {}", config.master)))?
             .into_inner();
@@ -80,7 +93,8 @@ impl ServerNode {
         let id = reply.server_id;
         let service = ServerService {
             parts: parts.clone(),
-            psfs,
+            psfs: functions.psfs,
+            optimizers: functions.optimizers,
             max_message_bytes: config.max_message_bytes,
             server_id: id,
             pushes: Default::default(),

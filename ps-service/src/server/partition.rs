@@ -6,8 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use angel_client::{PsError, Result};
-use angel_proto::{CounterMeta, MatrixMeta};
+use angel_proto::{CounterMeta, MatrixMeta, PsError, Result};
 use parking_lot::RwLock;
 
 use crate::storage::{AnyBlock, CounterBlock};

@@ -1,8 +1,8 @@
 //! Pushes counted per client and matrix, so an operator (and the tests) can see which
 //! processes wrote to a model: on a Ballista cluster, the executors and never the job's client.
 
-use angel_client::pushes::{self, Sums};
 use angel_proto::ClientPushes;
+use angel_proto::pushes::{self, Sums};
 use parking_lot::Mutex;
 
 /// Counts of accepted pushes, keyed by (worker id, matrix id).

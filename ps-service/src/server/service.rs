@@ -3,20 +3,21 @@
 
 use std::sync::Arc;
 
-use angel_client::value::value_size;
-use angel_client::{PsError, Result, StorageKind, ValueType, codec, wire};
 use angel_proto::server_server::Server;
+use angel_proto::value::value_size;
 use angel_proto::{
     ClientPushes, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
     CounterIncreaseReply, CounterIncreaseRequest, CreatePartitionsReply, CreatePartitionsRequest,
-    DropPartitionsReply, DropPartitionsRequest, PartitionStats, PsfReply, PsfRequest, PsfValues,
-    PullReply, PullRequest, PushReply, PushRequest, RowSlice, StatsReply, StatsRequest, Update,
+    DropPartitionsReply, DropPartitionsRequest, PartitionStats, PsError, PsfReply, PsfRequest,
+    PsfValues, PullReply, PullRequest, PushReply, PushRequest, Result, RowSlice, StatsReply,
+    StatsRequest, StorageKind, Update, ValueType, codec, wire,
 };
 use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::partition::{Partition, Partitions};
 use super::push_metrics::PushMetrics;
+use crate::optim::OptimizerRegistry;
 use crate::psf::{PsfContext, PsfRegistry};
 use crate::storage::AnyBlock;
 use crate::with_block;
@@ -27,6 +28,8 @@ pub struct ServerService {
     pub parts: Arc<Partitions>,
     /// PS functions this server runs.
     pub psfs: PsfRegistry,
+    /// Optimizers this server applies to pushed gradients.
+    pub optimizers: OptimizerRegistry,
     /// Largest request accepted, in bytes.
     pub max_message_bytes: usize,
     /// Id the master gave this server.
@@ -206,7 +209,7 @@ impl ServerService {
     /// Applies pushed gradients through an optimizer, after checking every slice addresses
     /// row 0 of a model block that holds the optimizer's state rows.
     fn apply_update(&self, checked: Vec<Checked>, update: &Update) -> Result<()> {
-        let optimizer = self.psfs.optimizer(&update.optimizer)?;
+        let optimizer = self.optimizers.get(&update.optimizer)?;
         let rows = 1 + optimizer.state_rows() as u64;
         for c in &checked {
             let m = &c.part.matrix;

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use angel_client::{Element, PsError, Result, StorageKind, ValueType, wire};
+use angel_proto::{Element, PsError, Result, StorageKind, ValueType, wire};
 use bytes::Bytes;
 
 use super::row::{RowMut, RowRef};

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use angel_client::counter::{NO_INDEX, key_hash};
+use angel_proto::counter_keys::{NO_INDEX, key_hash};
 
 /// Where a counter partition is in its lifecycle, as this server sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use angel_client::{Element, PsError, Result};
+use angel_proto::{Element, PsError, Result};
 
 use super::SparseMap;
 

@@ -6,7 +6,7 @@
 //! key is `u64::MAX` (never a valid column: columns stop at 2^63). That keeps a live key at
 //! 15-23 bytes.
 
-use angel_client::Element;
+use angel_proto::Element;
 
 const EMPTY: u64 = u64::MAX;
 const MAX_LOAD_NUM: usize = 4;

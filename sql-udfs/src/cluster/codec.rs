@@ -22,58 +22,42 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
-use crate::{ps_counter_add, ps_counter_seal, ps_index, ps_predict, ps_train};
+use crate::binding::Binding;
+use crate::ps_functions::{self, Bound};
 
-/// The master a PS scalar function is bound to, or `None` for other functions.
-fn scalar_master(f: &ScalarUDF) -> Option<&str> {
-    let f = f.inner();
-    (f.downcast_ref::<ps_index::PsIndex>().map(|f| f.master()))
-        .or_else(|| {
-            f.downcast_ref::<ps_predict::PsPredict>()
-                .map(|f| f.master())
-        })
-        .or_else(|| (f.downcast_ref::<ps_counter_seal::PsCounterSeal>()).map(|f| f.master()))
-}
-
-/// The master a PS aggregate function is bound to, or `None` for other functions.
-fn aggregate_master(f: &AggregateUDF) -> Option<&str> {
-    let f = f.inner();
-    (f.downcast_ref::<ps_train::PsTrain>().map(|f| f.master()))
-        .or_else(|| (f.downcast_ref::<ps_counter_add::PsCounterAdd>()).map(|f| f.master()))
+/// The master `node` is bound to, if it is one of `list`; `None` for other functions.
+fn master_of<U>(list: &[Bound<U>], node: &U) -> Option<String> {
+    list.iter()
+        .find_map(|f| (f.binding)(node))
+        .map(|b| b.master().to_string())
 }
 
 /// Writes a PS function's master address as its bytes; `false` for other functions.
-fn write_master(master: Option<&str>, buf: &mut Vec<u8>) -> bool {
+fn write_master(master: Option<String>, buf: &mut Vec<u8>) -> bool {
     master
         .map(|m| buf.extend_from_slice(m.as_bytes()))
         .is_some()
 }
 
-/// The address carried in a function's bytes.
-fn master_of(name: &str, buf: &[u8]) -> Result<String> {
-    String::from_utf8(buf.to_vec()).map_err(|_| {
+/// The function of `list` named `name`, bound to the master carried in `buf`, if `name` is
+/// one of them.
+fn decode<U>(
+    list: &[Bound<U>],
+    name: &str,
+    buf: &[u8],
+    name_of: fn(&U) -> &str,
+) -> Result<Option<Arc<U>>> {
+    let master = String::from_utf8(buf.to_vec()).map_err(|_| {
         DataFusionError::Internal(format!(
             "angel-ps function {name}: master address is not UTF-8"
         ))
-    })
-}
-
-/// The PS scalar function `name` bound to the master in `buf`, if `name` is one.
-fn decode_scalar(name: &str, buf: &[u8]) -> Result<Option<Arc<ScalarUDF>>> {
-    let master = master_of(name, buf)?;
-    let found = crate::ps_scalar_functions(&master)
-        .into_iter()
-        .find(|f| f.name() == name);
-    Ok(found.map(Arc::new))
-}
-
-/// The PS aggregate function `name` bound to the master in `buf`, if `name` is one.
-fn decode_aggregate(name: &str, buf: &[u8]) -> Result<Option<Arc<AggregateUDF>>> {
-    let master = master_of(name, buf)?;
-    let found = crate::ps_aggregate_functions(&master)
-        .into_iter()
-        .find(|f| f.name() == name);
-    Ok(found.map(Arc::new))
+    })?;
+    let binding = Binding::remote(&master);
+    Ok(list
+        .iter()
+        .map(|f| (f.make)(binding.clone()))
+        .find(|f| name_of(f) == name)
+        .map(Arc::new))
 }
 
 /// The four function hooks, the same in the logical and the physical codec: PS functions
@@ -81,28 +65,28 @@ fn decode_aggregate(name: &str, buf: &[u8]) -> Result<Option<Arc<AggregateUDF>>>
 macro_rules! ps_function_methods {
     () => {
         fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-            match decode_scalar(name, buf)? {
+            match decode(&ps_functions::scalars(), name, buf, ScalarUDF::name)? {
                 Some(f) => Ok(f),
                 None => self.inner.try_decode_udf(name, buf),
             }
         }
 
         fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
-            match write_master(scalar_master(node), buf) {
+            match write_master(master_of(&ps_functions::scalars(), node), buf) {
                 true => Ok(()),
                 false => self.inner.try_encode_udf(node, buf),
             }
         }
 
         fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
-            match decode_aggregate(name, buf)? {
+            match decode(&ps_functions::aggregates(), name, buf, AggregateUDF::name)? {
                 Some(f) => Ok(f),
                 None => self.inner.try_decode_udaf(name, buf),
             }
         }
 
         fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
-            match write_master(aggregate_master(node), buf) {
+            match write_master(master_of(&ps_functions::aggregates(), node), buf) {
                 true => Ok(()),
                 false => self.inner.try_encode_udaf(node, buf),
             }
@@ -255,23 +239,28 @@ mod tests {
     #[test]
     fn ps_functions_travel_with_their_master() {
         let codec = AngelPhysicalCodec::default();
-        for f in crate::ps_scalar_functions("10.0.0.1:7000") {
+        let scalars = ps_functions::scalars();
+        for f in scalars
+            .iter()
+            .map(|f| (f.make)(Binding::remote("10.0.0.1:7000")))
+        {
             let mut buf = Vec::new();
             codec.try_encode_udf(&f, &mut buf).unwrap();
             let back = codec.try_decode_udf(f.name(), &buf).unwrap();
-            assert_eq!(scalar_master(&back), Some("10.0.0.1:7000"), "{}", f.name());
+            let master = master_of(&scalars, &back);
+            assert_eq!(master.as_deref(), Some("10.0.0.1:7000"), "{}", f.name());
         }
         let logical = AngelLogicalCodec::default();
-        for f in crate::ps_aggregate_functions("10.0.0.2:7000") {
+        let aggregates = ps_functions::aggregates();
+        for f in aggregates
+            .iter()
+            .map(|f| (f.make)(Binding::remote("10.0.0.2:7000")))
+        {
             let mut buf = Vec::new();
             logical.try_encode_udaf(&f, &mut buf).unwrap();
             let back = logical.try_decode_udaf(f.name(), &buf).unwrap();
-            assert_eq!(
-                aggregate_master(&back),
-                Some("10.0.0.2:7000"),
-                "{}",
-                f.name()
-            );
+            let master = master_of(&aggregates, &back);
+            assert_eq!(master.as_deref(), Some("10.0.0.2:7000"), "{}", f.name());
         }
     }
 

@@ -17,13 +17,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use angel_etl::bad_rows::Skipped;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
 
 use statement::Statement;
 
+use crate::binding::Binding;
 use crate::cluster::Stage;
+use crate::reports::Reports;
 
 /// What one statement did.
 #[derive(Debug)]
@@ -38,6 +41,8 @@ pub struct StatementReport {
     pub took: Duration,
     /// Its result (the epoch table for `CREATE MODEL`).
     pub output: Vec<RecordBatch>,
+    /// Input rows its readers skipped (`bad_rows=skip`).
+    pub skipped: Skipped,
 }
 
 impl StatementReport {
@@ -51,10 +56,11 @@ impl StatementReport {
     }
 }
 
-/// A session bound to a service, ready to run job files.
+/// A session bound to a service, ready to run job files. Its functions report to the job
+/// ([`Job::reports`]), never to another job of the same process.
 pub struct Job {
     ctx: SessionContext,
-    master: String,
+    binding: Binding,
     /// Where tables live when the session runs on a Ballista cluster.
     stage: Option<Arc<Stage>>,
 }
@@ -62,10 +68,11 @@ pub struct Job {
 impl Job {
     /// Registers every angel-ps function on `ctx` for the service at `master`.
     pub fn new(ctx: SessionContext, master: &str) -> Self {
-        crate::register_all(&ctx, master, None);
+        let binding = Binding::new(master, Reports::default());
+        crate::register_all(&ctx, &binding, None);
         Job {
             ctx,
-            master: master.to_string(),
+            binding,
             stage: None,
         }
     }
@@ -74,10 +81,11 @@ impl Job {
     /// in `stage`, which every executor must be able to read.
     pub fn on_cluster(ctx: SessionContext, master: &str, stage: Stage) -> Self {
         let stage = Arc::new(stage);
-        crate::register_all(&ctx, master, Some(stage.clone()));
+        let binding = Binding::new(master, Reports::default());
+        crate::register_all(&ctx, &binding, Some(stage.clone()));
         Job {
             ctx,
-            master: master.to_string(),
+            binding,
             stage: Some(stage),
         }
     }
@@ -85,6 +93,11 @@ impl Job {
     /// The session, for queries after the job.
     pub fn context(&self) -> &SessionContext {
         &self.ctx
+    }
+
+    /// What this job's functions reported: rows trained, input rows skipped.
+    pub fn reports(&self) -> &Reports {
+        self.binding.reports()
     }
 
     /// Runs the job text (after substituting `vars`), calling `each` after every statement.
@@ -114,6 +127,7 @@ impl Job {
                 took: started.elapsed(),
                 output,
                 sql,
+                skipped: self.reports().bad_rows.take(),
             };
             each(&report);
             reports.push(report);
@@ -141,17 +155,17 @@ impl Job {
                 query,
             } => {
                 let table =
-                    train::create_model(&self.ctx, &self.master, &name, replace, &options, &query)
+                    train::create_model(&self.ctx, &self.binding, &name, replace, &options, &query)
                         .await?;
                 Ok(vec![table])
             }
             Statement::SaveModel { name, path } => {
-                let client = crate::bridge::client(&self.master)?;
+                let client = self.binding.client()?;
                 saved::save(&self.ctx, &client, &name, Path::new(&path)).await?;
                 Ok(Vec::new())
             }
             Statement::LoadModel { name, path } => {
-                let client = crate::bridge::client(&self.master)?;
+                let client = self.binding.client()?;
                 saved::load(&client, &name, Path::new(&path)).await?;
                 Ok(Vec::new())
             }

@@ -170,10 +170,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
     if let Some(counter) = &spec.counter {
         restore_counter(client, counter, &features).await?;
     }
-    client
-        .create_matrix(spec.matrix(name)?)
-        .await
-        .map_err(ps_error)?;
+    spec.create(client, name).await?;
     client
         .push_keys(name, 0, &indices, &weights)
         .await

@@ -13,9 +13,10 @@ use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::binding::Binding;
 use crate::bridge::ps_error;
 use crate::model::{Kind, ModelSpec};
-use crate::progress;
+use crate::reports::Progress;
 
 /// What `CREATE MODEL` asks for beyond the model itself.
 struct Plan {
@@ -68,25 +69,22 @@ async fn plan(master: &str, options: &[(String, String)]) -> Result<Plan> {
 /// Runs `CREATE MODEL`; see the module documentation.
 pub async fn create_model(
     ctx: &SessionContext,
-    master: &str,
+    binding: &Binding,
     name: &str,
     replace: bool,
     options: &[(String, String)],
     query: &str,
 ) -> Result<RecordBatch> {
-    let plan = plan(master, options).await?;
+    let plan = plan(binding.master(), options).await?;
     let columns = columns(ctx, query).await?;
-    let client = crate::bridge::client(master)?;
+    let client = binding.client()?;
     if replace {
         match client.drop_matrix(name).await {
             Ok(()) | Err(PsError::NotFound(_)) => {}
             Err(e) => return Err(ps_error(e)),
         }
     }
-    let matrix = client
-        .create_matrix(plan.spec.matrix(name)?)
-        .await
-        .map_err(ps_error)?;
+    let matrix = plan.spec.create(&client, name).await?;
     let rows = ctx.sql(query).await?.count().await? as u64;
     let bar = bar(rows * plan.epochs as u64);
     let mut table = EpochTable::default();
@@ -95,7 +93,14 @@ pub async fn create_model(
         let before = push_traffic(&client, matrix.meta.id).await?;
         let sql =
             format!("SELECT ps_train('{name}', {columns}), count(*) FROM ({query}) AS train_rows");
-        let (loss, n) = watch(&bar, epoch, plan.epochs, run_pair(ctx, &sql)).await?;
+        let (loss, n) = watch(
+            &bar,
+            &binding.reports().progress,
+            epoch,
+            plan.epochs,
+            run_pair(ctx, &sql),
+        )
+        .await?;
         let trained = started.elapsed();
         let after = push_traffic(&client, matrix.meta.id).await?;
         let traffic = (after.0 - before.0, after.1 - before.1);
@@ -126,7 +131,7 @@ pub async fn create_model(
 /// what every executor or task pushed, compressed or not.
 async fn push_traffic(client: &PsClient, id: u32) -> Result<(u64, u64)> {
     let status = client.status().await.map_err(ps_error)?;
-    Ok(angel_client::pushes::totals(&status)
+    Ok(angel_proto::pushes::totals(&status)
         .iter()
         .filter(|p| p.matrix_id == id)
         .fold((0, 0), |(b, r), p| (b + p.bytes, r + p.raw_bytes)))
@@ -211,14 +216,15 @@ fn bar(total: u64) -> ProgressBar {
 /// Drives `work` while moving the bar with the rows `ps_train` reports, showing the loss.
 async fn watch<T>(
     bar: &ProgressBar,
+    progress: &Progress,
     epoch: usize,
     epochs: usize,
     work: impl Future<Output = Result<T>>,
 ) -> Result<T> {
-    let (rows0, loss0) = progress::snapshot();
+    let (rows0, loss0) = progress.snapshot();
     let base = bar.position();
     let update = || {
-        let (rows, loss) = progress::snapshot();
+        let (rows, loss) = progress.snapshot();
         let n = rows - rows0;
         let mean = if n > 0 {
             (loss - loss0) / n as f64

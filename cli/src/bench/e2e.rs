@@ -16,7 +16,7 @@ use datafusion::arrow::datatypes::{Float64Type, Int64Type};
 
 use super::Table;
 use super::link::SlowService;
-use crate::cli::demo::{DemoArgs, holdout, run_ctr};
+use crate::demo::{DemoArgs, holdout, run_ctr};
 
 /// Flags of `angel-ps bench e2e`.
 #[derive(Debug, Args)]

@@ -19,7 +19,7 @@ use crate::local_cluster::LocalCluster;
 use super::run::{RunArgs, print_report, print_summary, run_text};
 
 /// The CTR job the demo runs.
-pub const CTR_JOB: &str = include_str!("../../../examples/ctr/job.sql");
+pub const CTR_JOB: &str = include_str!("../../examples/ctr/job.sql");
 
 /// Flags of `angel-ps demo`.
 #[derive(Debug, Clone, Args)]

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::standalone::{Standalone, StandaloneConfig};
+use angel_ps::standalone::{Standalone, StandaloneConfig};
 
 /// Flags of `angel-ps bench ps`.
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! The element types a matrix can hold, and how they convert.
 
-use angel_proto::ValueType;
+use crate::ValueType;
 
 /// A matrix element: f32 or f64 for model weights, i64 for counts.
 ///

@@ -8,11 +8,11 @@ use angel_client::Result;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use crate::master::{MasterConfig, MasterNode};
-use crate::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
-use crate::psf::PsfRegistry;
-use crate::server::{ServerConfig, ServerNode};
-use crate::standalone::{Standalone, StandaloneConfig};
+use angel_ps::Functions;
+use angel_ps::master::{MasterConfig, MasterNode};
+use angel_ps::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
+use angel_ps::server::{ServerConfig, ServerNode};
+use angel_ps::standalone::{Standalone, StandaloneConfig};
 
 /// Flags of `angel-ps master`.
 #[derive(Debug, Args)]
@@ -83,7 +83,7 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
         ..ServerConfig::new(args.master)
     };
-    let node = ServerNode::start(config, PsfRegistry::builtin(), shutdown).await?;
+    let node = ServerNode::start(config, Functions::default(), shutdown).await?;
     println!("angel-ps server {} listening on {}", node.id, node.addr);
     node.wait().await
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use angel_proto::{ClientPushes, StatusReply};
+use crate::{ClientPushes, StatusReply};
 
 /// Adds the counts of `delta` to `total` (same client and matrix).
 fn add(total: &mut ClientPushes, delta: &ClientPushes) {
@@ -43,7 +43,7 @@ pub fn totals(status: &StatusReply) -> Vec<ClientPushes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use angel_proto::ServerStatus;
+    use crate::ServerStatus;
 
     #[test]
     fn totals_sum_over_servers_per_client_and_matrix() {

@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use angel_client::sketchml::{self, SketchParams};
+use angel_proto::sketchml::{self, SketchParams};
 use clap::Args;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -79,8 +79,8 @@ pub fn run(args: CodecBenchArgs) -> Result<(), Box<dyn Error>> {
         let n = keys.len();
         let payload = sketchml::encode(&keys, &values, &params)?;
         let (_, decoded) = sketchml::decode(&payload)?;
-        let mut raw = angel_client::wire::encode_keys(&keys).to_vec();
-        raw.extend_from_slice(&angel_client::wire::encode_values(
+        let mut raw = angel_proto::wire::encode_keys(&keys).to_vec();
+        raw.extend_from_slice(&angel_proto::wire::encode_values(
             &values.iter().map(|&v| v as f32).collect::<Vec<f32>>(),
         ));
         let zstd = zstd::bulk::compress(&raw, 3)?.len();

@@ -1,4 +1,6 @@
-//! The `angel-ps` command line: one binary for every role.
+//! The `angel-ps` command line: one binary for every role, on top of every other crate.
+//!
+//! # Layout
 //!
 //! - `master`, `server`, `standalone`: run the service ([`service`]).
 //! - `status`: the service as tables ([`status`]).
@@ -6,11 +8,14 @@
 //! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
 //!   [`executor`]).
 //! - `demo`: the CTR job on generated click logs ([`demo`]).
-//! - `bench ps`, `bench e2e`: benchmark tables ([`bench`]).
+//! - `bench ps`, `bench e2e`, `bench codec`: benchmark tables ([`bench`]).
+//! - [`local_cluster`]: master, servers, Ballista scheduler and executors as processes on
+//!   127.0.0.1 (demo, benchmarks, tests).
 
 pub mod bench;
 pub mod demo;
 pub mod executor;
+pub mod local_cluster;
 pub mod run;
 pub mod scheduler;
 pub mod service;

@@ -18,7 +18,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use crate::standalone::{Standalone, StandaloneConfig};
+use angel_ps::standalone::{Standalone, StandaloneConfig};
 
 /// Rows of a statement's result printed in full.
 const SHOW_ROWS: usize = 20;
@@ -176,12 +176,12 @@ pub fn print_summary(reports: &[StatementReport]) {
         format!("{:.3}", total.as_secs_f64()),
     ]);
     println!("{table}");
-    let skipped = angel_etl::bad_rows::skipped()
-        .lock()
-        .expect("bad-row report");
-    if skipped.count() > 0 {
-        println!("skipped {} bad input rows; the first:", skipped.count());
-        for row in skipped.first() {
+    for r in reports.iter().filter(|r| r.skipped.count > 0) {
+        println!(
+            "line {}: skipped {} bad input rows; the first:",
+            r.line, r.skipped.count
+        );
+        for row in &r.skipped.first {
             println!("  {row}");
         }
     }

@@ -1,6 +1,6 @@
 //! How the per-partition results of a PS function combine into one answer.
 
-pub use angel_proto::Merge;
+use crate::Merge;
 
 /// Folds `next` into `acc` element by element with `merge`. Both come from partitions of the
 /// same call, so they have equal length; a longer `next` extends `acc`.

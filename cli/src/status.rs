@@ -130,7 +130,7 @@ fn pushes_table(status: &StatusReply, names: &HashMap<u32, &str>) -> Table {
         "ratio",
         "compressed slices",
     ]);
-    for p in angel_client::pushes::totals(status) {
+    for p in angel_proto::pushes::totals(status) {
         table.add_row([
             format!("{:#x}", p.worker_id),
             worker_pid(p.worker_id).to_string(),

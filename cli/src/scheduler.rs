@@ -6,6 +6,7 @@ use std::error::Error;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use angel_sql::binding::Binding;
 use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
 use ballista_core::utils::default_session_builder;
 use ballista_scheduler::cluster::BallistaCluster;
@@ -18,7 +19,7 @@ use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use tokio_util::sync::CancellationToken;
 
-use crate::net;
+use angel_ps::net;
 
 /// Flags of `angel-ps scheduler`.
 #[derive(Debug, Args)]
@@ -42,10 +43,10 @@ pub struct SchedulerArgs {
 /// unbound here; plans bring each PS function's master address ([`angel_sql::cluster::codec`]).
 fn session_with_functions(config: SessionConfig) -> DfResult<SessionState> {
     let mut state = default_session_builder(config)?;
-    for f in angel_sql::scalar_functions("") {
+    for f in angel_sql::scalar_functions(&Binding::default()) {
         state.register_udf(Arc::new(f))?;
     }
-    for f in angel_sql::aggregate_functions("") {
+    for f in angel_sql::aggregate_functions(&Binding::default()) {
         state.register_udaf(Arc::new(f))?;
     }
     Ok(state)

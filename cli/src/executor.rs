@@ -7,6 +7,7 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use angel_sql::binding::Binding;
 use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
@@ -47,7 +48,9 @@ pub struct ExecutorArgs {
 fn registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     let nested = datafusion::functions_nested::all_default_nested_functions();
-    let ours = angel_sql::scalar_functions("").into_iter().map(Arc::new);
+    let ours = angel_sql::scalar_functions(&Binding::default())
+        .into_iter()
+        .map(Arc::new);
     for f in nested.into_iter().chain(ours) {
         for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
             registry
@@ -55,7 +58,7 @@ fn registry() -> BallistaFunctionRegistry {
                 .insert(name.to_string(), f.clone());
         }
     }
-    for f in angel_sql::aggregate_functions("") {
+    for f in angel_sql::aggregate_functions(&Binding::default()) {
         registry
             .aggregate_functions
             .insert(f.name().to_string(), Arc::new(f));

@@ -13,9 +13,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::local_cluster::free_port;
-use crate::master::{MasterConfig, MasterNode};
-use crate::psf::PsfRegistry;
-use crate::server::{ServerConfig, ServerNode};
+use angel_ps::Functions;
+use angel_ps::master::{MasterConfig, MasterNode};
+use angel_ps::server::{ServerConfig, ServerNode};
 
 /// Bytes that may pass at once before the rate applies (one 64 KiB chunk).
 const BURST: f64 = 65_536.0;
@@ -127,7 +127,7 @@ impl SlowService {
                 ..ServerConfig::new(service.master.addr.to_string())
             };
             let server =
-                ServerNode::start(config, PsfRegistry::builtin(), service.shutdown.clone()).await?;
+                ServerNode::start(config, Functions::default(), service.shutdown.clone()).await?;
             service.servers.push(server);
         }
         Ok(service)

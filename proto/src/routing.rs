@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use angel_proto::MatrixMeta;
+use crate::MatrixMeta;
 
 use crate::{PsError, Result};
 
@@ -165,7 +165,7 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use angel_proto::Partition;
+    use crate::Partition;
 
     fn meta(rows: u64, cols: u64, blocks: &[(u64, u64, u64, u64)]) -> MatrixMeta {
         MatrixMeta {

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use angel_client::sketchml::quantile::Buckets;
-use angel_client::sketchml::{SketchParams, bucket_count, decode, encode, share};
+use angel_proto::sketchml::quantile::Buckets;
+use angel_proto::sketchml::{SketchParams, bucket_count, decode, encode, share};
 use proptest::prelude::*;
 
 /// A sparse gradient: distinct keys with non-zero values over several magnitudes.
@@ -83,7 +83,7 @@ proptest! {
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let _ = decode(&bytes);
         let mut versioned = bytes;
-        versioned.insert(0, angel_client::sketchml::VERSION);
+        versioned.insert(0, angel_proto::sketchml::VERSION);
         let _ = decode(&versioned);
     }
 }
