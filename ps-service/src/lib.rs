@@ -7,6 +7,7 @@
 //! - [`storage`]: how a server holds partitions: dense arrays and compact sparse maps.
 //! - [`psf`]: PS functions, the built-ins and the trait users implement for their own.
 //! - [`optim`]: optimizers (sgd, adagrad, adam, ftrl) applied per key on pushed gradients.
+//! - [`registry`]: named extensions (PS functions, optimizers) and the NOT_FOUND that lists them.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
 //!
@@ -19,6 +20,7 @@ pub mod master;
 pub mod net;
 pub mod optim;
 pub mod psf;
+pub mod registry;
 pub mod server;
 pub mod standalone;
 pub mod storage;

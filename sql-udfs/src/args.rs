@@ -26,6 +26,14 @@ pub const DOC_SECTION: DocSection = DocSection {
     ),
 };
 
+/// How the model functions document their shared arguments.
+pub const MODEL_DOC: &str = "The model's name: a constant string.";
+/// See [`MODEL_DOC`].
+pub const INDICES_DOC: &str = "The row's feature indices: a list of integers.";
+/// See [`MODEL_DOC`].
+pub const VALUES_DOC: &str = "Optional: the features' values, a list of numbers as long as \
+                              the indices (1.0 each when absent).";
+
 /// The type of a constant string argument (a model or counter name): kept as it is, since a
 /// cast would hide at planning that the argument is a constant.
 pub fn name_type(arg: Arg, t: &DataType) -> Result<DataType> {

@@ -15,7 +15,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Arg, DOC_SECTION, arity, array_result, const_str, indices_type, name_type, return_field,
+    Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, arity, array_result, const_str,
+    indices_type, name_type, return_field,
 };
 use crate::binding::{Binding, PsBound};
 use crate::model::Model;
@@ -105,13 +106,9 @@ impl ScalarUDFImpl for PsPredict {
                  of the weights of the batch's distinct keys.",
                 "ps_predict(model, indices[, values])",
             )
-            .with_argument("model", "The model's name: a constant string.")
-            .with_argument("indices", "The row's feature indices: a list of integers.")
-            .with_argument(
-                "values",
-                "Optional: the features' values, a list of numbers as long as the indices \
-                 (1.0 each when absent).",
-            )
+            .with_argument("model", MODEL_DOC)
+            .with_argument("indices", INDICES_DOC)
+            .with_argument("values", VALUES_DOC)
             .with_sql_example("SELECT label, ps_predict('a9a', idx, val) AS p FROM test")
             .with_related_udf("ps_train")
             .build()

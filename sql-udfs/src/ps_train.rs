@@ -21,7 +21,10 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::{Arg, DOC_SECTION, arity, const_str, indices_type, label_type, name_type};
+use crate::args::{
+    Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, arity, const_str, indices_type,
+    label_type, name_type,
+};
 use crate::binding::{Binding, PsBound};
 use crate::mean::Mean;
 use crate::model::Model;
@@ -107,14 +110,10 @@ impl AggregateUDFImpl for PsTrain {
                  apply with the model's optimizer. CREATE MODEL runs it once per epoch.",
                 "ps_train(model, label, indices[, values])",
             )
-            .with_argument("model", "The model's name: a constant string.")
+            .with_argument("model", MODEL_DOC)
             .with_argument("label", "The row's label: a number (or a boolean).")
-            .with_argument("indices", "The row's feature indices: a list of integers.")
-            .with_argument(
-                "values",
-                "Optional: the features' values, a list of numbers as long as the indices \
-                 (1.0 each when absent).",
-            )
+            .with_argument("indices", INDICES_DOC)
+            .with_argument("values", VALUES_DOC)
             .with_sql_example("SELECT ps_train('a9a', label, idx, val) AS loss FROM train")
             .with_related_udf("ps_predict")
             .build()

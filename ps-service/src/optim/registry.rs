@@ -2,24 +2,24 @@
 //! A server reports them with their state layout when it registers, so clients learn from the
 //! service how many rows a model trained with each one needs.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use angel_proto::{OptimizerInfo, PsError, Result};
+use angel_proto::{OptimizerInfo, Result};
 
 use super::{MAX_STATE_ROWS, Optimizer, rules};
+use crate::registry::Registry;
 
 /// The optimizers a server can apply to pushed gradients.
 #[derive(Clone)]
 pub struct OptimizerRegistry {
-    optimizers: BTreeMap<String, Arc<dyn Optimizer>>,
+    optimizers: Registry<dyn Optimizer>,
 }
 
 impl OptimizerRegistry {
     /// The built-ins: sgd, adagrad, adam, ftrl.
     pub fn builtin() -> Self {
         let mut registry = OptimizerRegistry {
-            optimizers: BTreeMap::new(),
+            optimizers: Registry::new("optimizer"),
         };
         registry
             .register(rules::Sgd)
@@ -47,19 +47,13 @@ impl OptimizerRegistry {
 
     /// The optimizer named `name`, or NOT_FOUND listing what is registered.
     pub fn get(&self, name: &str) -> Result<Arc<dyn Optimizer>> {
-        self.optimizers.get(name).cloned().ok_or_else(|| {
-            let known: Vec<&str> = self.optimizers.keys().map(String::as_str).collect();
-            PsError::NotFound(format!(
-                "no optimizer named '{name}' (registered: {})",
-                known.join(", ")
-            ))
-        })
+        self.optimizers.get(name)
     }
 
     /// Every optimizer with its state layout, as the server reports them to the master.
     pub fn infos(&self) -> Vec<OptimizerInfo> {
         self.optimizers
-            .values()
+            .items()
             .map(|o| OptimizerInfo {
                 name: o.name().to_string(),
                 state_rows: o.state_rows() as u32,

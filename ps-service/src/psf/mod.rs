@@ -14,12 +14,13 @@ pub mod aggregate;
 pub mod elementwise;
 pub mod init;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use angel_proto::{Merge, PsError, Result};
 
+use crate::registry::Registry;
 use crate::server::partition::Partition;
 use crate::storage::{RowView, RowViewMut};
 use crate::with_block;
@@ -201,14 +202,14 @@ impl RowView for RowCopy {
 /// The PS functions a server can run, by name.
 #[derive(Clone)]
 pub struct PsfRegistry {
-    functions: BTreeMap<String, Arc<dyn PsFunction>>,
+    functions: Registry<dyn PsFunction>,
 }
 
 impl PsfRegistry {
     /// A registry holding every built-in function.
     pub fn builtin() -> Self {
         let mut registry = PsfRegistry {
-            functions: BTreeMap::new(),
+            functions: Registry::new("PS function"),
         };
         aggregate::register(&mut registry);
         elementwise::register(&mut registry);
@@ -225,13 +226,7 @@ impl PsfRegistry {
 
     /// The function named `name`, or NOT_FOUND listing what is registered.
     pub fn get(&self, name: &str) -> Result<Arc<dyn PsFunction>> {
-        self.functions.get(name).cloned().ok_or_else(|| {
-            let known: Vec<&str> = self.functions.keys().map(String::as_str).collect();
-            PsError::NotFound(format!(
-                "no PS function named '{name}' (registered: {})",
-                known.join(", ")
-            ))
-        })
+        self.functions.get(name)
     }
 }
 
