@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use angel_ps::Functions;
 use angel_ps::master::{MasterConfig, MasterNode};
 use angel_ps::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
-use angel_ps::server::{ServerConfig, ServerNode};
+use angel_ps::server::{ServerConfig, ServerNode, default_memory_budget};
 use angel_ps::standalone::{Standalone, StandaloneConfig};
 
 /// Flags of `angel-ps master`.
@@ -23,6 +23,10 @@ pub struct MasterArgs {
     /// Blocks per server the default range partitioner aims for.
     #[arg(long, env = "ANGEL_PARTS_PER_SERVER", default_value_t = 4)]
     pub parts_per_server: u64,
+    /// Seconds without a heartbeat after which a server takes no new partitions (and is
+    /// forgotten if it hosts none).
+    #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 30)]
+    pub server_timeout_secs: u64,
 }
 
 /// Flags of `angel-ps server`.
@@ -43,6 +47,13 @@ pub struct ServerArgs {
     /// Milliseconds between heartbeats to the master.
     #[arg(long, env = "ANGEL_HEARTBEAT_MS", default_value_t = 1000)]
     pub heartbeat_ms: u64,
+    /// Bytes of partition data this server may hold; creating dense partitions past it gets
+    /// RESOURCE_EXHAUSTED. Default: 80% of the machine's memory.
+    #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
+    pub memory_budget: Option<u64>,
+    /// Seconds a request may take, body included; a stalled upload is cut off after it.
+    #[arg(long, env = "ANGEL_REQUEST_TIMEOUT_SECS", default_value_t = net::DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    pub request_timeout_secs: u64,
 }
 
 /// Flags of `angel-ps standalone`.
@@ -65,6 +76,7 @@ pub async fn master(args: MasterArgs) -> Result<()> {
     net::cancel_on_signal(shutdown.clone());
     let config = MasterConfig {
         parts_per_server: args.parts_per_server,
+        server_timeout: Duration::from_secs(args.server_timeout_secs.max(1)),
         ..MasterConfig::new(args.bind)
     };
     let node = MasterNode::start(config, shutdown).await?;
@@ -81,6 +93,8 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         advertise: args.advertise,
         max_message_bytes: args.max_message_bytes,
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
+        memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
+        request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         ..ServerConfig::new(args.master)
     };
     let node = ServerNode::start(config, Functions::default(), shutdown).await?;

@@ -135,12 +135,14 @@ pub fn read(
             .collect(),
         false => Vec::new(),
     };
+    // Rows that do not read (invalid UTF-8) are reported when the body is parsed, not here.
     let sample: Vec<csv::StringRecord> = reader
         .records()
+        .filter_map(Result::ok)
         .take(INFER_ROWS)
-        .collect::<Result<_, _>>()
-        .map_err(csv_error)?;
-    let schema = schema(options, &header, &sample);
+        .collect();
+    let schema =
+        schema(options, &header, &sample).map_err(|why| EtlError::Csv(file.clone(), why))?;
     // The body: everything after the header line, which starts on line `first_line`.
     let (body, first_line) = match options.header {
         true => {
@@ -227,7 +229,24 @@ fn parse(
         match reader.read_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {}
-            Err(e) => return Err(EtlError::Csv(file.to_string(), e.to_string())),
+            // Invalid UTF-8 spoils one row, not the file: report or skip it like any bad row.
+            Err(e) => match e.kind() {
+                csv::ErrorKind::Utf8 {
+                    pos: Some(pos),
+                    err,
+                } => {
+                    let bad = BadRow {
+                        file: file.to_string(),
+                        line: first_line + pos.line() - 1,
+                        reason: format!("invalid UTF-8 in column {}", err.field() + 1),
+                    };
+                    match handle(options.bad_rows, bad, skipped) {
+                        Some(bad) => return Err(EtlError::BadRow(bad)),
+                        None => continue,
+                    }
+                }
+                _ => return Err(EtlError::Csv(file.to_string(), e.to_string())),
+            },
         }
         let mut row = Vec::with_capacity(types.len());
         match read_row(&record, schema, &is_null, &mut row) {
@@ -293,8 +312,13 @@ fn read_row<'a>(
 }
 
 /// The given columns, or header names (`c1..cN` without a header) with types inferred from
-/// the first rows of the right width.
-fn schema(options: &CsvOptions, header: &[String], sample: &[csv::StringRecord]) -> SchemaRef {
+/// the first rows of the right width. A file with no columns, or a header naming one column
+/// twice, is an error.
+fn schema(
+    options: &CsvOptions,
+    header: &[String],
+    sample: &[csv::StringRecord],
+) -> Result<SchemaRef, String> {
     let columns = match options.columns.is_empty() {
         false => options.columns.clone(),
         true => {
@@ -320,12 +344,25 @@ fn schema(options: &CsvOptions, header: &[String], sample: &[csv::StringRecord])
                 .collect()
         }
     };
-    Arc::new(Schema::new(
+    if columns.is_empty() {
+        return Err("no columns: the file is empty".into());
+    }
+    for (i, (name, _)) in columns.iter().enumerate() {
+        if let Some(j) = columns[..i].iter().position(|(n, _)| n == name) {
+            return Err(format!(
+                "column name '{name}' appears twice (columns {} and {}); name the columns \
+                 with the columns option",
+                j + 1,
+                i + 1
+            ));
+        }
+    }
+    Ok(Arc::new(Schema::new(
         columns
             .into_iter()
             .map(|(n, t)| Field::new(n, t, true))
             .collect::<Vec<_>>(),
-    ))
+    )))
 }
 
 fn infer<'a>(mut values: impl Iterator<Item = &'a str> + Clone) -> DataType {
@@ -390,6 +427,33 @@ mod tests {
             &parts[0].schema(),
             &parts,
         )?)
+    }
+
+    #[test]
+    fn empty_files_and_repeated_header_names_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.csv");
+        std::fs::write(&empty, "").unwrap();
+        let err = read_one(&empty, &CsvOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("empty.csv: no columns"), "{err}");
+        let twice = dir.path().join("twice.csv");
+        std::fs::write(&twice, "a,b,a\n1,2,3\n").unwrap();
+        let err = read_one(&twice, &CsvOptions::default()).unwrap_err();
+        let err = err.to_string();
+        assert!(
+            err.contains("twice.csv: column name 'a' appears twice (columns 1 and 3)"),
+            "{err}"
+        );
+        let broken = dir.path().join("broken.csv");
+        std::fs::write(&broken, b"a,b\n1,x\n2,\xff\n3,z\n").unwrap();
+        let err = read_one(&broken, &CsvOptions::default()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("broken.csv:3: invalid UTF-8 in column 2"),
+            "{err}"
+        );
+        let skip: CsvOptions = "bad_rows=skip".parse().unwrap();
+        assert_eq!(read_one(&broken, &skip).unwrap().num_rows(), 2);
     }
 
     #[test]

@@ -163,6 +163,7 @@ pub fn decode_slice(
     keys: Bytes,
     values: Bytes,
     value_type: ValueType,
+    max_pairs: usize,
 ) -> Result<(Bytes, Bytes)> {
     match codec {
         RAW => Ok((keys, values)),
@@ -173,7 +174,7 @@ pub fn decode_slice(
                         .into(),
                 ));
             }
-            let (keys, decoded) = sketchml::decode(&values)?;
+            let (keys, decoded) = sketchml::decode(&values, max_pairs)?;
             let values = match value_type {
                 ValueType::F32 => wire::encode_values(&narrow::<f32>(&decoded)),
                 ValueType::F64 => wire::encode_values(&decoded),
@@ -188,6 +189,7 @@ pub fn decode_slice(
         RICE_KEYS => {
             let mut r = sketchml::bits::Reader::new(&keys);
             let n = r.count(1, "key count")?;
+            sketchml::check_pairs(n, max_pairs)?;
             let decoded = sketchml::keys::decode(&mut r, n)?;
             if r.remaining() != 0 {
                 return Err(r.corrupt("trailing bytes after the keys"));
@@ -244,17 +246,38 @@ mod tests {
             "{} bytes",
             e.values.len()
         );
-        let (k, v) = decode_slice(e.codec, e.keys, e.values, ValueType::F32).unwrap();
+        // A receiver's cap on decoded pairs refuses the payload before decoding it.
+        let err = decode_slice(
+            e.codec,
+            e.keys.clone(),
+            e.values.clone(),
+            ValueType::F32,
+            9_999,
+        );
+        let err = err.unwrap_err();
+        assert!(matches!(err, PsError::TooLarge(_)), "{err}");
+        assert!(err.to_string().contains("10000 pairs"), "{err}");
+        let (k, v) = decode_slice(e.codec, e.keys, e.values, ValueType::F32, usize::MAX).unwrap();
         assert_eq!(k.len(), keys.len() * 8);
         assert_eq!(v.len(), keys.len() * 4);
-        let err = decode_slice(9, Bytes::new(), Bytes::new(), ValueType::F32).unwrap_err();
+        let err =
+            decode_slice(9, Bytes::new(), Bytes::new(), ValueType::F32, usize::MAX).unwrap_err();
         assert!(err.to_string().contains("codec 9"), "{err}");
         let (tag, packed) = encode_keys(&sketch, &keys);
         assert_eq!(tag, RICE_KEYS);
         assert!(packed.len() * 4 < keys.len() * 8, "{} bytes", packed.len());
-        let (k, _) = decode_slice(tag, packed.clone(), Bytes::new(), ValueType::F32).unwrap();
+        let (k, _) = decode_slice(
+            tag,
+            packed.clone(),
+            Bytes::new(),
+            ValueType::F32,
+            usize::MAX,
+        )
+        .unwrap();
         assert_eq!(k, wire::encode_keys(&keys));
+        let capped = decode_slice(tag, packed.clone(), Bytes::new(), ValueType::F32, 10);
+        assert!(matches!(capped, Err(PsError::TooLarge(_))));
         let cut = packed.slice(..packed.len() / 2);
-        assert!(decode_slice(tag, cut, Bytes::new(), ValueType::F32).is_err());
+        assert!(decode_slice(tag, cut, Bytes::new(), ValueType::F32, usize::MAX).is_err());
     }
 }

@@ -39,6 +39,9 @@ pub enum PsError {
     /// (FAILED_PRECONDITION).
     #[error("wrong state: {0}")]
     WrongState(String),
+    /// A call only the master may make, made without its credential (PERMISSION_DENIED).
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
     /// A deadline passed (DEADLINE_EXCEEDED).
     #[error("timed out: {0}")]
     Timeout(String),
@@ -58,6 +61,7 @@ impl PsError {
             PsError::TooLarge(_) => Code::ResourceExhausted,
             PsError::Unavailable(_) => Code::Unavailable,
             PsError::StaleMap(_) | PsError::WrongState(_) => Code::FailedPrecondition,
+            PsError::PermissionDenied(_) => Code::PermissionDenied,
             PsError::Timeout(_) => Code::DeadlineExceeded,
             PsError::Internal(_) => Code::Internal,
         }
@@ -89,6 +93,7 @@ impl PsError {
             Code::ResourceExhausted => PsError::TooLarge(msg),
             Code::FailedPrecondition if is_stale_map(&status) => PsError::StaleMap(msg),
             Code::FailedPrecondition => PsError::WrongState(msg),
+            Code::PermissionDenied => PsError::PermissionDenied(msg),
             Code::DeadlineExceeded => PsError::Timeout(format!("{peer}: {msg}")),
             Code::Unavailable | Code::Unknown | Code::Cancelled => {
                 PsError::Unavailable(format!("{peer} is unreachable: {msg}"))
@@ -109,6 +114,7 @@ impl From<PsError> for Status {
             | PsError::Unavailable(m)
             | PsError::StaleMap(m)
             | PsError::WrongState(m)
+            | PsError::PermissionDenied(m)
             | PsError::Timeout(m)
             | PsError::Internal(m) => m.clone(),
         };

@@ -43,7 +43,7 @@ proptest! {
     #[test]
     fn keys_exact_signs_kept_magnitudes_bounded((keys, values) in gradient(), p in params()) {
         let payload = encode(&keys, &values, &p).unwrap();
-        let (back_keys, back_values) = decode(&payload).unwrap();
+        let (back_keys, back_values) = decode(&payload, usize::MAX).unwrap();
         prop_assert_eq!(back_keys.len(), keys.len());
         let decoded: HashMap<u64, f64> = back_keys.iter().copied().zip(back_values).collect();
         prop_assert_eq!(decoded.len(), keys.len());
@@ -71,20 +71,20 @@ proptest! {
     ) {
         let payload = encode(&keys, &values, &SketchParams::default()).unwrap();
         let at = (payload.len() as f64 * cut) as usize;
-        prop_assert!(decode(&payload[..at]).is_err());
+        prop_assert!(decode(&payload[..at], usize::MAX).is_err());
         let mut broken = payload.clone();
         let i = flip.0 % broken.len();
         broken[i] ^= flip.1 | 1;
         // A flipped byte may still decode (a key or a mean changes); it must not panic.
-        let _ = decode(&broken);
+        let _ = decode(&broken, usize::MAX);
     }
 
     #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        let _ = decode(&bytes);
+        let _ = decode(&bytes, usize::MAX);
         let mut versioned = bytes;
         versioned.insert(0, angel_proto::sketchml::VERSION);
-        let _ = decode(&versioned);
+        let _ = decode(&versioned, usize::MAX);
     }
 }
 
@@ -98,7 +98,7 @@ fn compact_keys_cost_under_two_bytes_a_pair() {
     let payload = encode(&keys, &values, &SketchParams::default()).unwrap();
     let per_pair = payload.len() as f64 / keys.len() as f64;
     assert!(per_pair < 2.0, "{per_pair:.2} bytes per pair");
-    let (mut back, _) = decode(&payload).unwrap();
+    let (mut back, _) = decode(&payload, usize::MAX).unwrap();
     back.sort_unstable();
     assert_eq!(back, keys);
 }

@@ -10,12 +10,14 @@
 //! - [`registry`]: named extensions (PS functions, optimizers) and the NOT_FOUND that lists them.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
+//! - [`admin`]: the credential that keeps the master's calls to servers the master's.
 //!
 //! The wire both sides speak (codecs, routing, value types, errors) is `angel-proto`. This
 //! library depends on nothing else of ours and on no SQL engine: a PS deployment needs neither
 //! DataFusion nor Ballista. Clients use `angel-client`; the `angel-ps` command is the
 //! `angel-ps-cli` crate (folder `cli/`).
 
+pub mod admin;
 pub mod master;
 pub mod net;
 pub mod optim;

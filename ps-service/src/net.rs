@@ -2,6 +2,7 @@
 //! and shutdown on Ctrl-C / SIGTERM.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use angel_proto::limits::{MAX_FRAME, WINDOW};
 use angel_proto::{PsError, Result};
@@ -28,12 +29,26 @@ pub async fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr)> {
     Ok((TcpIncoming::from(listener).with_nodelay(Some(true)), local))
 }
 
-/// A tonic server tuned for bulk transfers (large HTTP/2 windows and frames).
-pub fn grpc_server() -> tonic::transport::Server {
+/// Default time a request may take from its first byte to its answer.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Streams one connection may have open at once.
+const MAX_STREAMS: u32 = 256;
+/// Pings on idle connections, and how long an unanswered ping may wait before the connection
+/// is closed: a peer that vanished without closing frees what it held.
+const KEEPALIVE: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(20));
+
+/// A tonic server tuned for bulk transfers (large HTTP/2 windows and frames). A request
+/// whose body stalls is cancelled after `request_timeout` (DEADLINE_EXCEEDED), releasing its
+/// buffers: the body is read inside the timed handler.
+pub fn grpc_server(request_timeout: Duration) -> tonic::transport::Server {
     tonic::transport::Server::builder()
         .initial_stream_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
         .max_frame_size(Some(MAX_FRAME))
+        .timeout(request_timeout)
+        .max_concurrent_streams(Some(MAX_STREAMS))
+        .http2_keepalive_interval(Some(KEEPALIVE.0))
+        .http2_keepalive_timeout(Some(KEEPALIVE.1))
 }
 
 /// Cancels `token` on Ctrl-C or SIGTERM.

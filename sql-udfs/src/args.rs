@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{ColumnarValue, DocSection};
 
@@ -174,6 +174,38 @@ fn as_strings(function: &str, array: &ArrayRef) -> Result<StringArray> {
 /// A numeric argument column as f64, nulls included.
 pub fn floats(array: &ArrayRef) -> Result<ArrayRef> {
     Ok(cast(array, &DataType::Float64)?)
+}
+
+/// The (label, score) pairs of an evaluation aggregate's batch, skipping rows where either is
+/// NULL. A NaN in either, or an infinite label, is an error naming the argument and row, as
+/// scikit-learn refuses them: sorting and averaging cannot give NaN a meaning.
+pub fn scored(label: Arg, score: Arg, values: &[ArrayRef]) -> Result<Vec<(f64, f64)>> {
+    let labels = floats(label.column(values)?)?;
+    let scores = floats(score.column(values)?)?;
+    let (labels, scores) = (
+        labels.as_primitive::<Float64Type>(),
+        scores.as_primitive::<Float64Type>(),
+    );
+    let mut pairs = Vec::with_capacity(labels.len());
+    for r in (0..labels.len()).filter(|&r| labels.is_valid(r) && scores.is_valid(r)) {
+        let (l, s) = (labels.value(r), scores.value(r));
+        if !l.is_finite() {
+            return exec_err!(
+                "{}: the {} is {l} in row {r} of the batch; it must be a finite number",
+                label.function,
+                label.role
+            );
+        }
+        if s.is_nan() {
+            return exec_err!(
+                "{}: the {} is NaN in row {r} of the batch (label {l}); filter such rows out",
+                score.function,
+                score.role
+            );
+        }
+        pairs.push((l, s));
+    }
+    Ok(pairs)
 }
 
 /// The type every index-list function (`ps_hash`, `ps_index`) returns, and indices are

@@ -142,26 +142,25 @@ impl ModelSpec {
         }
     }
 
-    /// Sets an option by name (the `CREATE MODEL ... OPTIONS` keys).
+    /// Sets an option by name (the `CREATE MODEL ... OPTIONS` keys), refusing a value outside
+    /// the option's range with an error naming the option, the value and what is allowed.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let num = || {
-            value.parse::<f64>().map_err(|_| {
-                DataFusionError::Plan(format!("model option {key} = '{value}' is not a number"))
-            })
-        };
+        let option = OptionValue { key, value };
         let u = &mut self.update;
         match key.to_ascii_lowercase().as_str() {
             "kind" => self.kind = value.parse()?,
-            "dim" => self.dim = num()? as u64,
+            "dim" => self.dim = option.whole(1, MAX_DIM)?,
             "optimizer" => u.optimizer = value.to_ascii_lowercase(),
-            "learning_rate" | "lr" | "alpha" => u.learning_rate = num()?,
-            "l1" => u.l1 = num()?,
-            "l2" => u.l2 = num()?,
-            "beta1" => u.beta1 = num()?,
-            "beta2" => u.beta2 = num()?,
-            "epsilon" => u.epsilon = num()?,
-            "beta" => u.beta = num()?,
-            "batch_size" => self.batch_size = (num()? as usize).max(1),
+            "learning_rate" | "lr" | "alpha" => {
+                u.learning_rate = option.number(|x| x > 0.0, "a finite number above 0")?
+            }
+            "l1" => u.l1 = option.number(|x| x >= 0.0, "a finite number, 0 or more")?,
+            "l2" => u.l2 = option.number(|x| x >= 0.0, "a finite number, 0 or more")?,
+            "beta1" => u.beta1 = option.number(|x| (0.0..1.0).contains(&x), "in [0, 1)")?,
+            "beta2" => u.beta2 = option.number(|x| (0.0..1.0).contains(&x), "in [0, 1)")?,
+            "epsilon" => u.epsilon = option.number(|x| x > 0.0, "a finite number above 0")?,
+            "beta" => u.beta = option.number(|x| x >= 0.0, "a finite number, 0 or more")?,
+            "batch_size" => self.batch_size = option.whole(1, MAX_BATCH as u64)? as usize,
             "counter" => self.counter = Some(value.to_string()).filter(|c| !c.is_empty()),
             "compression" => {
                 self.compression = value
@@ -225,9 +224,9 @@ impl ModelSpec {
     /// The matrix holding the model: weights and intercept in row 0, then `state_rows` rows
     /// of optimizer state.
     fn matrix(&self, name: &str, state_rows: u32) -> Result<MatrixSpec> {
-        if self.dim == 0 || self.dim >= 1 << 63 {
+        if self.dim == 0 || self.dim > MAX_DIM {
             return plan_err!(
-                "model '{name}': dim must be between 1 and 2^63 - 1, got {}",
+                "model '{name}': dim must be from 1 to {MAX_DIM}, got {}",
                 self.dim
             );
         }
@@ -245,6 +244,43 @@ impl ModelSpec {
     /// The column of the intercept.
     pub fn bias_key(&self) -> u64 {
         self.dim
+    }
+}
+
+/// The largest dimension: column `dim` (the intercept) must fit a 63-bit key.
+const MAX_DIM: u64 = (1 << 63) - 2;
+/// The largest mini-batch, in rows.
+const MAX_BATCH: usize = 1 << 24;
+
+/// One `key = value` model option being read, for errors that name both.
+struct OptionValue<'a> {
+    key: &'a str,
+    value: &'a str,
+}
+
+impl OptionValue<'_> {
+    /// The value as a finite number for which `ok` holds; `allowed` says which those are.
+    fn number(&self, ok: impl Fn(f64) -> bool, allowed: &str) -> Result<f64> {
+        match self.value.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && ok(x) => Ok(x),
+            _ => self.refuse(allowed),
+        }
+    }
+
+    /// The value as a whole number in `min..=max`.
+    fn whole(&self, min: u64, max: u64) -> Result<u64> {
+        match self.value.trim().parse::<f64>() {
+            Ok(x) if x.fract() == 0.0 && x >= min as f64 && x <= max as f64 => Ok(x as u64),
+            _ => self.refuse(&format!("a whole number from {min} to {max}")),
+        }
+    }
+
+    fn refuse<T>(&self, allowed: &str) -> Result<T> {
+        plan_err!(
+            "model option {} = '{}' is not allowed: it must be {allowed}",
+            self.key,
+            self.value
+        )
     }
 }
 
@@ -300,8 +336,21 @@ mod tests {
         let back = ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap();
         assert_eq!(back, spec);
         assert_eq!(back.matrix("m", 2).unwrap().rows, 3);
-        let err = spec.set("learning_rate", "fast").unwrap_err();
-        assert!(err.to_string().contains("learning_rate = 'fast'"), "{err}");
+        for (key, value, allowed) in [
+            ("learning_rate", "fast", "above 0"),
+            ("learning_rate", "NaN", "above 0"),
+            ("lr", "0", "above 0"),
+            ("l2", "-1", "0 or more"),
+            ("batch_size", "0", "from 1 to"),
+            ("batch_size", "2.5", "whole number"),
+            ("dim", "0", "from 1 to"),
+            ("beta1", "1", "[0, 1)"),
+        ] {
+            let err = spec.set(key, value).unwrap_err().to_string();
+            let named = format!("{key} = '{value}' is not allowed");
+            assert!(err.contains(&named) && err.contains(allowed), "{err}");
+        }
+        assert_eq!(spec, ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap());
         assert!(spec.set("momentum", "1").is_err());
     }
 

@@ -15,7 +15,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::{Arg, DOC_SECTION, arity, floats, label_type};
+use crate::args::{Arg, DOC_SECTION, arity, label_type, scored};
 
 const LABEL: Arg = Arg::new("ps_auc", 0, "label");
 const SCORE: Arg = Arg::new("ps_auc", 1, "score");
@@ -79,7 +79,8 @@ impl AggregateUDFImpl for PsAuc {
                 "The exact area under the ROC curve: the probability that a random positive \
                  scores above a random negative, ties counting half, as scikit-learn's \
                  roc_auc_score computes it. Labels > 0 are positive; rows with a NULL label or \
-                 score are skipped. NULL when one class is missing.",
+                 score are skipped; a NaN score or a NaN or infinite label is an error. NULL \
+                 when one class is missing.",
                 "ps_auc(label, score)",
             )
             .with_argument("label", "The true label: a number (or a boolean).")
@@ -98,14 +99,15 @@ struct Auc {
 }
 
 /// AUC of `scores` with `positive` = 1.0 for positives, 0.0 for negatives; `None` when one
-/// class is missing.
+/// class is missing. Ties are found with the same total order the sort uses, so every group
+/// advances (a NaN, unequal to itself, once never did).
 pub fn auc(scores: &[f64], positive: &[f64]) -> Option<f64> {
     let mut order: Vec<usize> = (0..scores.len()).collect();
     order.sort_by(|&a, &b| scores[a].total_cmp(&scores[b]));
     let (mut rank_sum, mut i) = (0.0, 0);
     while i < order.len() {
         let mut j = i;
-        while j < order.len() && scores[order[j]] == scores[order[i]] {
+        while j < order.len() && scores[order[j]].total_cmp(&scores[order[i]]).is_eq() {
             j += 1;
         }
         let mid_rank = (i + j + 1) as f64 / 2.0;
@@ -126,15 +128,9 @@ fn list(values: &[f64]) -> ScalarValue {
 
 impl Accumulator for Auc {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let labels = floats(LABEL.column(values)?)?;
-        let scores = floats(SCORE.column(values)?)?;
-        let (labels, scores) = (
-            labels.as_primitive::<Float64Type>(),
-            scores.as_primitive::<Float64Type>(),
-        );
-        for r in (0..labels.len()).filter(|&r| labels.is_valid(r) && scores.is_valid(r)) {
-            self.scores.push(scores.value(r));
-            self.positive.push(f64::from(labels.value(r) > 0.0));
+        for (label, score) in scored(LABEL, SCORE, values)? {
+            self.scores.push(score);
+            self.positive.push(f64::from(label > 0.0));
         }
         Ok(())
     }
@@ -188,5 +184,10 @@ mod tests {
         }
         assert!((auc(&scores, &labels).unwrap() - wins / pairs).abs() < 1e-12);
         assert_eq!(auc(&[0.1, 0.2], &[1.0, 1.0]), None);
+        // NaN scores once kept the tie loop from advancing; they now rank as one group.
+        assert_eq!(
+            auc(&[f64::NAN, 0.5, f64::NAN], &[1.0, 0.0, 0.0]),
+            Some(0.75)
+        );
     }
 }

@@ -3,15 +3,15 @@
 
 use std::sync::LazyLock;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
-use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type};
+use datafusion::arrow::array::ArrayRef;
+use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::{Arg, DOC_SECTION, arity, floats, label_type};
+use crate::args::{Arg, DOC_SECTION, arity, label_type, scored};
 use crate::mean::Mean;
 
 const LABEL: Arg = Arg::new("ps_logloss", 0, "label");
@@ -66,7 +66,8 @@ impl AggregateUDFImpl for PsLogloss {
                 DOC_SECTION,
                 "Mean log loss of predicted probabilities, clipped to [1e-15, 1 - 1e-15] as \
                  scikit-learn does. Labels > 0 are positive; rows with a NULL label or \
-                 probability are skipped.",
+                 probability are skipped; a NaN probability or a NaN or infinite label is an \
+                 error.",
                 "ps_logloss(label, probability)",
             )
             .with_argument("label", "The true label: a number (or a boolean).")
@@ -88,19 +89,9 @@ struct Logloss {
 
 impl Accumulator for Logloss {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let labels = floats(LABEL.column(values)?)?;
-        let probs = floats(PROBABILITY.column(values)?)?;
-        let (labels, probs) = (
-            labels.as_primitive::<Float64Type>(),
-            probs.as_primitive::<Float64Type>(),
-        );
-        for r in (0..labels.len()).filter(|&r| labels.is_valid(r) && probs.is_valid(r)) {
-            let p = probs.value(r).clamp(1e-15, 1.0 - 1e-15);
-            self.mean.sum -= if labels.value(r) > 0.0 {
-                p.ln()
-            } else {
-                (1.0 - p).ln()
-            };
+        for (label, p) in scored(LABEL, PROBABILITY, values)? {
+            let p = p.clamp(1e-15, 1.0 - 1e-15);
+            self.mean.sum -= if label > 0.0 { p.ln() } else { (1.0 - p).ln() };
             self.mean.rows += 1;
         }
         Ok(())

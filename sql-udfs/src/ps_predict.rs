@@ -88,6 +88,7 @@ impl ScalarUDFImpl for PsPredict {
         let values = values.map(|v| v.to_array(args.number_rows)).transpose()?;
         let rows =
             SparseRows::from_arrays(self.name(), None, &INDICES.array(&args)?, values.as_ref())?;
+        rows.check(self.name(), &name, model.spec.dim)?;
         let g = rows.gather(0..rows.len(), model.spec.bias_key());
         let weights = model.weights(&g.keys)?;
         let kind = model.spec.kind;

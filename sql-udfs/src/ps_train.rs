@@ -191,6 +191,7 @@ impl Accumulator for Train {
             self.model = Some(Model::open(self.binding.master(), &self.name)?);
         }
         let model = self.model.as_ref().expect("opened above");
+        rows.check(MODEL.function, &model.name, model.spec.dim)?;
         let batch = model.spec.batch_size;
         for start in (0..rows.len()).step_by(batch) {
             self.mean.sum += self.step(model, &rows, start..(start + batch).min(rows.len()))?;

@@ -2,7 +2,8 @@
 //!
 //! - `read_csv(path [, options])`: options as `key=value; ...` (`header`, `delimiter`,
 //!   `nulls`, `columns`, `bad_rows`), see `angel_etl::csv::CsvOptions`.
-//! - `read_libsvm(path [, bad_rows])`: `label, idx, val`, indices 0-based.
+//! - `read_libsvm(path [, options])`: `label, idx, val`, indices 0-based; options as
+//!   `read_csv`'s (`bad_rows`), see `angel_etl::libsvm::LibsvmOptions`.
 //!
 //! The file is read once, when the query is planned, and split into as many partitions as
 //! the session plans for, so the training that follows runs in parallel. On a Ballista cluster
@@ -11,7 +12,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use angel_etl::bad_rows::{BadRowPolicy, BadRows};
+use angel_etl::bad_rows::BadRows;
 use angel_etl::{EtlError, csv, libsvm};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
@@ -90,15 +91,12 @@ impl TableFunctionImpl for ReadFile {
                 &option.parse().map_err(etl)?,
                 &self.skipped,
             ),
-            Format::Libsvm => {
-                let policy: BadRowPolicy = match option.is_empty() {
-                    true => BadRowPolicy::Fail,
-                    false => option
-                        .parse()
-                        .map_err(|e: String| DataFusionError::Plan(format!("{name}: {e}")))?,
-                };
-                libsvm::read(Path::new(&path), policy, &self.skipped).map(|b| vec![b])
-            }
+            Format::Libsvm => libsvm::read(
+                Path::new(&path),
+                option.parse().map_err(etl)?,
+                &self.skipped,
+            )
+            .map(|b| vec![b]),
         }
         .map_err(etl)?;
         let parts = split(&batches, args.session().config().target_partitions());

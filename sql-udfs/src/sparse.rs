@@ -77,7 +77,8 @@ impl SparseRows {
                 let l = l.as_primitive::<Float64Type>();
                 if let Some(r) = (0..l.len()).find(|&r| l.is_null(r)) {
                     return exec_err!(
-                        "{function}: the label is null in row {r} of the batch; filter such rows out"
+                        "{function}: the label of row {r} of the batch is NULL or not a number; \
+                         filter such rows out"
                     );
                 }
                 l.values().to_vec()
@@ -92,6 +93,41 @@ impl SparseRows {
     }
 
     /// Number of rows.
+    /// Refuses what a model of dimension `dim` cannot use, naming the row: a NaN or infinite
+    /// label, an index at or past `dim` (column `dim` is the intercept, so it would alias it),
+    /// a NaN or infinite value. One pass over the batch; a NaN reaching the servers would
+    /// poison every weight it touches.
+    pub fn check(&self, function: &str, model: &str, dim: u64) -> Result<()> {
+        let row_of = |i: usize| self.offsets.partition_point(|&o| o <= i) - 1;
+        if let Some(r) = self.labels.iter().position(|l| !l.is_finite()) {
+            return exec_err!(
+                "{function}: the label is {} in row {r} of the batch; labels must be finite \
+                 numbers (filter such rows out)",
+                self.labels[r]
+            );
+        }
+        if let Some(i) = self.indices.iter().position(|&k| k >= dim) {
+            return exec_err!(
+                "{function}: index {} in row {} of the batch is outside model '{model}', whose \
+                 indices run from 0 to {} (dim = {dim}); create the model with a larger dim",
+                self.indices[i],
+                row_of(i),
+                dim - 1
+            );
+        }
+        let values = self.values.as_deref().unwrap_or_default();
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return exec_err!(
+                "{function}: the value of index {} in row {} of the batch is {}; values must \
+                 be finite numbers",
+                self.indices[i],
+                row_of(i),
+                values[i]
+            );
+        }
+        Ok(())
+    }
+
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }
@@ -157,7 +193,7 @@ fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
     array: &ArrayRef,
     element: DataType,
 ) -> Result<(Vec<usize>, Vec<T::Native>)> {
-    let target = DataType::List(Arc::new(Field::new_list_field(element, true)));
+    let target = DataType::List(Arc::new(Field::new_list_field(element.clone(), true)));
     let Ok(list) = cast(array, &target) else {
         return exec_err!(
             "{function}: {what} must be a list of numbers per row, got {}",
@@ -166,7 +202,7 @@ fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
     };
     let list = list.as_list::<i32>();
     let first = list.value_offsets()[0] as usize;
-    let offsets = list
+    let offsets: Vec<usize> = list
         .value_offsets()
         .iter()
         .map(|&o| o as usize - first)
@@ -175,8 +211,16 @@ fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
         .values()
         .slice(first, list.value_offsets()[list.len()] as usize - first);
     let flat = flat.as_primitive::<T>();
-    if flat.null_count() > 0 {
-        return exec_err!("{function}: {what} contain a null element");
+    if let Some(i) = (0..flat.len()).find(|&i| flat.is_null(i)) {
+        let row = offsets.partition_point(|&o| o <= i) - 1;
+        let kind = match element {
+            DataType::UInt64 => "a whole number from 0",
+            _ => "a number",
+        };
+        return exec_err!(
+            "{function}: the {what} of row {row} of the batch hold a NULL or a value that is \
+             not {kind}; filter such rows out"
+        );
     }
     Ok((offsets, flat.values().to_vec()))
 }
@@ -213,6 +257,9 @@ mod tests {
             None,
             None,
         ]));
+        rows.check("t", "m", 10).unwrap();
+        let err = rows.check("t", "m", 9).unwrap_err().to_string();
+        assert!(err.contains("index 9 in row 2"), "{err}");
         let err = SparseRows::from_arrays("t", None, &idx, Some(&short)).unwrap_err();
         assert!(
             err.to_string()

@@ -131,7 +131,15 @@ async fn wrong_state_calls_are_rejected_and_change_nothing() {
     expect(
         c.counter_seal("c", 1).await.unwrap_err(),
         Code::FailedPrecondition,
-        &["'c'", "Read", "seal needs Write"],
+        &[
+            "counter 'c' is sealed",
+            "seal needs a counter that is still counting",
+        ],
+    );
+    expect(
+        c.counter_seal("c", -1).await.unwrap_err(),
+        Code::InvalidArgument,
+        &["counter 'c'", "min_count must be 1 or more, got -1"],
     );
     let got = c.counter_get("c", &["a", "b", "zzz"]).await.unwrap();
     assert_eq!(
@@ -148,7 +156,7 @@ async fn wrong_state_calls_are_rejected_and_change_nothing() {
     expect(
         c.counter_clean("c").await.unwrap_err(),
         Code::FailedPrecondition,
-        &["'c'", "Clean"],
+        &["counter 'c' is cleaned up", "clean needs"],
     );
     let status = c.status().await.unwrap();
     let counter_id = c.counter("c").await.unwrap().meta.id;

@@ -78,13 +78,13 @@ pub fn run(args: CodecBenchArgs) -> Result<(), Box<dyn Error>> {
         let (keys, values) = gradient(&args, hashed, &mut rng);
         let n = keys.len();
         let payload = sketchml::encode(&keys, &values, &params)?;
-        let (_, decoded) = sketchml::decode(&payload)?;
+        let (_, decoded) = sketchml::decode(&payload, usize::MAX)?;
         let mut raw = angel_proto::wire::encode_keys(&keys).to_vec();
         raw.extend_from_slice(&angel_proto::wire::encode_values(
             &values.iter().map(|&v| v as f32).collect::<Vec<f32>>(),
         ));
         let zstd = zstd::bulk::compress(&raw, 3)?.len();
-        let sorted: std::collections::HashMap<u64, f64> = sketchml::decode(&payload)?
+        let sorted: std::collections::HashMap<u64, f64> = sketchml::decode(&payload, usize::MAX)?
             .0
             .into_iter()
             .zip(decoded)
@@ -99,7 +99,7 @@ pub fn run(args: CodecBenchArgs) -> Result<(), Box<dyn Error>> {
             black_box(sketchml::encode(&keys, &values, &params).ok());
         });
         let decode = throughput(n, args.rounds, || {
-            black_box(sketchml::decode(&payload).ok());
+            black_box(sketchml::decode(&payload, usize::MAX).ok());
         });
         let per_pair = payload.len() as f64 / n as f64;
         rows.push(vec![

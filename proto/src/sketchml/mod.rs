@@ -251,8 +251,21 @@ fn write_group(
     keys::encode(&keys, out);
 }
 
-/// Decodes a payload written by [`encode`] into (keys, values), grouped by bucket group.
-pub fn decode(bytes: &[u8]) -> Result<(Vec<u64>, Vec<f64>)> {
+/// Refuses a payload declaring `n` pairs when at most `max_pairs` may be decoded.
+pub fn check_pairs(n: usize, max_pairs: usize) -> Result<()> {
+    match n <= max_pairs {
+        true => Ok(()),
+        false => Err(PsError::TooLarge(format!(
+            "a compressed slice declares {n} pairs, more than the {max_pairs} this request may \
+             still decode to (the request size limit applies to decoded data)"
+        ))),
+    }
+}
+
+/// Decodes a payload written by [`encode`] into (keys, values), grouped by bucket group. A
+/// payload declaring more than `max_pairs` pairs is refused before anything is allocated: a
+/// few bytes can declare millions of pairs, so the receiver's limit applies to the decoded size.
+pub fn decode(bytes: &[u8], max_pairs: usize) -> Result<(Vec<u64>, Vec<f64>)> {
     let mut r = Reader::new(bytes);
     let version = r.u8("version")?;
     if version != VERSION {
@@ -261,6 +274,7 @@ pub fn decode(bytes: &[u8]) -> Result<(Vec<u64>, Vec<f64>)> {
         )));
     }
     let n = r.count(1, "pair count")?;
+    check_pairs(n, max_pairs)?;
     let counts = [
         usize::from(r.u16("negative buckets")?),
         usize::from(r.u16("positive buckets")?),

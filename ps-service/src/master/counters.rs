@@ -62,6 +62,11 @@ impl MasterService {
     }
 
     pub(super) async fn seal_counter(&self, name: &str, min_count: i64) -> Result<CounterMeta> {
+        if min_count < 1 {
+            return Err(PsError::InvalidArgument(format!(
+                "seal of counter '{name}': min_count must be 1 or more, got {min_count}"
+            )));
+        }
         let _creating = self.creating.lock().await;
         let (mut meta, servers, epoch) = self.counter_in(name, &[CounterState::Write], "seal")?;
         let ranked = self
@@ -126,11 +131,11 @@ impl MasterService {
             .ok_or_else(|| PsError::NotFound(format!("no counter named '{name}'")))?;
         if !allowed.contains(&meta.state()) {
             return Err(PsError::WrongState(format!(
-                "counter '{name}' is {:?}; {verb} needs {}",
-                meta.state(),
+                "counter '{name}' is {}; {verb} needs a counter that is {}",
+                described(meta.state()),
                 allowed
                     .iter()
-                    .map(|s| format!("{s:?}"))
+                    .map(|&s| described(s))
                     .collect::<Vec<_>>()
                     .join(" or ")
             )));
@@ -164,6 +169,16 @@ impl MasterService {
             replies.push((ids, reply.into_inner()));
         }
         Ok(replies)
+    }
+}
+
+/// A counter state in the words of its users' flow: count, seal, clean up.
+fn described(state: CounterState) -> &'static str {
+    match state {
+        CounterState::Write => "still counting (not sealed)",
+        CounterState::Read => "sealed",
+        CounterState::Clean => "cleaned up",
+        CounterState::Unspecified => "in no known state",
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use angel_proto::master_server::MasterServer;
 use angel_proto::{PsError, Result};
@@ -12,6 +13,10 @@ use super::service::MasterService;
 use super::{Partitioner, RangePartitioner};
 use crate::net;
 
+/// Largest request the master decodes: its requests carry names, shapes and attributes
+/// (bounded far below this), never data.
+const MAX_MASTER_REQUEST: usize = 4 << 20;
+
 /// How to start a master.
 #[derive(Clone)]
 pub struct MasterConfig {
@@ -21,6 +26,9 @@ pub struct MasterConfig {
     pub parts_per_server: u64,
     /// Partitioners besides "range", selectable by name in create requests.
     pub partitioners: Vec<Arc<dyn Partitioner>>,
+    /// A server silent (no heartbeat) this long takes no new partitions, and is forgotten
+    /// if it hosts none.
+    pub server_timeout: Duration,
 }
 
 impl MasterConfig {
@@ -30,6 +38,7 @@ impl MasterConfig {
             bind,
             parts_per_server: 4,
             partitioners: Vec::new(),
+            server_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -49,10 +58,10 @@ impl MasterNode {
             parts_per_server: config.parts_per_server,
         })];
         partitioners.extend(config.partitioners);
-        let service = MasterServer::new(MasterService::new(partitioners))
-            .max_decoding_message_size(net::decode_cap(net::DEFAULT_MAX_MESSAGE_BYTES))
+        let service = MasterServer::new(MasterService::new(partitioners, config.server_timeout))
+            .max_decoding_message_size(MAX_MASTER_REQUEST)
             .max_encoding_message_size(usize::MAX);
-        let router = net::grpc_server().add_service(service);
+        let router = net::grpc_server(net::DEFAULT_REQUEST_TIMEOUT).add_service(service);
         let task =
             tokio::spawn(async move { net::serve(router, incoming, shutdown, "master").await });
         tracing::info!(%addr, "master started");

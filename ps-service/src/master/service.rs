@@ -17,10 +17,12 @@ use angel_proto::{
     StorageKind, ValueType,
 };
 use parking_lot::Mutex;
+use tonic::codegen::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 use super::{Partitioner, optimizers};
+use crate::admin::AdminToken;
 
 /// Largest column count: keys are below 2^63 so u64::MAX stays free as a storage marker.
 pub const MAX_COLS: u64 = 1 << 63;
@@ -32,12 +34,23 @@ const MAX_NAME: usize = 256;
 const SERVER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Deadline of the per-server statistics gathered for `status`.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a registering server has to answer the master's call back to its address.
+const REGISTER_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest server address.
+const MAX_ADDR: usize = 256;
+/// Most optimizers a server may report.
+const MAX_OPTIMIZERS: usize = 256;
+/// Largest total size of a matrix's attributes (keys and values), in bytes.
+const MAX_ATTRS_BYTES: usize = 64 << 10;
+
+/// The master's client of one server: every call carries the server's admin token.
+pub(super) type ServerRpc = ServerClient<InterceptedService<Channel, AdminToken>>;
 
 #[derive(Debug, Clone)]
 pub(super) struct ServerEntry {
     pub(super) addr: String,
     last_seen: Instant,
-    pub(super) rpc: ServerClient<Channel>,
+    pub(super) rpc: ServerRpc,
     /// The optimizers it runs, as it reported them.
     optimizers: Vec<OptimizerInfo>,
 }
@@ -91,6 +104,32 @@ impl State {
         servers
     }
 
+    /// The servers that heartbeat within `timeout`. Silent ones that host nothing are
+    /// forgotten (a server registered once and gone must not hold up placements forever);
+    /// silent ones that host partitions stay listed, so their absence shows.
+    fn live_servers(&mut self, timeout: Duration) -> Vec<u32> {
+        let silent: Vec<u32> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| s.last_seen.elapsed() > timeout)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in silent {
+            let spaces = self.counters.values().filter_map(|c| c.space.as_ref());
+            let mut metas = self.matrices.values().chain(spaces);
+            if !metas.any(|m| m.partitions.iter().any(|p| p.server_id == id)) {
+                let gone = self.servers.remove(&id).map(|s| s.addr);
+                self.epoch += 1;
+                tracing::warn!(id, addr = ?gone, "forgot a silent server that hosted nothing");
+            }
+        }
+        self.servers
+            .iter()
+            .filter(|(_, s)| s.last_seen.elapsed() <= timeout)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     fn matrix(&self, name: &str) -> Result<&MatrixMeta> {
         self.matrices.get(name).ok_or_else(|| {
             let known: Vec<&str> = self.matrices.keys().map(String::as_str).collect();
@@ -105,14 +144,18 @@ pub struct MasterService {
     /// Serialises creation and counter sealing so names, ids and indices are decided once.
     pub(super) creating: tokio::sync::Mutex<()>,
     partitioners: BTreeMap<String, Arc<dyn Partitioner>>,
+    /// See [`super::MasterConfig::server_timeout`].
+    server_timeout: Duration,
 }
 
 impl MasterService {
-    /// A master with the given partitioners (by name).
-    pub fn new(partitioners: Vec<Arc<dyn Partitioner>>) -> Self {
+    /// A master with the given partitioners (by name), taking servers silent for
+    /// `server_timeout` out of new placements.
+    pub fn new(partitioners: Vec<Arc<dyn Partitioner>>, server_timeout: Duration) -> Self {
         MasterService {
             state: Mutex::new(State::default()),
             creating: tokio::sync::Mutex::new(()),
+            server_timeout,
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -120,16 +163,37 @@ impl MasterService {
         }
     }
 
-    fn register(&self, request: RegisterServerRequest) -> Result<RegisterServerReply> {
-        let RegisterServerRequest { addr, optimizers } = request;
+    /// Registers a server after checking what it sent (bounded sizes, its optimizers agree
+    /// with the other servers') and that its address answers the master: a server no one can
+    /// reach would fail every later matrix creation.
+    async fn register(&self, request: RegisterServerRequest) -> Result<RegisterServerReply> {
+        let RegisterServerRequest {
+            addr,
+            optimizers,
+            admin_token,
+        } = request;
+        check_registration(&addr, &optimizers)?;
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| PsError::InvalidArgument(format!("bad server address '{addr}': {e}")))?
             .timeout(SERVER_CALL_TIMEOUT)
+            .connect_timeout(REGISTER_PROBE_TIMEOUT)
             .initial_stream_window_size(Some(WINDOW))
             .initial_connection_window_size(Some(WINDOW));
-        let rpc = ServerClient::new(endpoint.connect_lazy())
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX);
+        let mut rpc =
+            ServerClient::with_interceptor(endpoint.connect_lazy(), AdminToken::new(&admin_token)?)
+                .max_decoding_message_size(usize::MAX)
+                .max_encoding_message_size(usize::MAX);
+        let probe = tokio::time::timeout(REGISTER_PROBE_TIMEOUT, rpc.stats(StatsRequest {})).await;
+        if let Err(why) = probe.map_err(|_| "no answer".to_string()).and_then(|r| {
+            r.map(drop)
+                .map_err(|s| PsError::from_status(s, &addr).to_string())
+        }) {
+            return Err(PsError::Unavailable(format!(
+                "the master cannot reach the registering server at '{addr}' ({why} within \
+                 {REGISTER_PROBE_TIMEOUT:?}); give the server an address the master can reach \
+                 with --advertise"
+            )));
+        }
         let mut state = self.state.lock();
         let registered = state.servers.values();
         optimizers::check_joining(
@@ -227,13 +291,13 @@ impl MasterService {
                 r.name
             )));
         }
-        if state.servers.is_empty() {
+        let ids = state.live_servers(self.server_timeout);
+        if ids.is_empty() {
             return Err(PsError::Unavailable(
-                "no servers have registered with the master".into(),
+                "no live servers are registered with the master".into(),
             ));
         }
         optimizers::check_model(r, &state.optimizers())?;
-        let ids: Vec<u32> = state.servers.keys().copied().collect();
         let blocks = partitioner.partition(r, ids.len())?;
         let id = state.next_matrix;
         state.next_matrix += 1;
@@ -331,6 +395,24 @@ impl MasterService {
     }
 }
 
+/// Bounds what a registering server sends, which every partition map then carries.
+fn check_registration(addr: &str, optimizers: &[OptimizerInfo]) -> Result<()> {
+    if addr.is_empty() || addr.len() > MAX_ADDR {
+        return Err(PsError::InvalidArgument(format!(
+            "a server address must have 1 to {MAX_ADDR} bytes, got {}",
+            addr.len()
+        )));
+    }
+    if optimizers.len() > MAX_OPTIMIZERS || optimizers.iter().any(|o| o.name.len() > MAX_NAME) {
+        return Err(PsError::InvalidArgument(format!(
+            "server '{addr}' reports {} optimizers; at most {MAX_OPTIMIZERS} are accepted, \
+             with names of at most {MAX_NAME} bytes",
+            optimizers.len()
+        )));
+    }
+    Ok(())
+}
+
 fn validate(r: &CreateMatrixRequest) -> Result<()> {
     let bad = |why: String| {
         Err(PsError::InvalidArgument(format!(
@@ -362,6 +444,12 @@ fn validate(r: &CreateMatrixRequest) -> Result<()> {
     if !matches!(StorageKind::try_from(r.storage), Ok(k) if k != StorageKind::Unspecified) {
         return bad(format!("storage kind {} is not DENSE or SPARSE", r.storage));
     }
+    let attrs_bytes: usize = r.attrs.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if attrs_bytes > MAX_ATTRS_BYTES {
+        return bad(format!(
+            "attributes of {attrs_bytes} bytes are over the limit of {MAX_ATTRS_BYTES}"
+        ));
+    }
     if let Some(Err(e)) = r
         .attrs
         .get(angel_proto::codec::ATTR)
@@ -382,7 +470,7 @@ impl Master for MasterService {
         &self,
         request: Request<RegisterServerRequest>,
     ) -> std::result::Result<Response<RegisterServerReply>, Status> {
-        answer(self.register(request.into_inner()))
+        answer(self.register(request.into_inner()).await)
     }
 
     async fn heartbeat(

@@ -57,7 +57,8 @@ impl Optimizer for Adam {
         let g = g + u.l2 * slot[0];
         slot[1] = u.beta1 * slot[1] + (1.0 - u.beta1) * g;
         slot[2] = u.beta2 * slot[2] + (1.0 - u.beta2) * g * g;
-        let t = u.step.max(1) as i32;
+        // Past 2^31 steps beta^t is 0 in f64 anyway; the clamp keeps the cast from wrapping.
+        let t = u.step.clamp(1, i32::MAX as u64) as i32;
         let m = slot[1] / (1.0 - u.beta1.powi(t));
         let v = slot[2] / (1.0 - u.beta2.powi(t));
         let rate = u.learning_rate / (v.sqrt() + u.epsilon);
@@ -117,6 +118,18 @@ mod tests {
                 slot[0]
             );
         }
+    }
+
+    #[test]
+    fn adam_stays_finite_past_two_to_the_31_steps() {
+        let mut u = angel_proto::update("adam", 0.1);
+        let mut slot = vec![1.0, 0.0, 0.0];
+        for step in [1 << 31, (1 << 31) + 5, u64::MAX] {
+            u.step = step;
+            Adam.step(&mut slot, 0.5, &u);
+            assert!(slot.iter().all(|x| x.is_finite()), "step {step}: {slot:?}");
+        }
+        assert!(slot[0] < 1.0, "the weight moved against the gradient");
     }
 
     #[test]

@@ -102,6 +102,12 @@ impl ServerService {
                     deltas.len()
                 )));
             }
+            if let Some(d) = deltas.iter().find(|&&d| d < 0) {
+                return Err(PsError::InvalidArgument(format!(
+                    "counter '{}': delta {d} is negative; counts only grow",
+                    part.counter.name
+                )));
+            }
             if part.data.read().phase() != Phase::Write {
                 return Err(wrong_state(
                     &part,

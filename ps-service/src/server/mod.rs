@@ -13,4 +13,4 @@ pub mod partition;
 pub mod push_metrics;
 pub mod service;
 
-pub use node::{Functions, ServerConfig, ServerNode};
+pub use node::{Functions, ServerConfig, ServerNode, default_memory_budget};

@@ -2,7 +2,7 @@
 //! and heartbeat until shut down.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use angel_proto::master_client::MasterClient;
@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::partition::Partitions;
 use super::service::ServerService;
-use crate::net;
 use crate::optim::OptimizerRegistry;
 use crate::psf::PsfRegistry;
+use crate::{admin, net};
 
 /// How to start a server.
 #[derive(Debug, Clone)]
@@ -32,6 +32,11 @@ pub struct ServerConfig {
     pub heartbeat: Duration,
     /// How long to keep trying to reach the master at start-up.
     pub register_timeout: Duration,
+    /// Bytes of partition data this server may hold; creating partitions past it is refused
+    /// with RESOURCE_EXHAUSTED (`--memory-budget`).
+    pub memory_budget: u64,
+    /// Longest a request may take, body included; a stalled upload is cut off after it.
+    pub request_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -44,8 +49,22 @@ impl ServerConfig {
             max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
             heartbeat: Duration::from_secs(1),
             register_timeout: Duration::from_secs(10),
+            memory_budget: default_memory_budget(),
+            request_timeout: net::DEFAULT_REQUEST_TIMEOUT,
         }
     }
+}
+
+/// The default memory budget: 80% of the machine's memory as /proc/meminfo reports it, or
+/// no limit where that cannot be read.
+pub fn default_memory_budget() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        });
+    total_kib.map_or(u64::MAX, |kib| kib * 1024 / 5 * 4)
 }
 
 /// What a server runs on its data besides pull and push: PS functions and optimizers, the
@@ -79,29 +98,51 @@ impl ServerNode {
             .advertise
             .clone()
             .unwrap_or_else(|| local.to_string());
-        let mut master = connect_master(&config).await?;
-        let reply = master
-            .register_server(RegisterServerRequest {
-                addr: addr.clone(),
-                optimizers: functions.optimizers.infos(),
-            })
-            .await
-            .map_err(|s| PsError::from_status(s, &format!("master {}", config.master)))?
-            .into_inner();
+        let admin_token = admin::new_token();
+        let register = RegisterServerRequest {
+            addr: addr.clone(),
+            optimizers: functions.optimizers.infos(),
+            admin_token: admin_token.clone(),
+        };
         let parts = Arc::new(Partitions::default());
-        parts.observe_epoch(reply.epoch);
-        let id = reply.server_id;
+        let server_id = Arc::new(OnceLock::new());
         let service = ServerService {
             parts: parts.clone(),
             psfs: functions.psfs,
             optimizers: functions.optimizers,
             max_message_bytes: config.max_message_bytes,
-            server_id: id,
+            memory_budget: config.memory_budget,
+            server_id: server_id.clone(),
+            admin_token,
             pushes: Default::default(),
         };
         let grpc = ServerServer::new(service)
             .max_decoding_message_size(net::decode_cap(config.max_message_bytes))
             .max_encoding_message_size(usize::MAX);
+        // Serve before registering: the master calls back to check the address answers.
+        let serving = shutdown.child_token();
+        let router = net::grpc_server(config.request_timeout).add_service(grpc);
+        let (stop, label) = (serving.clone(), format!("server {addr}"));
+        let task = tokio::spawn(async move { net::serve(router, incoming, stop, &label).await });
+        let registered = match connect_master(&config).await {
+            Ok(mut master) => master
+                .register_server(register)
+                .await
+                .map(|reply| (master, reply.into_inner()))
+                .map_err(|s| PsError::from_status(s, &format!("master {}", config.master))),
+            Err(e) => Err(e),
+        };
+        let (master, reply) = match registered {
+            Ok(registered) => registered,
+            Err(e) => {
+                serving.cancel();
+                let _ = task.await;
+                return Err(e);
+            }
+        };
+        parts.observe_epoch(reply.epoch);
+        let id = reply.server_id;
+        server_id.set(id).expect("the id is set once, here");
         tokio::spawn(heartbeat(
             master,
             id,
@@ -109,10 +150,6 @@ impl ServerNode {
             config.heartbeat,
             shutdown.clone(),
         ));
-        let router = net::grpc_server().add_service(grpc);
-        let task = tokio::spawn(async move {
-            net::serve(router, incoming, shutdown, &format!("server {id}")).await
-        });
         tracing::info!(id, %addr, "server started");
         Ok(ServerNode { id, addr, task })
     }

@@ -109,12 +109,20 @@ impl Partitions {
         found.ok_or_else(|| self.stale("counter", counter_id, partition_id, caller_epoch))
     }
 
+    /// Why a partition is not here: a caller whose map is older than what this server has
+    /// seen should refresh it (STALE_MAP, which clients retry); for a caller as up to date as
+    /// the server, the partition does not exist (NOT_FOUND).
     fn stale(&self, kind: &str, id: u32, partition_id: u32, caller_epoch: u64) -> PsError {
-        PsError::StaleMap(format!(
-            "partition {partition_id} of {kind} {id} is not on this server (caller map epoch \
-             {caller_epoch}, server epoch {}); refresh the partition map",
-            self.epoch.load(Ordering::Relaxed)
-        ))
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        match caller_epoch < epoch {
+            true => PsError::StaleMap(format!(
+                "partition {partition_id} of {kind} {id} is not on this server (caller map \
+                 epoch {caller_epoch}, server epoch {epoch}); refresh the partition map"
+            )),
+            false => PsError::NotFound(format!(
+                "{kind} {id} has no partition {partition_id} on this server (map epoch {epoch})"
+            )),
+        }
     }
 
     /// Adds partitions of a new counter.

@@ -1,7 +1,7 @@
 //! The server's gRPC handlers. Each validates the whole request (value type, rows, keys,
 //! lengths, size) before touching storage, so a bad request changes nothing.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use angel_proto::server_server::Server;
 use angel_proto::value::value_size;
@@ -20,7 +20,7 @@ use super::push_metrics::PushMetrics;
 use crate::optim::OptimizerRegistry;
 use crate::psf::{PsfContext, PsfRegistry};
 use crate::storage::AnyBlock;
-use crate::with_block;
+use crate::{admin, with_block};
 
 /// The state behind one server's gRPC service.
 pub struct ServerService {
@@ -32,8 +32,12 @@ pub struct ServerService {
     pub optimizers: OptimizerRegistry,
     /// Largest request accepted, in bytes.
     pub max_message_bytes: usize,
-    /// Id the master gave this server.
-    pub server_id: u32,
+    /// Bytes of partition data this server may hold.
+    pub memory_budget: u64,
+    /// Id the master gave this server, once registered.
+    pub server_id: Arc<OnceLock<u32>>,
+    /// The credential of the master's calls (see [`crate::admin`]).
+    pub admin_token: String,
     /// Accepted pushes per client and matrix.
     pub pushes: PushMetrics,
 }
@@ -47,9 +51,13 @@ fn payload(slices: &[RowSlice]) -> u64 {
 }
 
 /// Decodes every compressed slice in place (keys and values become raw); returns how many
-/// were compressed.
-fn decode_slices(slices: &mut [RowSlice], value_type: i32) -> Result<u64> {
+/// were compressed. The request's decoded payload may not pass `limit` bytes, the limit a raw
+/// request has: each slice's declared pair count is checked against what is left before
+/// anything is allocated.
+fn decode_slices(slices: &mut [RowSlice], value_type: i32, limit: usize) -> Result<u64> {
     let value_type = ValueType::try_from(value_type).unwrap_or(ValueType::Unspecified);
+    let pair = 8 + value_size(value_type);
+    let mut room = limit.saturating_sub(payload(slices) as usize);
     let mut compressed = 0;
     for s in slices.iter_mut().filter(|s| s.codec != codec::RAW) {
         let (keys, values) = codec::decode_slice(
@@ -57,7 +65,9 @@ fn decode_slices(slices: &mut [RowSlice], value_type: i32) -> Result<u64> {
             std::mem::take(&mut s.keys),
             std::mem::take(&mut s.values),
             value_type,
+            room / pair,
         )?;
+        room = room.saturating_sub(keys.len() + values.len());
         (s.keys, s.values, s.codec) = (keys, values, codec::RAW);
         compressed += 1;
     }
@@ -117,7 +127,7 @@ impl ServerService {
             if with_values {
                 let n = keys.as_ref().map_or(part.width(), |k| k.len() as u64);
                 let size = value_size(expected) as u64;
-                if s.values.len() as u64 != n * size {
+                if n.checked_mul(size) != Some(s.values.len() as u64) {
                     return Err(PsError::InvalidArgument(format!(
                         "push to partition {} of matrix '{}': {} value bytes for {n} elements of \
                          {size} bytes",
@@ -140,7 +150,11 @@ impl ServerService {
     fn pull_checked(&self, mut request: PullRequest) -> Result<PullReply> {
         self.check_size(&request, "pull")?;
         let epoch = request.caller.map_or(0, |c| c.map_epoch);
-        decode_slices(&mut request.slices, request.value_type)?;
+        decode_slices(
+            &mut request.slices,
+            request.value_type,
+            self.max_message_bytes,
+        )?;
         let checked = self.check_slices(
             request.matrix_id,
             request.value_type,
@@ -148,20 +162,28 @@ impl ServerService {
             request.slices,
             false,
         )?;
-        let slices = checked
-            .into_iter()
-            .map(|c| {
-                let block = c.part.data.read();
-                let (keys, values) = with_block!(&*block, b => b.pull(c.row, c.keys.as_deref()));
-                RowSlice {
-                    partition_id: c.part.id,
-                    row: c.row,
-                    keys,
-                    values,
-                    codec: codec::RAW,
-                }
-            })
-            .collect();
+        let mut slices = Vec::with_capacity(checked.len());
+        let mut reply_bytes = 0usize;
+        for c in checked {
+            let block = c.part.data.read();
+            let (keys, values) = with_block!(&*block, b => b.pull(c.row, c.keys.as_deref()));
+            // A small request naming one large slice many times must not buy a huge reply.
+            reply_bytes += keys.len() + values.len();
+            if reply_bytes > self.max_message_bytes {
+                return Err(PsError::TooLarge(format!(
+                    "pull from matrix '{}': the reply would pass this server's limit of {} bytes \
+                     (--max-message-bytes); pull fewer rows or keys per call",
+                    c.part.matrix.name, self.max_message_bytes
+                )));
+            }
+            slices.push(RowSlice {
+                partition_id: c.part.id,
+                row: c.row,
+                keys,
+                values,
+                codec: codec::RAW,
+            });
+        }
         Ok(PullReply { slices })
     }
 
@@ -171,7 +193,11 @@ impl ServerService {
             .caller
             .map_or((0, 0), |c| (c.map_epoch, c.worker_id));
         let (bytes, slices) = (payload(&request.slices), request.slices.len() as u64);
-        let compressed_slices = decode_slices(&mut request.slices, request.value_type)?;
+        let compressed_slices = decode_slices(
+            &mut request.slices,
+            request.value_type,
+            self.max_message_bytes,
+        )?;
         let mut traffic = ClientPushes {
             worker_id,
             matrix_id: request.matrix_id,
@@ -236,12 +262,23 @@ impl ServerService {
         Ok(())
     }
 
+    /// Runs a PS function over every block of the request, after resolving and checking them
+    /// all: a request with one bad block changes nothing, so a client may resend it after a
+    /// refresh without applying any block twice. Each block is named once, so a request's work
+    /// is bounded by the partitions this server holds.
     fn psf_checked(&self, request: PsfRequest) -> Result<PsfReply> {
         self.check_size(&request, "PS function")?;
         let function = self.psfs.get(&request.name)?;
         let epoch = request.caller.map_or(0, |c| c.map_epoch);
-        let mut results = Vec::with_capacity(request.blocks.len());
+        let mut seen = std::collections::HashSet::with_capacity(request.blocks.len());
+        let mut resolved = Vec::with_capacity(request.blocks.len());
         for block in &request.blocks {
+            if !seen.insert(&block.partition_ids) {
+                return Err(PsError::InvalidArgument(format!(
+                    "PS function '{}': block {:?} is named twice in one request",
+                    request.name, block.partition_ids
+                )));
+            }
             if block.partition_ids.len() != request.operands.len() {
                 return Err(PsError::InvalidArgument(format!(
                     "PS function '{}': a block names {} partitions for {} operands",
@@ -265,6 +302,10 @@ impl ServerService {
                 }
                 operands.push((part, op.row));
             }
+            resolved.push(operands);
+        }
+        let mut results = Vec::with_capacity(resolved.len());
+        for operands in resolved {
             let ctx = PsfContext::new(&request.name, operands, &request.args);
             results.push(PsfValues {
                 values: function.apply(&ctx)?,
@@ -276,11 +317,45 @@ impl ServerService {
         })
     }
 
+    /// Refuses new partitions of `meta` whose dense storage would take this server past its
+    /// memory budget (sparse partitions start empty and are not counted here).
+    fn check_budget(&self, meta: &angel_proto::MatrixMeta, ids: &[u32]) -> Result<()> {
+        if meta.storage() != StorageKind::Dense {
+            return Ok(());
+        }
+        let element = value_size(meta.value_type()) as u64;
+        let needed = ids
+            .iter()
+            .filter_map(|&pid| meta.partitions.get(pid as usize))
+            .try_fold(0u64, |sum, p| {
+                let cells = (p.row_end.checked_sub(p.row_start)?)
+                    .checked_mul(p.col_end.checked_sub(p.col_start)?)?;
+                sum.checked_add(cells.checked_mul(element)?)
+            })
+            .unwrap_or(u64::MAX);
+        let used: u64 = self
+            .parts
+            .all()
+            .iter()
+            .map(|p| with_block!(&*p.data.read(), b => b.usage()).1)
+            .sum();
+        if needed.saturating_add(used) > self.memory_budget {
+            return Err(PsError::TooLarge(format!(
+                "matrix '{}' needs {needed} bytes on this server, which holds {used} bytes of its \
+                 memory budget of {} bytes; raise --memory-budget, add servers or use sparse \
+                 storage",
+                meta.name, self.memory_budget
+            )));
+        }
+        Ok(())
+    }
+
     fn create_checked(&self, request: CreatePartitionsRequest) -> Result<CreatePartitionsReply> {
         self.parts.observe_epoch(request.epoch);
         let meta = Arc::new(request.matrix.ok_or_else(|| {
             PsError::InvalidArgument("create partitions: the matrix is missing".into())
         })?);
+        self.check_budget(&meta, &request.partition_ids)?;
         let mut parts = Vec::with_capacity(request.partition_ids.len());
         for pid in request.partition_ids {
             let p = meta.partitions.get(pid as usize).ok_or_else(|| {
@@ -319,6 +394,7 @@ impl Server for ServerService {
         &self,
         request: Request<CreatePartitionsRequest>,
     ) -> std::result::Result<Response<CreatePartitionsReply>, Status> {
+        admin::check(&request, &self.admin_token, "CreatePartitions")?;
         answer(self.create_checked(request.into_inner()))
     }
 
@@ -326,6 +402,7 @@ impl Server for ServerService {
         &self,
         request: Request<DropPartitionsRequest>,
     ) -> std::result::Result<Response<DropPartitionsReply>, Status> {
+        admin::check(&request, &self.admin_token, "DropPartitions")?;
         let request = request.into_inner();
         self.parts.observe_epoch(request.epoch);
         self.parts.remove_matrix(request.matrix_id);
@@ -357,6 +434,7 @@ impl Server for ServerService {
         &self,
         request: Request<CounterAdminRequest>,
     ) -> std::result::Result<Response<CounterAdminReply>, Status> {
+        admin::check(&request, &self.admin_token, "CounterAdmin")?;
         answer(self.counter_admin_checked(request.into_inner()))
     }
 
@@ -410,7 +488,7 @@ impl Server for ServerService {
             }))
             .collect();
         Ok(Response::new(StatsReply {
-            server_id: self.server_id,
+            server_id: self.server_id.get().copied().unwrap_or_default(),
             partitions,
             pushes: self.pushes.snapshot(),
         }))

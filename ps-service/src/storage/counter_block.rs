@@ -44,10 +44,10 @@ impl CounterBlock {
         self.phase
     }
 
-    /// Adds `delta` to `key`'s count.
+    /// Adds `delta` to `key`'s count, saturating at `i64::MAX` rather than wrapping negative.
     pub fn increase(&mut self, key: &str, delta: i64) {
         match self.entries.get_mut(key) {
-            Some(e) => e.count = e.count.wrapping_add(delta),
+            Some(e) => e.count = e.count.saturating_add(delta),
             None => {
                 let entry = Entry {
                     count: delta,
@@ -139,5 +139,13 @@ mod tests {
         indexed.sort_by_key(|e| e.2);
         assert_eq!(indexed.len(), 2);
         assert_eq!(indexed[0].2, 10);
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_wrapping() {
+        let mut block = CounterBlock::default();
+        block.increase("k", i64::MAX - 1);
+        block.increase("k", 5);
+        assert_eq!(block.get("k").0, i64::MAX);
     }
 }

@@ -6,6 +6,7 @@
 //! key is `u64::MAX` (never a valid column: columns stop at 2^63). That keeps a live key at
 //! 15-23 bytes.
 
+use ahash::RandomState;
 use angel_proto::Element;
 
 const EMPTY: u64 = u64::MAX;
@@ -18,6 +19,9 @@ pub struct SparseMap<T> {
     keys: Vec<u64>,
     values: Vec<T>,
     len: usize,
+    /// Keys come from clients: with a fixed hash, keys chosen to share a slot turn every
+    /// probe into a scan of the table. A per-map random key makes such sets unguessable.
+    hasher: RandomState,
 }
 
 impl<T: Element> SparseMap<T> {
@@ -76,16 +80,12 @@ impl<T: Element> SparseMap<T> {
 
     /// Removes every key and frees the memory.
     pub fn clear(&mut self) {
-        *self = SparseMap {
-            keys: Vec::new(),
-            values: Vec::new(),
-            len: 0,
-        };
+        *self = SparseMap::default();
     }
 
-    fn home(key: u64, capacity: usize) -> usize {
-        // Fibonacci hashing, then the high bits scaled onto the table (capacity need not be 2^k).
-        let h = key.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    fn home(&self, key: u64, capacity: usize) -> usize {
+        // The keyed hash's high bits scaled onto the table (capacity need not be 2^k).
+        let h = self.hasher.hash_one(key);
         ((u128::from(h) * capacity as u128) >> 64) as usize
     }
 
@@ -95,7 +95,7 @@ impl<T: Element> SparseMap<T> {
         if capacity == 0 {
             return Err(0);
         }
-        let mut slot = Self::home(key, capacity);
+        let mut slot = self.home(key, capacity);
         loop {
             match self.keys[slot] {
                 k if k == key => return Ok(slot),
@@ -175,6 +175,38 @@ mod tests {
             expected.sort_unstable();
             prop_assert_eq!(seen, expected);
         }
+    }
+
+    /// Mean distance from a key's home slot to where it lives: the cost of a lookup.
+    fn mean_probe(map: &SparseMap<f32>) -> f64 {
+        let capacity = map.keys.len();
+        let total: usize = map
+            .iter()
+            .map(|(k, _)| {
+                let at = map.find(k).unwrap();
+                (at + capacity - map.home(k, capacity)) % capacity
+            })
+            .sum();
+        total as f64 / map.len() as f64
+    }
+
+    #[test]
+    fn keys_chosen_to_collide_under_a_fixed_hash_spread_out() {
+        // Under the Fibonacci hash `k * 0x9E37..15` these keys all had one home slot.
+        let a = 0x9E37_79B9_7F4A_7C15u64;
+        let mut inverse = a;
+        for _ in 0..6 {
+            inverse = inverse.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(inverse)));
+        }
+        assert_eq!(a.wrapping_mul(inverse), 1);
+        let mut map = SparseMap::<f32>::default();
+        let keys = (1..320_000u64).map(|j| j.wrapping_mul(inverse));
+        for k in keys.filter(|&k| k < 1 << 63) {
+            map.add(k, 1.0);
+        }
+        assert!(map.len() > 100_000);
+        let probe = mean_probe(&map);
+        assert!(probe < 10.0, "mean probe {probe:.1} slots");
     }
 
     #[test]

@@ -119,6 +119,12 @@ impl Job {
                 } else {
                     e
                 };
+                let e = match e {
+                    DataFusionError::SQL(..) => {
+                        DataFusionError::Plan(script::file_lines(&e.to_string(), line))
+                    }
+                    e => e,
+                };
                 DataFusionError::Context(format!("{file}:{line}"), Box::new(e))
             })?;
             let report = StatementReport {

@@ -167,8 +167,17 @@ pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
         indices.extend(i.as_primitive::<UInt64Type>().values());
         weights.extend(w.as_primitive::<Float32Type>().values());
     }
+    check_dim(dir, &metadata, &spec, &indices)?;
     if let Some(counter) = &spec.counter {
         restore_counter(client, counter, &features).await?;
+        let size = client.counter(counter).await.map_err(ps_error)?.meta.size;
+        if size != spec.dim {
+            return exec_err!(
+                "{}: the model has dim {} but counter '{counter}' indexes {size} features",
+                dir.display(),
+                spec.dim
+            );
+        }
     }
     spec.create(client, name).await?;
     client
@@ -179,6 +188,25 @@ pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
 
 /// Rebuilds `counter` from the saved (feature, index) pairs, or checks an existing one, and
 /// fails unless every feature gets its saved index.
+/// Checks the dimension agrees everywhere the saved model states it: `model.json`'s `dim`,
+/// its options, and `weights.parquet`, whose last index is the intercept's, `dim`. A model
+/// loaded with another dimension would read the intercept from a feature's weight.
+fn check_dim(dir: &Path, metadata: &Metadata, spec: &ModelSpec, indices: &[u64]) -> Result<()> {
+    let intercept = indices.iter().max().copied();
+    if metadata.dim != spec.dim || intercept != Some(spec.dim) {
+        return exec_err!(
+            "{}: the saved model disagrees on its dimension: model.json says dim {} (options: \
+             {}), weights.parquet has the intercept at index {}; the files do not belong \
+             together",
+            dir.display(),
+            metadata.dim,
+            spec.dim,
+            intercept.map_or("none".to_string(), |i| i.to_string())
+        );
+    }
+    Ok(())
+}
+
 async fn restore_counter(
     client: &PsClient,
     counter: &str,

@@ -62,6 +62,20 @@ pub fn statements(text: &str) -> Vec<(usize, String)> {
                     }
                 }
             }
+            None if c == '/' && chars.peek() == Some(&'*') => {
+                // A block comment stays in the statement (DataFusion skips it); a `;` inside
+                // it ends nothing.
+                current.push(c);
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    current.push(c);
+                    line += usize::from(c == '\n');
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
             None if c == ';' => {
                 push(&mut out, &mut current, start_line);
                 start_line = line;
@@ -73,6 +87,22 @@ pub fn statements(text: &str) -> Vec<(usize, String)> {
         }
     }
     push(&mut out, &mut current, start_line);
+    out
+}
+
+/// `message` with every `Line: n` of a SQL parser error (counted from the statement's first
+/// line) turned into the line of the job file, given the statement starts on `first_line`.
+pub fn file_lines(message: &str, first_line: usize) -> String {
+    let mut parts = message.split("Line: ");
+    let mut out = parts.next().unwrap_or_default().to_string();
+    for part in parts {
+        let digits = part.len() - part.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        out.push_str("Line: ");
+        match part[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&format!("{}{}", n + first_line - 1, &part[digits..])),
+            Err(_) => out.push_str(part),
+        }
+    }
     out
 }
 
@@ -98,6 +128,17 @@ mod tests {
                 (2, "SELECT 'a;b'".to_string()),
                 (4, "SELECT 2 \n".trim().to_string())
             ]
+        );
+    }
+
+    #[test]
+    fn block_comments_do_not_split_and_parser_lines_count_in_the_file() {
+        let s = statements("SELECT 1 /* a; b\n */ + 1;\nSELECT 2;");
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert_eq!(s[1].0, 3);
+        assert_eq!(
+            file_lines("Expected: x, found: y at Line: 2, Column: 7", 10),
+            "Expected: x, found: y at Line: 11, Column: 7"
         );
     }
 

@@ -109,6 +109,11 @@ impl Statement {
                 match items.as_slice() {
                     [name, p, path] if p.eq_ignore_ascii_case(preposition) => {
                         let (name, path) = (unquote(name), unquote(path));
+                        if path.trim().is_empty() {
+                            return plan_err!(
+                                "{verb} MODEL {name} {preposition} '': the directory is empty"
+                            );
+                        }
                         Ok(match verb {
                             "SAVE" => Statement::SaveModel { name, path },
                             _ => Statement::LoadModel { name, path },
@@ -240,6 +245,8 @@ mod tests {
             (name.as_str(), replace, query.as_str()),
             ("t2", true, "select 1 as x")
         );
+        let err = Statement::parse("SAVE MODEL m TO ''").unwrap_err();
+        assert!(err.to_string().contains("the directory is empty"), "{err}");
         let err = Statement::parse("CREATE MODEL m OPTIONS (kind 'x') AS SELECT 1").unwrap_err();
         assert!(err.to_string().contains("key = value"), "{err}");
     }

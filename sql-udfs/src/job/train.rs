@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use angel_client::{PsClient, PsError};
+use angel_client::{CounterState, PsClient, PsError};
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{Result, ScalarValue, plan_err};
@@ -47,23 +47,64 @@ async fn plan(master: &str, options: &[(String, String)]) -> Result<Plan> {
             _ => plan.spec.set(key, value)?,
         }
     }
-    if plan.spec.dim == 0 {
-        let Some(counter) = &plan.spec.counter else {
-            return plan_err!(
-                "CREATE MODEL needs the option dim (number of features) or counter (a sealed counter)"
-            );
-        };
-        let client = crate::bridge::client(master)?;
-        client.refresh().await.map_err(ps_error)?;
-        let sealed = client.counter(counter).await.map_err(ps_error)?;
-        if sealed.meta.size == 0 {
-            return plan_err!(
-                "counter '{counter}' is not sealed or indexed no feature; seal it with ps_counter_seal first"
-            );
+    if let Some(counter) = plan.spec.counter.clone() {
+        let size = sealed_size(master, &counter).await?;
+        match plan.spec.dim {
+            0 => plan.spec.dim = size,
+            dim if dim < size => {
+                return plan_err!(
+                    "CREATE MODEL: dim = {dim} is below the {size} features counter '{counter}' \
+                     indexed; leave dim out to take it from the counter"
+                );
+            }
+            _ => {}
         }
-        plan.spec.dim = sealed.meta.size;
+    }
+    if plan.spec.dim == 0 {
+        return plan_err!(
+            "CREATE MODEL needs the option dim (number of features) or counter (a sealed counter)"
+        );
     }
     Ok(plan)
+}
+
+/// The number of features sealed counter `counter` indexed; an error saying what to do when
+/// it is missing, not sealed, or indexed nothing.
+async fn sealed_size(master: &str, counter: &str) -> Result<u64> {
+    let client = crate::bridge::client(master)?;
+    client.refresh().await.map_err(ps_error)?;
+    let meta = match client.counter(counter).await {
+        Ok(c) => c.meta.clone(),
+        Err(PsError::NotFound(_)) => {
+            return plan_err!(
+                "CREATE MODEL option counter = '{counter}': no counter of that name; create and \
+                 fill it with ps_counter_add, then seal it with ps_counter_seal"
+            );
+        }
+        Err(e) => return Err(ps_error(e)),
+    };
+    if meta.state != CounterState::Read as i32 {
+        return plan_err!(
+            "CREATE MODEL option counter = '{counter}': the counter is not sealed; seal it with \
+             ps_counter_seal first"
+        );
+    }
+    if meta.size == 0 {
+        return plan_err!(
+            "CREATE MODEL option counter = '{counter}': the counter is sealed but indexed no \
+             feature (no key was counted min_count = {} times or more)",
+            meta.min_count
+        );
+    }
+    Ok(meta.size)
+}
+
+/// Checks that the `holdout` option names a table this job can read.
+async fn check_holdout(ctx: &SessionContext, holdout: &str) -> Result<()> {
+    match ctx.sql(&format!("SELECT * FROM {holdout} LIMIT 0")).await {
+        Ok(_) => Ok(()),
+        Err(e) => plan_err!("CREATE MODEL option holdout = '{holdout}': {e}"),
+    }
 }
 
 /// Runs `CREATE MODEL`; see the module documentation.
@@ -76,7 +117,14 @@ pub async fn create_model(
     query: &str,
 ) -> Result<RecordBatch> {
     let plan = plan(binding.master(), options).await?;
+    if let Some(holdout) = &plan.holdout {
+        check_holdout(ctx, holdout).await?;
+    }
     let columns = columns(ctx, query).await?;
+    let rows = ctx.sql(query).await?.count().await? as u64;
+    if rows == 0 {
+        return plan_err!("CREATE MODEL {name}: the training query returned no rows");
+    }
     let client = binding.client()?;
     if replace {
         match client.drop_matrix(name).await {
@@ -85,7 +133,6 @@ pub async fn create_model(
         }
     }
     let matrix = plan.spec.create(&client, name).await?;
-    let rows = ctx.sql(query).await?.count().await? as u64;
     let bar = bar(rows * plan.epochs as u64);
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {

@@ -1,0 +1,254 @@
+//! Careless input to SQL jobs, against a real in-process service: every case ends (each is
+//! bounded by a timeout, so a hang fails instead of stalling the suite) with an error naming
+//! the problem, or with a correct result — never a spin, never a silent wrong answer.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use angel_ps::{Standalone, StandaloneConfig};
+use angel_sql::job::{Job, StatementReport};
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Float64Type;
+use datafusion::prelude::SessionContext;
+
+/// Longer than any case needs; a case that hangs fails here.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `text` as a job file on a fresh session: the statements' reports, or the job's error
+/// message.
+async fn run(master: &str, text: &str) -> Result<Vec<StatementReport>, String> {
+    let job = Job::new(SessionContext::new(), master);
+    let vars = HashMap::new();
+    let ran = job.run("case.sql", text, &vars, |_| {});
+    match tokio::time::timeout(LIMIT, ran).await {
+        Err(_) => panic!("the job did not finish within {LIMIT:?}:\n{text}"),
+        Ok(result) => result.map_err(|e| e.to_string()),
+    }
+}
+
+/// Runs `text` and checks it fails with a message holding every one of `expected`.
+async fn fails(master: &str, text: &str, expected: &[&str]) {
+    match run(master, text).await {
+        Ok(_) => panic!("accepted, expected an error with {expected:?}:\n{text}"),
+        Err(message) => {
+            for e in expected {
+                assert!(message.contains(e), "'{e}' not in: {message}\nfor:\n{text}");
+            }
+        }
+    }
+}
+
+/// Writes `text` to `name` in `dir` and returns the path as SQL sees it.
+fn file(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nan_and_infinity_end_with_errors_not_hangs() {
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let m = service.master_addr();
+    let dir = tempfile::tempdir().unwrap();
+    // Item 1: NaN scores used to spin the AUC's tie loop forever.
+    fails(
+        &m,
+        "SELECT ps_auc(l, s) FROM (VALUES (1.0, 'NaN'::double), (0.0, 0.5)) t(l, s);",
+        &["ps_auc", "score is NaN"],
+    )
+    .await;
+    fails(
+        &m,
+        "SELECT ps_logloss(l, s) FROM (VALUES ('NaN'::double, 0.2), (0.0, 0.5)) t(l, s);",
+        &["ps_logloss", "label is NaN"],
+    )
+    .await;
+    // Item 2: NaN and infinite values in a libsvm file are bad rows, named by line.
+    let data = file(
+        dir.path(),
+        "nan.libsvm",
+        "1 1:1 2:nan\n0 2:1 3:1\n1 1:1 3:1\n0 2:1 4:inf\n",
+    );
+    let train = format!(
+        "CREATE TABLE t AS SELECT * FROM read_libsvm('{data}');\n\
+         CREATE MODEL m OPTIONS (dim = 5, epochs = 2, holdout = 't') AS SELECT label, idx, val FROM t;"
+    );
+    fails(
+        &m,
+        &train,
+        &["nan.libsvm:1", "'nan' of index 2 is not a finite number"],
+    )
+    .await;
+    // Skipped, the rest trains and the holdout AUC is a number.
+    let reports = run(&m, &train.replace("');", "', 'bad_rows=skip');"))
+        .await
+        .unwrap();
+    let epochs = reports[1].epoch_table().expect("an epoch table");
+    let auc = epochs.column(4).as_primitive::<Float64Type>().value(1);
+    assert!((0.0..=1.0).contains(&auc), "holdout AUC {auc}");
+    // A NaN learning rate never reaches the servers.
+    fails(
+        &m,
+        &train
+            .replace("');", "', 'bad_rows=skip');")
+            .replace("epochs = 2", "epochs = 2, learning_rate = 'NaN'"),
+        &["learning_rate = 'NaN' is not allowed", "above 0"],
+    )
+    .await;
+    // Item 10: NaN labels and values from SQL are refused, naming the row.
+    let rows = "CREATE TABLE r AS SELECT * FROM (VALUES \
+                (1.0, [0, 1], [1.0, 2.0]), ('NaN'::double, [1], [1.0])) t(label, idx, val);";
+    fails(
+        &m,
+        &format!("{rows}\nCREATE MODEL n OPTIONS (dim = 4) AS SELECT label, idx, val FROM r;"),
+        &["ps_train", "label is NaN"],
+    )
+    .await;
+    let rows = rows.replace("'NaN'::double, [1], [1.0]", "0.0, [1], ['inf'::double]");
+    fails(
+        &m,
+        &format!("{rows}\nCREATE MODEL v OPTIONS (dim = 4) AS SELECT label, idx, val FROM r;"),
+        &["ps_train", "value of index 1", "inf", "finite"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indices_must_lie_inside_the_model() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let m = service.master_addr();
+    let model = "CREATE TABLE r AS SELECT * FROM (VALUES (1.0, [0, 4]), (0.0, [1, 2])) t(y, idx);\n\
+                 CREATE MODEL five OPTIONS (dim = 5, epochs = 1) AS SELECT y, idx FROM r;\n";
+    run(&m, model).await.unwrap();
+    // Item 8: index 5 of a dim-5 model is the intercept's column.
+    fails(
+        &m,
+        "SELECT ps_predict('five', [5]);",
+        &["ps_predict", "index 5", "outside model 'five'", "0 to 4"],
+    )
+    .await;
+    fails(
+        &m,
+        "SELECT ps_predict('five', [1, NULL]);",
+        &["indices of row 0 of the batch hold a NULL"],
+    )
+    .await;
+    fails(
+        &m,
+        &model.replace("dim = 5", "dim = 4").replace("five", "four"),
+        &["ps_train", "index 4", "outside model 'four'"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_out_of_range_are_named() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let m = service.master_addr();
+    let table = "CREATE TABLE r AS SELECT * FROM (VALUES (1.0, [0]), (0.0, [1])) t(y, idx);\n";
+    let model = |options: &str| {
+        format!("{table}CREATE MODEL x OPTIONS ({options}) AS SELECT y, idx FROM r;")
+    };
+    for (options, expected) in [
+        ("dim = 2, batch_size = 0", "batch_size = '0' is not allowed"),
+        (
+            "dim = 2, batch_size = -3",
+            "batch_size = '-3' is not allowed",
+        ),
+        (
+            "dim = 2, learning_rate = 0",
+            "learning_rate = '0' is not allowed",
+        ),
+        (
+            "dim = 2, learning_rate = -1",
+            "learning_rate = '-1' is not allowed",
+        ),
+        ("dim = 2, l2 = -0.5", "l2 = '-0.5' is not allowed"),
+        ("dim = 0", "dim = '0' is not allowed"),
+        (
+            "dim = 2, counter = 'nosuch'",
+            "counter = 'nosuch': no counter",
+        ),
+        ("dim = 2, holdout = 'nosuch'", "holdout = 'nosuch'"),
+    ] {
+        fails(&m, &model(options), &["case.sql:2", expected]).await;
+    }
+    fails(
+        &m,
+        "CREATE MODEL e OPTIONS (dim = 2) AS SELECT 1.0 AS y, [0] AS idx WHERE false;",
+        &["training query returned no rows"],
+    )
+    .await;
+    fails(
+        &m,
+        "SELECT ps_predict('x', [1.5, 2.0]);",
+        &["argument 2 (indices) must be a list of integers"],
+    )
+    .await;
+    fails(&m, "SAVE MODEL x TO '';", &["the directory is empty"]).await;
+    // Counters: a negative min_count; a min_count above every count says so, not "not sealed".
+    let counted = "SELECT ps_counter_add('c', f) FROM (VALUES ('a'), ('b')) t(f);\n";
+    fails(
+        &m,
+        &format!("{counted}SELECT ps_counter_seal('c', -1);"),
+        &["min_count must be 1 or more, got -1"],
+    )
+    .await;
+    run(&m, "SELECT ps_counter_seal('c', 5);").await.unwrap();
+    fails(
+        &m,
+        &model("counter = 'c'"),
+        &["counter = 'c'", "indexed no feature", "min_count = 5"],
+    )
+    .await;
+    fails(
+        &m,
+        "SELECT ps_counter_seal('c', 1);",
+        &["counter 'c' is sealed", "still counting"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_files_report_where_in_the_file() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let m = service.master_addr();
+    // A `;` in a block comment splits nothing; parser positions count in the file.
+    let text = "SELECT 1 /* one; two */ + 1;\n\n\nSELECT 1 +\n);";
+    fails(&m, text, &["case.sql:4", "Line: 5"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_model_must_agree_on_its_dimension() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let m = service.master_addr();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().display();
+    run(
+        &m,
+        &format!(
+            "CREATE TABLE r AS SELECT * FROM (VALUES (1.0, [0, 4]), (0.0, [1, 2])) t(y, idx);\n\
+             CREATE MODEL five OPTIONS (dim = 5, epochs = 1) AS SELECT y, idx FROM r;\n\
+             SAVE MODEL five TO '{out}/kept';\nSAVE MODEL five TO '{out}/edited';"
+        ),
+    )
+    .await
+    .unwrap();
+    // Item 9: model.json edited to say dim 1000, options included.
+    let path = dir.path().join("edited/model.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json["dim"] = 1000.into();
+    json["options"]["dim"] = "1000".into();
+    std::fs::write(&path, json.to_string()).unwrap();
+    fails(
+        &m,
+        &format!("LOAD MODEL wrong FROM '{out}/edited';"),
+        &["model.json says dim 1000", "intercept at index 5"],
+    )
+    .await;
+    run(&m, &format!("LOAD MODEL right FROM '{out}/kept';"))
+        .await
+        .unwrap();
+}

@@ -1,0 +1,368 @@
+//! A hostile or broken client against real master and server processes: requests built to
+//! corrupt data, to make a server work or allocate without bound, or to do the master's job.
+//! Each is refused with the right status, changes nothing, and leaves the service serving.
+
+use std::time::Duration;
+
+use angel_client::{MatrixSpec, PsError};
+use angel_proto::master_client::MasterClient;
+use angel_proto::server_client::ServerClient;
+use angel_proto::{
+    Caller, CounterAdminOp, CounterAdminRequest, CreatePartitionsRequest, DropPartitionsRequest,
+    OptimizerInfo, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest,
+    RegisterServerRequest, RowSlice, ValueType, codec, wire,
+};
+use angel_tests::{Cluster, spawn};
+use bytes::Bytes;
+use tonic::Code;
+
+fn expect(err: PsError, code: Code, words: &[&str]) {
+    assert_eq!(err.code(), code, "{err}");
+    for w in words {
+        assert!(err.to_string().contains(w), "'{err}' should mention '{w}'");
+    }
+}
+
+fn status<T: std::fmt::Debug>(r: Result<tonic::Response<T>, tonic::Status>) -> PsError {
+    PsError::from_status(r.expect_err("an error"), "server")
+}
+
+async fn raw(addr: &str) -> ServerClient<tonic::transport::Channel> {
+    ServerClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap()
+        .max_decoding_message_size(usize::MAX)
+}
+
+#[tokio::test]
+async fn only_the_master_may_create_drop_or_seal() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    let m = c
+        .create_matrix(MatrixSpec::dense("d", 1, 64))
+        .await
+        .unwrap();
+    c.push_keys("d", 0, &[3], &[1.5f32]).await.unwrap();
+    let host = &cluster.servers[0].addr;
+    let reset = CreatePartitionsRequest {
+        matrix: Some(m.meta.clone()),
+        partition_ids: vec![m.meta.partitions[0].id],
+        epoch: u64::MAX,
+    };
+    let err = status(raw(host).await.create_partitions(reset).await);
+    expect(err, Code::PermissionDenied, &["CreatePartitions", "master"]);
+    let drop = DropPartitionsRequest {
+        matrix_id: m.meta.id,
+        epoch: u64::MAX,
+    };
+    let err = status(raw(host).await.drop_partitions(drop).await);
+    expect(err, Code::PermissionDenied, &["DropPartitions"]);
+    c.create_counter("f").await.unwrap();
+    let seal = CounterAdminRequest {
+        op: CounterAdminOp::Seal as i32,
+        counter: Some(c.counter("f").await.unwrap().meta.clone()),
+        ..Default::default()
+    };
+    let err = status(raw(host).await.counter_admin(seal).await);
+    expect(err, Code::PermissionDenied, &["CounterAdmin"]);
+    assert_eq!(
+        c.pull_keys::<f32>("d", 0, &[3]).await.unwrap(),
+        vec![1.5],
+        "the refused calls changed nothing"
+    );
+    c.counter_increase("f", &["a"], &[1]).await.unwrap();
+    assert_eq!(c.counter_seal("f", 1).await.unwrap().meta.size, 1);
+}
+
+#[tokio::test]
+async fn a_server_the_master_cannot_reach_is_not_registered() {
+    let cluster = Cluster::start(1);
+    let mut master = MasterClient::connect(format!("http://{}", cluster.master.addr))
+        .await
+        .unwrap();
+    let request = |addr: &str, optimizers: usize| RegisterServerRequest {
+        addr: addr.into(),
+        optimizers: vec![OptimizerInfo::default(); optimizers],
+        admin_token: "abc123".into(),
+    };
+    let err = status(master.register_server(request("127.0.0.1:1", 0)).await);
+    expect(
+        err,
+        Code::Unavailable,
+        &["cannot reach", "127.0.0.1:1", "--advertise"],
+    );
+    let err = status(master.register_server(request(&"a".repeat(5000), 0)).await);
+    expect(err, Code::InvalidArgument, &["1 to 256 bytes, got 5000"]);
+    let err = status(
+        master
+            .register_server(request("127.0.0.1:1", 100_000))
+            .await,
+    );
+    expect(err, Code::InvalidArgument, &["100000 optimizers"]);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("after", 1, 8))
+        .await
+        .unwrap();
+    assert_eq!(c.status().await.unwrap().servers.len(), 1);
+}
+
+#[tokio::test]
+async fn a_server_that_never_heartbeats_is_forgotten() {
+    let master = spawn(&[
+        "master",
+        "--bind",
+        "127.0.0.1:0",
+        "--server-timeout-secs",
+        "2",
+    ]);
+    let server = spawn(&[
+        "server",
+        "--master",
+        &master.addr,
+        "--bind",
+        "127.0.0.1:0",
+        "--heartbeat-ms",
+        "200",
+    ]);
+    // A registration that answers the master's probe (it names a real server) and then never
+    // heartbeats: it must not take partitions, nor stay listed.
+    let mut raw_master = MasterClient::connect(format!("http://{}", master.addr))
+        .await
+        .unwrap();
+    raw_master
+        .register_server(RegisterServerRequest {
+            addr: server.addr.clone(),
+            optimizers: Vec::new(),
+            admin_token: "ghost".into(),
+        })
+        .await
+        .unwrap();
+    let c = angel_client::PsClient::connect(&master.addr).await.unwrap();
+    assert_eq!(c.status().await.unwrap().servers.len(), 2);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = c
+        .create_matrix(MatrixSpec::dense("d", 1, 64))
+        .await
+        .unwrap();
+    let ids: std::collections::BTreeSet<u32> =
+        m.meta.partitions.iter().map(|p| p.server_id).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(c.status().await.unwrap().servers.len(), 1);
+    c.push_keys("d", 0, &[1], &[2.0f32]).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_rejected_ps_function_changes_nothing_and_each_block_runs_once() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    let m = c
+        .create_matrix(MatrixSpec::dense("v", 1, 100))
+        .await
+        .unwrap();
+    let host = &cluster.servers[0].addr;
+    let first = m.meta.partitions[0].id;
+    let call = |blocks: Vec<Vec<u32>>| PsfRequest {
+        caller: None,
+        name: "fill".into(),
+        operands: vec![PsfOperand {
+            matrix_id: m.meta.id,
+            row: 0,
+        }],
+        args: vec![123.0],
+        blocks: blocks
+            .into_iter()
+            .map(|partition_ids| PsfBlock { partition_ids })
+            .collect(),
+    };
+    let err = status(
+        raw(host)
+            .await
+            .call_psf(call(vec![vec![first], vec![999]]))
+            .await,
+    );
+    assert!(
+        matches!(err.code(), Code::FailedPrecondition | Code::NotFound),
+        "{err}"
+    );
+    let row = c.pull_rows::<f32>("v", &[0]).await.unwrap().remove(0);
+    assert!(
+        row.iter().all(|&x| x == 0.0),
+        "a rejected fill wrote {row:?}"
+    );
+    let twice = vec![vec![first]; 4000];
+    let err = status(raw(host).await.call_psf(call(twice)).await);
+    expect(err, Code::InvalidArgument, &["named twice"]);
+}
+
+#[tokio::test]
+async fn sizes_from_requests_cannot_overflow() {
+    let master = spawn(&["master", "--bind", "127.0.0.1:0", "--parts-per-server", "1"]);
+    let _server = spawn(&["server", "--master", &master.addr, "--bind", "127.0.0.1:0"]);
+    let c = angel_client::PsClient::connect(&master.addr).await.unwrap();
+    let m = c
+        .create_matrix(MatrixSpec::sparse("wide", 1, (1 << 62) + 1))
+        .await
+        .unwrap();
+    let part = &m.meta.partitions[0];
+    assert!(
+        (part.col_end - part.col_start).checked_mul(4).is_none(),
+        "the block must be wide enough for width x 4 to wrap"
+    );
+    let push = PushRequest {
+        caller: None,
+        matrix_id: m.meta.id,
+        value_type: ValueType::F32 as i32,
+        slices: vec![RowSlice {
+            partition_id: part.id,
+            row: 0,
+            keys: Bytes::new(),
+            values: wire::encode_values(&[9.0f32]),
+            codec: codec::RAW,
+        }],
+        update: None,
+    };
+    let addr = &c.status().await.unwrap().servers[0].addr;
+    let err = status(raw(addr).await.push(push).await);
+    expect(err, Code::InvalidArgument, &["4 value bytes"]);
+    assert_eq!(
+        c.pull_keys::<f32>("wide", 0, &[0]).await.unwrap(),
+        vec![0.0]
+    );
+}
+
+#[tokio::test]
+async fn work_and_memory_are_bounded_by_what_was_sent() {
+    let cluster = Cluster::start_with(
+        1,
+        &[
+            "--max-message-bytes",
+            "2000000",
+            "--memory-budget",
+            "20000000",
+        ],
+    );
+    let c = cluster.client().await;
+    let host = &cluster.servers[0].addr;
+    // A dense matrix past the server's memory budget is refused before any zero-filling.
+    let err = c
+        .create_matrix(MatrixSpec::dense("huge", 1, 1 << 33))
+        .await
+        .unwrap_err();
+    expect(err, Code::ResourceExhausted, &["'huge'", "--memory-budget"]);
+    // A compressed push whose pairs decode past the request limit: refused before decoding.
+    let m = c
+        .create_matrix(MatrixSpec::sparse("s", 1, 1 << 40))
+        .await
+        .unwrap();
+    let keys: Vec<u64> = (0..300_000).collect();
+    let values = vec![0.25f32; keys.len()];
+    let sketch = "sketchml".parse().unwrap();
+    let encoded = codec::encode_slice(&sketch, &keys, &values);
+    assert_eq!(encoded.codec, codec::SKETCHML);
+    assert!(
+        encoded.values.len() < 2_000_000,
+        "{} bytes",
+        encoded.values.len()
+    );
+    let part = m.meta.partitions.iter().find(|p| p.col_start == 0).unwrap();
+    let bomb = PushRequest {
+        caller: None,
+        matrix_id: m.meta.id,
+        value_type: ValueType::F32 as i32,
+        slices: vec![RowSlice {
+            partition_id: part.id,
+            row: 0,
+            keys: encoded.keys,
+            values: encoded.values,
+            codec: encoded.codec,
+        }],
+        update: None,
+    };
+    let err = status(raw(host).await.push(bomb).await);
+    expect(err, Code::ResourceExhausted, &["300000 pairs"]);
+    // One small pull naming a whole 100 KB block 100 times: the reply is capped, not built.
+    let d = c
+        .create_matrix(MatrixSpec::dense("d", 1, 100_000))
+        .await
+        .unwrap();
+    let whole = RowSlice {
+        partition_id: d.meta.partitions[0].id,
+        ..Default::default()
+    };
+    let pull = PullRequest {
+        caller: Some(Caller::default()),
+        matrix_id: d.meta.id,
+        value_type: ValueType::F32 as i32,
+        slices: vec![whole; 100],
+    };
+    let err = status(raw(host).await.pull(pull).await);
+    expect(
+        err,
+        Code::ResourceExhausted,
+        &["reply", "--max-message-bytes"],
+    );
+    // Still serving.
+    c.push_keys("s", 0, &[7], &[1.0f32]).await.unwrap();
+    assert_eq!(c.pull_keys::<f32>("s", 0, &[7]).await.unwrap(), vec![1.0]);
+}
+
+#[tokio::test]
+async fn a_partition_missing_from_an_up_to_date_caller_is_not_found() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    let m = c.create_matrix(MatrixSpec::dense("d", 1, 8)).await.unwrap();
+    let pull = PullRequest {
+        caller: Some(Caller {
+            map_epoch: u64::MAX,
+            ..Default::default()
+        }),
+        matrix_id: m.meta.id + 100,
+        value_type: ValueType::F32 as i32,
+        slices: vec![RowSlice::default()],
+    };
+    let err = status(raw(&cluster.servers[0].addr).await.pull(pull).await);
+    expect(err, Code::NotFound, &["no partition 0"]);
+}
+
+#[tokio::test]
+async fn a_stalled_upload_is_cut_off_by_the_request_timeout() {
+    let cluster = Cluster::start_with(1, &["--request-timeout-secs", "2"]);
+    let addr = cluster.servers[0].addr.clone();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://{addr}/angel.v1.Server/Push"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (response, mut body) = client.send_request(request, false).unwrap();
+    // A gRPC message declared as 300 MB, of which 1 MB arrives; then nothing.
+    let mut frame = vec![0u8];
+    frame.extend(300_000_000u32.to_be_bytes());
+    frame.extend(vec![0u8; 1 << 20]);
+    body.send_data(frame.into(), false).unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(15), response)
+        .await
+        .expect("the server answered the stalled request within 15 s");
+    let grpc_status = answer.map(|r| {
+        r.headers()
+            .get("grpc-status")
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+    });
+    match grpc_status {
+        // DEADLINE_EXCEEDED (4) or CANCELLED (1), as a trailers-only answer.
+        Ok(Some(code)) => assert!(code == "4" || code == "1", "grpc-status {code}"),
+        Ok(None) => panic!("an answer without grpc-status"),
+        // Or the stream was reset.
+        Err(e) => assert!(e.is_reset() || e.is_go_away(), "{e}"),
+    }
+    drop(body);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("after", 1, 8))
+        .await
+        .unwrap();
+}
