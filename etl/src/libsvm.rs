@@ -167,4 +167,23 @@ mod tests {
             vec![2, 9]
         );
     }
+
+    #[test]
+    fn random_lines_parse_or_fail_without_panicking() {
+        let alphabet: Vec<char> = "0123456789:.-+ eE\tnaif#x".chars().collect();
+        let mut state = 0x1234_5678_9abc_def0u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 24) as usize;
+            let line: String = (0..len)
+                .map(|i| alphabet[((state >> (i % 8 * 8)) as usize + i) % alphabet.len()])
+                .collect();
+            if let Ok((label, pairs)) = parse_line(line.trim()) {
+                assert!(label.is_finite(), "{line:?}");
+                assert!(pairs.iter().all(|(_, v)| v.is_finite()), "{line:?}");
+            }
+        }
+    }
 }

@@ -31,6 +31,8 @@ pub async fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr)> {
 
 /// Default time a request may take from its first byte to its answer.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// Largest header block of a request, in bytes: metadata is names and tokens, never data.
+const MAX_HEADERS: u32 = 16 << 10;
 /// Streams one connection may have open at once.
 const MAX_STREAMS: u32 = 256;
 /// Pings on idle connections, and how long an unanswered ping may wait before the connection
@@ -49,6 +51,7 @@ pub fn grpc_server(request_timeout: Duration) -> tonic::transport::Server {
         .max_concurrent_streams(Some(MAX_STREAMS))
         .http2_keepalive_interval(Some(KEEPALIVE.0))
         .http2_keepalive_timeout(Some(KEEPALIVE.1))
+        .http2_max_header_list_size(Some(MAX_HEADERS))
 }
 
 /// Cancels `token` on Ctrl-C or SIGTERM.

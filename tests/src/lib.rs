@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use angel_client::{ClientConfig, PsClient};
+use angel_client::{ClientConfig, PsClient, PsError};
+use angel_proto::server_client::ServerClient;
+use tonic::Code;
+use tonic::transport::Channel;
 
 /// The `angel-ps` binary of this build, rebuilt first if any source changed: `cargo test`
 /// alone does not rebuild another package's binary, and a stale one would test old code.
@@ -93,4 +96,25 @@ impl Cluster {
             .await
             .expect("client connects")
     }
+}
+
+/// Checks that `err` travelled as `code` and mentions every one of `words`.
+pub fn expect(err: PsError, code: Code, words: &[&str]) {
+    assert_eq!(err.code(), code, "{err}");
+    for w in words {
+        assert!(err.to_string().contains(w), "'{err}' should mention '{w}'");
+    }
+}
+
+/// The error a raw call must have returned, as the typed error a client would see.
+pub fn status<T: std::fmt::Debug>(r: Result<tonic::Response<T>, tonic::Status>) -> PsError {
+    PsError::from_status(r.expect_err("an error"), "server")
+}
+
+/// A raw gRPC client of the server at `addr`, for requests `PsClient` would never send.
+pub async fn raw_server(addr: &str) -> ServerClient<Channel> {
+    ServerClient::connect(format!("http://{addr}"))
+        .await
+        .expect("the server accepts connections")
+        .max_decoding_message_size(usize::MAX)
 }

@@ -1,29 +1,11 @@
 //! Every error a caller can meet, asserted by gRPC status code and message, through the client
 //! and through raw requests to a server; and random payloads never bring a server down.
 
-use angel_client::{ClientConfig, MatrixSpec, PsError, ValueType};
-use angel_proto::server_client::ServerClient;
+use angel_client::{ClientConfig, MatrixSpec, ValueType};
 use angel_proto::{PullRequest, PushRequest, RowSlice, Update, wire};
-use angel_tests::Cluster;
+use angel_tests::{Cluster, expect, raw_server, status};
 use bytes::Bytes;
 use tonic::Code;
-
-fn expect(err: PsError, code: Code, words: &[&str]) {
-    assert_eq!(err.code(), code, "{err}");
-    for w in words {
-        assert!(err.to_string().contains(w), "'{err}' should mention '{w}'");
-    }
-}
-
-fn status<T: std::fmt::Debug>(r: Result<tonic::Response<T>, tonic::Status>) -> PsError {
-    PsError::from_status(r.expect_err("an error"), "server")
-}
-
-async fn raw(addr: &str) -> ServerClient<tonic::transport::Channel> {
-    ServerClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn client_errors_name_the_matrix_key_and_row() {
@@ -129,14 +111,14 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
 
     let key_past = part.col_end;
     let err = status(
-        raw(host)
+        raw_server(host)
             .await
             .pull(pull(vec![slice(&[key_past], Bytes::new())], ValueType::F32))
             .await,
     );
     expect(err, Code::OutOfRange, &[&format!("key {key_past}"), "'d'"]);
     let err = status(
-        raw(host)
+        raw_server(host)
             .await
             .pull(pull(vec![slice(&[0], Bytes::new())], ValueType::F64))
             .await,
@@ -144,10 +126,15 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
     expect(err, Code::InvalidArgument, &["'d'", "F32", "F64"]);
     let mut odd = slice(&[], Bytes::new());
     odd.keys = Bytes::from_static(&[1, 2, 3]);
-    let err = status(raw(host).await.pull(pull(vec![odd], ValueType::F32)).await);
+    let err = status(
+        raw_server(host)
+            .await
+            .pull(pull(vec![odd], ValueType::F32))
+            .await,
+    );
     expect(err, Code::InvalidArgument, &["not a whole number"]);
     let err = status(
-        raw(other)
+        raw_server(other)
             .await
             .pull(pull(vec![slice(&[0], Bytes::new())], ValueType::F32))
             .await,
@@ -164,7 +151,7 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
         slices: vec![slice(&[0, 1], wire::encode_values(&[1.0f32]))],
         update: None,
     };
-    let err = status(raw(host).await.push(push.clone()).await);
+    let err = status(raw_server(host).await.push(push.clone()).await);
     expect(
         err,
         Code::InvalidArgument,
@@ -172,13 +159,13 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
     );
     let mut unknown = push.clone();
     unknown.slices[0].codec = 9;
-    let err = status(raw(host).await.push(unknown).await);
+    let err = status(raw_server(host).await.push(unknown).await);
     expect(err, Code::InvalidArgument, &["codec 9"]);
     let mut broken = push;
     broken.slices[0].codec = 1;
     broken.slices[0].keys = Bytes::new();
     broken.slices[0].values = Bytes::from_static(&[1, 200, 200, 200]);
-    let err = status(raw(host).await.push(broken).await);
+    let err = status(raw_server(host).await.push(broken).await);
     expect(
         err,
         Code::InvalidArgument,
@@ -273,7 +260,7 @@ async fn random_payloads_never_take_a_server_down() {
         .create_matrix(MatrixSpec::sparse("fuzz", 2, 1 << 20))
         .await
         .unwrap();
-    let mut server = raw(&cluster.servers[0].addr).await;
+    let mut server = raw_server(&cluster.servers[0].addr).await;
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
         state ^= state << 13;

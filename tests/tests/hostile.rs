@@ -4,35 +4,16 @@
 
 use std::time::Duration;
 
-use angel_client::{MatrixSpec, PsError};
+use angel_client::MatrixSpec;
 use angel_proto::master_client::MasterClient;
-use angel_proto::server_client::ServerClient;
 use angel_proto::{
     Caller, CounterAdminOp, CounterAdminRequest, CreatePartitionsRequest, DropPartitionsRequest,
     OptimizerInfo, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest,
     RegisterServerRequest, RowSlice, ValueType, codec, wire,
 };
-use angel_tests::{Cluster, spawn};
+use angel_tests::{Cluster, expect, raw_server, spawn, status};
 use bytes::Bytes;
 use tonic::Code;
-
-fn expect(err: PsError, code: Code, words: &[&str]) {
-    assert_eq!(err.code(), code, "{err}");
-    for w in words {
-        assert!(err.to_string().contains(w), "'{err}' should mention '{w}'");
-    }
-}
-
-fn status<T: std::fmt::Debug>(r: Result<tonic::Response<T>, tonic::Status>) -> PsError {
-    PsError::from_status(r.expect_err("an error"), "server")
-}
-
-async fn raw(addr: &str) -> ServerClient<tonic::transport::Channel> {
-    ServerClient::connect(format!("http://{addr}"))
-        .await
-        .unwrap()
-        .max_decoding_message_size(usize::MAX)
-}
 
 #[tokio::test]
 async fn only_the_master_may_create_drop_or_seal() {
@@ -49,13 +30,13 @@ async fn only_the_master_may_create_drop_or_seal() {
         partition_ids: vec![m.meta.partitions[0].id],
         epoch: u64::MAX,
     };
-    let err = status(raw(host).await.create_partitions(reset).await);
+    let err = status(raw_server(host).await.create_partitions(reset).await);
     expect(err, Code::PermissionDenied, &["CreatePartitions", "master"]);
     let drop = DropPartitionsRequest {
         matrix_id: m.meta.id,
         epoch: u64::MAX,
     };
-    let err = status(raw(host).await.drop_partitions(drop).await);
+    let err = status(raw_server(host).await.drop_partitions(drop).await);
     expect(err, Code::PermissionDenied, &["DropPartitions"]);
     c.create_counter("f").await.unwrap();
     let seal = CounterAdminRequest {
@@ -63,7 +44,7 @@ async fn only_the_master_may_create_drop_or_seal() {
         counter: Some(c.counter("f").await.unwrap().meta.clone()),
         ..Default::default()
     };
-    let err = status(raw(host).await.counter_admin(seal).await);
+    let err = status(raw_server(host).await.counter_admin(seal).await);
     expect(err, Code::PermissionDenied, &["CounterAdmin"]);
     assert_eq!(
         c.pull_keys::<f32>("d", 0, &[3]).await.unwrap(),
@@ -175,7 +156,7 @@ async fn a_rejected_ps_function_changes_nothing_and_each_block_runs_once() {
             .collect(),
     };
     let err = status(
-        raw(host)
+        raw_server(host)
             .await
             .call_psf(call(vec![vec![first], vec![999]]))
             .await,
@@ -190,7 +171,7 @@ async fn a_rejected_ps_function_changes_nothing_and_each_block_runs_once() {
         "a rejected fill wrote {row:?}"
     );
     let twice = vec![vec![first]; 4000];
-    let err = status(raw(host).await.call_psf(call(twice)).await);
+    let err = status(raw_server(host).await.call_psf(call(twice)).await);
     expect(err, Code::InvalidArgument, &["named twice"]);
 }
 
@@ -222,7 +203,7 @@ async fn sizes_from_requests_cannot_overflow() {
         update: None,
     };
     let addr = &c.status().await.unwrap().servers[0].addr;
-    let err = status(raw(addr).await.push(push).await);
+    let err = status(raw_server(addr).await.push(push).await);
     expect(err, Code::InvalidArgument, &["4 value bytes"]);
     assert_eq!(
         c.pull_keys::<f32>("wide", 0, &[0]).await.unwrap(),
@@ -278,7 +259,7 @@ async fn work_and_memory_are_bounded_by_what_was_sent() {
         }],
         update: None,
     };
-    let err = status(raw(host).await.push(bomb).await);
+    let err = status(raw_server(host).await.push(bomb).await);
     expect(err, Code::ResourceExhausted, &["300000 pairs"]);
     // One small pull naming a whole 100 KB block 100 times: the reply is capped, not built.
     let d = c
@@ -295,7 +276,7 @@ async fn work_and_memory_are_bounded_by_what_was_sent() {
         value_type: ValueType::F32 as i32,
         slices: vec![whole; 100],
     };
-    let err = status(raw(host).await.pull(pull).await);
+    let err = status(raw_server(host).await.pull(pull).await);
     expect(
         err,
         Code::ResourceExhausted,
@@ -320,7 +301,7 @@ async fn a_partition_missing_from_an_up_to_date_caller_is_not_found() {
         value_type: ValueType::F32 as i32,
         slices: vec![RowSlice::default()],
     };
-    let err = status(raw(&cluster.servers[0].addr).await.pull(pull).await);
+    let err = status(raw_server(&cluster.servers[0].addr).await.pull(pull).await);
     expect(err, Code::NotFound, &["no partition 0"]);
 }
 
@@ -361,6 +342,25 @@ async fn a_stalled_upload_is_cut_off_by_the_request_timeout() {
         Err(e) => assert!(e.is_reset() || e.is_go_away(), "{e}"),
     }
     drop(body);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("after", 1, 8))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn oversized_metadata_is_refused() {
+    let cluster = Cluster::start(1);
+    let mut server = raw_server(&cluster.servers[0].addr).await;
+    let mut request = tonic::Request::new(angel_proto::StatsRequest {});
+    let filler = "a".repeat(64 << 10);
+    request
+        .metadata_mut()
+        .insert("x-filler", filler.parse().unwrap());
+    assert!(
+        server.stats(request).await.is_err(),
+        "64 KiB of metadata was accepted"
+    );
     let c = cluster.client().await;
     c.create_matrix(MatrixSpec::dense("after", 1, 8))
         .await

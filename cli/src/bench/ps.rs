@@ -85,6 +85,9 @@ pub async fn ps(args: PsBenchArgs) -> Result<()> {
         if memory.is_empty() && args.memory_keys > 0 {
             memory = measure_memory(&client, args.memory_keys).await?;
         }
+        if servers == args.servers[0] {
+            memory = format!("{memory}\n{}", measure_colliding(&client).await?);
+        }
         if servers == args.servers[0] && args.counter_keys > 0 {
             memory = format!(
                 "{memory}\n{}",
@@ -131,6 +134,44 @@ async fn measure_memory(client: &PsClient, keys: u64) -> Result<String> {
          ({:.2}x the raw 12 bytes)",
         bytes as f64 / 1e6,
         per_key / 12.0
+    ))
+}
+
+/// Times one push of 160,000 keys chosen to share a home slot under a fixed Fibonacci hash
+/// (`j * inverse(0x9E37..15)`), against one push of as many random keys: with the servers'
+/// keyed hashing the two cost the same.
+async fn measure_colliding(client: &PsClient) -> Result<String> {
+    let a = 0x9E37_79B9_7F4A_7C15u64;
+    let inverse = (0..6).fold(a, |x, _| {
+        x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)))
+    });
+    let colliding: Vec<u64> = (1..)
+        .map(|j: u64| j.wrapping_mul(inverse))
+        .filter(|&k| k < 1 << 62)
+        .take(160_000)
+        .collect();
+    let mut rng = StdRng::seed_from_u64(11);
+    let random: Vec<u64> = (0..colliding.len())
+        .map(|_| rng.random_range(0..1 << 62))
+        .collect();
+    let mut secs = Vec::new();
+    for (name, keys) in [("bench_colliding", &colliding), ("bench_random", &random)] {
+        client
+            .create_matrix(MatrixSpec::sparse(name, 1, 1 << 62))
+            .await?;
+        let started = Instant::now();
+        client
+            .push_keys(name, 0, keys, &vec![1.0f32; keys.len()])
+            .await?;
+        secs.push(started.elapsed().as_secs_f64());
+        client.drop_matrix(name).await?;
+    }
+    Ok(format!(
+        "colliding keys: one push of {} keys chosen to collide under a fixed hash took {:.3} s; \
+         as many random keys {:.3} s",
+        colliding.len(),
+        secs[0],
+        secs[1]
     ))
 }
 
