@@ -182,6 +182,12 @@ async fn options_out_of_range_are_named() {
     .await;
     fails(
         &m,
+        &format!("{table}CREATE MODEL s OPTIONS (dim = 2) AS SELECT 'yes', idx FROM r;"),
+        &["argument 2 (label) must be a number, got Utf8"],
+    )
+    .await;
+    fails(
+        &m,
         "SELECT ps_predict('x', [1.5, 2.0]);",
         &["argument 2 (indices) must be a list of integers"],
     )

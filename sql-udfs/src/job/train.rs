@@ -191,7 +191,8 @@ async fn columns(ctx: &SessionContext, query: &str) -> Result<String> {
         .schema()
         .fields()
         .iter()
-        .map(|f| format!("\"{}\"", f.name()))
+        // Quoted as SQL identifiers: names of unnamed expressions hold quotes themselves.
+        .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
         .collect();
     if !(2..=3).contains(&names.len()) {
         return plan_err!(
