@@ -23,8 +23,8 @@ pub struct MasterArgs {
     /// Blocks per server the default range partitioner aims for.
     #[arg(long, env = "ANGEL_PARTS_PER_SERVER", default_value_t = 4)]
     pub parts_per_server: u64,
-    /// Seconds without a heartbeat after which a server takes no new partitions (and is
-    /// forgotten if it hosts none).
+    /// Seconds without a heartbeat after which a server takes no new partitions (until it
+    /// is heard from again).
     #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 30)]
     pub server_timeout_secs: u64,
 }
@@ -68,6 +68,10 @@ pub struct StandaloneArgs {
     /// Largest request a server accepts, in bytes.
     #[arg(long, env = "ANGEL_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
+    /// Bytes of partition data all servers together may hold, shared equally. Default: 80%
+    /// of the machine's memory.
+    #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
+    pub memory_budget: Option<u64>,
 }
 
 /// Runs the master until a signal.
@@ -107,6 +111,7 @@ pub async fn standalone(args: StandaloneArgs) -> Result<()> {
     let config = StandaloneConfig {
         bind: args.bind,
         max_message_bytes: args.max_message_bytes,
+        memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
         ..StandaloneConfig::new(args.servers)
     };
     let service = Standalone::start(config).await?;

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::master::{MasterConfig, MasterNode, Partitioner};
 use crate::net;
-use crate::server::{Functions, ServerConfig, ServerNode};
+use crate::server::{Functions, ServerConfig, ServerNode, default_memory_budget};
 
 /// What to start.
 #[derive(Clone)]
@@ -20,6 +20,8 @@ pub struct StandaloneConfig {
     pub servers: usize,
     /// Request size limit of each server, in bytes.
     pub max_message_bytes: usize,
+    /// Bytes of partition data all servers together may hold, shared equally.
+    pub memory_budget: u64,
     /// PS functions and optimizers the servers run.
     pub functions: Functions,
     /// Partitioners the master offers besides "range".
@@ -33,6 +35,7 @@ impl StandaloneConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             servers,
             max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
+            memory_budget: default_memory_budget(),
             functions: Functions::default(),
             partitioners: Vec::new(),
         }
@@ -60,6 +63,7 @@ impl Standalone {
             let server_config = ServerConfig {
                 bind: SocketAddr::new(master.addr.ip(), 0),
                 max_message_bytes: config.max_message_bytes,
+                memory_budget: config.memory_budget / config.servers.max(1) as u64,
                 ..ServerConfig::new(master.addr.to_string())
             };
             servers.push(

@@ -267,10 +267,17 @@ impl OptionValue<'_> {
         }
     }
 
-    /// The value as a whole number in `min..=max`.
+    /// The value as a whole number in `min..=max`: written as an integer, or in a float form
+    /// (`1e6`) that is exact (below 2^53).
     fn whole(&self, min: u64, max: u64) -> Result<u64> {
-        match self.value.trim().parse::<f64>() {
-            Ok(x) if x.fract() == 0.0 && x >= min as f64 && x <= max as f64 => Ok(x as u64),
+        let text = self.value.trim();
+        let exact = |x: f64| x.fract() == 0.0 && (0.0..9.007_199_254_740_992e15).contains(&x);
+        let n = text.parse::<u64>().ok().or_else(|| {
+            let x = text.parse::<f64>().ok()?;
+            exact(x).then_some(x as u64)
+        });
+        match n {
+            Some(n) if (min..=max).contains(&n) => Ok(n),
             _ => self.refuse(&format!("a whole number from {min} to {max}")),
         }
     }
@@ -344,6 +351,7 @@ mod tests {
             ("batch_size", "0", "from 1 to"),
             ("batch_size", "2.5", "whole number"),
             ("dim", "0", "from 1 to"),
+            ("dim", "9223372036854775807", "from 1 to"),
             ("beta1", "1", "[0, 1)"),
         ] {
             let err = spec.set(key, value).unwrap_err().to_string();

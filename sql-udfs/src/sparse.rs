@@ -92,7 +92,6 @@ impl SparseRows {
         })
     }
 
-    /// Number of rows.
     /// Refuses what a model of dimension `dim` cannot use, naming the row: a NaN or infinite
     /// label, an index at or past `dim` (column `dim` is the intercept, so it would alias it),
     /// a NaN or infinite value. One pass over the batch; a NaN reaching the servers would
@@ -128,6 +127,7 @@ impl SparseRows {
         Ok(())
     }
 
+    /// Number of rows.
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
     }

@@ -70,7 +70,7 @@ async fn a_server_the_master_cannot_reach_is_not_registered() {
     expect(
         err,
         Code::Unavailable,
-        &["cannot reach", "127.0.0.1:1", "--advertise"],
+        &["did not answer", "127.0.0.1:1", "--advertise"],
     );
     let err = status(master.register_server(request(&"a".repeat(5000), 0)).await);
     expect(err, Code::InvalidArgument, &["1 to 256 bytes, got 5000"]);
@@ -88,7 +88,7 @@ async fn a_server_the_master_cannot_reach_is_not_registered() {
 }
 
 #[tokio::test]
-async fn a_server_that_never_heartbeats_is_forgotten() {
+async fn a_silent_server_takes_no_new_partitions_and_an_impostor_cannot_register() {
     let master = spawn(&[
         "master",
         "--bind",
@@ -96,40 +96,42 @@ async fn a_server_that_never_heartbeats_is_forgotten() {
         "--server-timeout-secs",
         "2",
     ]);
-    let server = spawn(&[
-        "server",
-        "--master",
-        &master.addr,
-        "--bind",
-        "127.0.0.1:0",
-        "--heartbeat-ms",
-        "200",
-    ]);
-    // A registration that answers the master's probe (it names a real server) and then never
-    // heartbeats: it must not take partitions, nor stay listed.
+    let server = |_| {
+        spawn(&[
+            "server",
+            "--master",
+            &master.addr,
+            "--bind",
+            "127.0.0.1:0",
+            "--heartbeat-ms",
+            "200",
+        ])
+    };
+    let (live, mut silent) = (server(0), server(1));
+    // Registering a real server's address under another token: the probe needs the token.
     let mut raw_master = MasterClient::connect(format!("http://{}", master.addr))
         .await
         .unwrap();
-    raw_master
-        .register_server(RegisterServerRequest {
-            addr: server.addr.clone(),
-            optimizers: Vec::new(),
-            admin_token: "ghost".into(),
-        })
-        .await
-        .unwrap();
-    let c = angel_client::PsClient::connect(&master.addr).await.unwrap();
-    assert_eq!(c.status().await.unwrap().servers.len(), 2);
+    let impostor = RegisterServerRequest {
+        addr: live.addr.clone(),
+        optimizers: Vec::new(),
+        admin_token: "impostor".into(),
+    };
+    let err = status(raw_master.register_server(impostor).await);
+    expect(err, Code::Unavailable, &[&live.addr, "permission denied"]);
+    // A server that stops heartbeating holds up no creation.
+    silent.kill();
     tokio::time::sleep(Duration::from_secs(3)).await;
+    let c = angel_client::PsClient::connect(&master.addr).await.unwrap();
     let m = c
         .create_matrix(MatrixSpec::dense("d", 1, 64))
         .await
         .unwrap();
-    let ids: std::collections::BTreeSet<u32> =
+    let hosts: std::collections::BTreeSet<u32> =
         m.meta.partitions.iter().map(|p| p.server_id).collect();
-    assert_eq!(ids.len(), 1, "{ids:?}");
-    assert_eq!(c.status().await.unwrap().servers.len(), 1);
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
     c.push_keys("d", 0, &[1], &[2.0f32]).await.unwrap();
+    assert_eq!(c.pull_keys::<f32>("d", 0, &[1]).await.unwrap(), vec![2.0]);
 }
 
 #[tokio::test]
@@ -261,22 +263,34 @@ async fn work_and_memory_are_bounded_by_what_was_sent() {
     };
     let err = status(raw_server(host).await.push(bomb).await);
     expect(err, Code::ResourceExhausted, &["300000 pairs"]);
-    // One small pull naming a whole 100 KB block 100 times: the reply is capped, not built.
+    // One small pull naming a whole block 100 times: refused, nothing is built.
     let d = c
-        .create_matrix(MatrixSpec::dense("d", 1, 100_000))
+        .create_matrix(MatrixSpec::dense("d", 300, 10_000))
         .await
         .unwrap();
-    let whole = RowSlice {
-        partition_id: d.meta.partitions[0].id,
+    let whole = |partition_id, row| RowSlice {
+        partition_id,
+        row,
         ..Default::default()
     };
-    let pull = PullRequest {
+    let pull = |slices| PullRequest {
         caller: Some(Caller::default()),
         matrix_id: d.meta.id,
         value_type: ValueType::F32 as i32,
-        slices: vec![whole; 100],
+        slices,
     };
-    let err = status(raw_server(host).await.pull(pull).await);
+    let first = d.meta.partitions[0];
+    let twice = pull(vec![whole(first.id, first.row_start); 100]);
+    let err = status(raw_server(host).await.pull(twice).await);
+    expect(err, Code::InvalidArgument, &["named twice"]);
+    // Every row once: 12 MB, over 4 x the 2 MB request limit, from a 15 KB request.
+    let every: Vec<RowSlice> = d
+        .meta
+        .partitions
+        .iter()
+        .flat_map(|p| (p.row_start..p.row_end).map(|r| whole(p.id, r)))
+        .collect();
+    let err = status(raw_server(host).await.pull(pull(every)).await);
     expect(
         err,
         Code::ResourceExhausted,
@@ -352,15 +366,17 @@ async fn a_stalled_upload_is_cut_off_by_the_request_timeout() {
 async fn oversized_metadata_is_refused() {
     let cluster = Cluster::start(1);
     let mut server = raw_server(&cluster.servers[0].addr).await;
-    let mut request = tonic::Request::new(angel_proto::StatsRequest {});
+    let mut request = tonic::Request::new(angel_proto::PullRequest::default());
     let filler = "a".repeat(64 << 10);
     request
         .metadata_mut()
         .insert("x-filler", filler.parse().unwrap());
     assert!(
-        server.stats(request).await.is_err(),
+        server.pull(request).await.is_err(),
         "64 KiB of metadata was accepted"
     );
+    let plain = tonic::Request::new(angel_proto::PullRequest::default());
+    server.pull(plain).await.unwrap();
     let c = cluster.client().await;
     c.create_matrix(MatrixSpec::dense("after", 1, 8))
         .await

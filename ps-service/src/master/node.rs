@@ -17,6 +17,11 @@ use crate::net;
 /// (bounded far below this), never data.
 const MAX_MASTER_REQUEST: usize = 4 << 20;
 
+/// Longest a master request may take. Generous: a timeout drops the handler, and a matrix
+/// creation cut off between servers would leave partitions behind; the master's requests are
+/// small (see [`MAX_MASTER_REQUEST`]), so a stalled one holds little.
+const MASTER_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// How to start a master.
 #[derive(Clone)]
 pub struct MasterConfig {
@@ -26,8 +31,8 @@ pub struct MasterConfig {
     pub parts_per_server: u64,
     /// Partitioners besides "range", selectable by name in create requests.
     pub partitioners: Vec<Arc<dyn Partitioner>>,
-    /// A server silent (no heartbeat) this long takes no new partitions, and is forgotten
-    /// if it hosts none.
+    /// A server silent (no heartbeat) this long takes no new partitions until it is heard
+    /// from again.
     pub server_timeout: Duration,
 }
 
@@ -61,7 +66,7 @@ impl MasterNode {
         let service = MasterServer::new(MasterService::new(partitioners, config.server_timeout))
             .max_decoding_message_size(MAX_MASTER_REQUEST)
             .max_encoding_message_size(usize::MAX);
-        let router = net::grpc_server(net::DEFAULT_REQUEST_TIMEOUT).add_service(service);
+        let router = net::grpc_server(MASTER_REQUEST_TIMEOUT).add_service(service);
         let task =
             tokio::spawn(async move { net::serve(router, incoming, shutdown, "master").await });
         tracing::info!(%addr, "master started");

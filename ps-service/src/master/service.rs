@@ -104,25 +104,10 @@ impl State {
         servers
     }
 
-    /// The servers that heartbeat within `timeout`. Silent ones that host nothing are
-    /// forgotten (a server registered once and gone must not hold up placements forever);
-    /// silent ones that host partitions stay listed, so their absence shows.
-    fn live_servers(&mut self, timeout: Duration) -> Vec<u32> {
-        let silent: Vec<u32> = self
-            .servers
-            .iter()
-            .filter(|(_, s)| s.last_seen.elapsed() > timeout)
-            .map(|(&id, _)| id)
-            .collect();
-        for id in silent {
-            let spaces = self.counters.values().filter_map(|c| c.space.as_ref());
-            let mut metas = self.matrices.values().chain(spaces);
-            if !metas.any(|m| m.partitions.iter().any(|p| p.server_id == id)) {
-                let gone = self.servers.remove(&id).map(|s| s.addr);
-                self.epoch += 1;
-                tracing::warn!(id, addr = ?gone, "forgot a silent server that hosted nothing");
-            }
-        }
+    /// The servers that heartbeat within `timeout`: the only ones given new partitions, so a
+    /// server that went silent cannot fail every later creation. It stays registered and
+    /// takes partitions again once its heartbeats resume.
+    fn live_servers(&self, timeout: Duration) -> Vec<u32> {
         self.servers
             .iter()
             .filter(|(_, s)| s.last_seen.elapsed() <= timeout)
@@ -189,9 +174,9 @@ impl MasterService {
                 .map_err(|s| PsError::from_status(s, &addr).to_string())
         }) {
             return Err(PsError::Unavailable(format!(
-                "the master cannot reach the registering server at '{addr}' ({why} within \
-                 {REGISTER_PROBE_TIMEOUT:?}); give the server an address the master can reach \
-                 with --advertise"
+                "the registering server at '{addr}' did not answer the master's call back \
+                 within {REGISTER_PROBE_TIMEOUT:?} ({why}); give the server an address the \
+                 master can reach with --advertise"
             )));
         }
         let mut state = self.state.lock();
@@ -293,9 +278,11 @@ impl MasterService {
         }
         let ids = state.live_servers(self.server_timeout);
         if ids.is_empty() {
-            return Err(PsError::Unavailable(
-                "no live servers are registered with the master".into(),
-            ));
+            return Err(PsError::Unavailable(format!(
+                "no live servers: {} registered, none heard from in the last {:?}",
+                state.servers.len(),
+                self.server_timeout
+            )));
         }
         optimizers::check_model(r, &state.optimizers())?;
         let blocks = partitioner.partition(r, ids.len())?;

@@ -74,6 +74,10 @@ fn decode_slices(slices: &mut [RowSlice], value_type: i32, limit: usize) -> Resu
     Ok(compressed)
 }
 
+/// A pull reply may be this many times the request limit: whole rows are named once each, so
+/// a reply is bounded by the data the server holds, and this bounds what one call can ask.
+const REPLY_FACTOR: usize = 4;
+
 /// A slice checked against its partition, ready to apply.
 struct Checked {
     part: Arc<Partition>,
@@ -162,6 +166,16 @@ impl ServerService {
             request.slices,
             false,
         )?;
+        let mut whole_rows = std::collections::HashSet::new();
+        for c in checked.iter().filter(|c| c.keys.is_none()) {
+            if !whole_rows.insert((c.part.id, c.row)) {
+                return Err(PsError::InvalidArgument(format!(
+                    "pull from matrix '{}': row {} of partition {} is named twice in one request",
+                    c.part.matrix.name, c.row, c.part.id
+                )));
+            }
+        }
+        let limit = self.max_message_bytes.saturating_mul(REPLY_FACTOR);
         let mut slices = Vec::with_capacity(checked.len());
         let mut reply_bytes = 0usize;
         for c in checked {
@@ -169,11 +183,12 @@ impl ServerService {
             let (keys, values) = with_block!(&*block, b => b.pull(c.row, c.keys.as_deref()));
             // A small request naming one large slice many times must not buy a huge reply.
             reply_bytes += keys.len() + values.len();
-            if reply_bytes > self.max_message_bytes {
+            if reply_bytes > limit {
                 return Err(PsError::TooLarge(format!(
-                    "pull from matrix '{}': the reply would pass this server's limit of {} bytes \
-                     (--max-message-bytes); pull fewer rows or keys per call",
-                    c.part.matrix.name, self.max_message_bytes
+                    "pull from matrix '{}': the reply would pass this server's limit of {limit} \
+                     bytes ({REPLY_FACTOR} x --max-message-bytes); pull fewer rows or keys per \
+                     call",
+                    c.part.matrix.name
                 )));
             }
             slices.push(RowSlice {
@@ -460,10 +475,13 @@ impl Server for ServerService {
         )
     }
 
+    /// The master's view of this server. It needs the admin token too, so the master's probe
+    /// at registration proves the process at the address is the one registering.
     async fn stats(
         &self,
-        _request: Request<StatsRequest>,
+        request: Request<StatsRequest>,
     ) -> std::result::Result<Response<StatsReply>, Status> {
+        admin::check(&request, &self.admin_token, "Stats")?;
         let partitions = self
             .parts
             .all()

@@ -167,11 +167,11 @@ pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
         indices.extend(i.as_primitive::<UInt64Type>().values());
         weights.extend(w.as_primitive::<Float32Type>().values());
     }
-    check_dim(dir, &metadata, &spec, &indices)?;
+    check_dim(dir, &metadata, &spec, &indices, &features)?;
     if let Some(counter) = &spec.counter {
         restore_counter(client, counter, &features).await?;
         let size = client.counter(counter).await.map_err(ps_error)?.meta.size;
-        if size != spec.dim {
+        if size > spec.dim {
             return exec_err!(
                 "{}: the model has dim {} but counter '{counter}' indexes {size} features",
                 dir.display(),
@@ -186,12 +186,17 @@ pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
         .map_err(ps_error)
 }
 
-/// Rebuilds `counter` from the saved (feature, index) pairs, or checks an existing one, and
-/// fails unless every feature gets its saved index.
 /// Checks the dimension agrees everywhere the saved model states it: `model.json`'s `dim`,
-/// its options, and `weights.parquet`, whose last index is the intercept's, `dim`. A model
-/// loaded with another dimension would read the intercept from a feature's weight.
-fn check_dim(dir: &Path, metadata: &Metadata, spec: &ModelSpec, indices: &[u64]) -> Result<()> {
+/// its options, and `weights.parquet`, whose last index is the intercept's, `dim`, and whose
+/// dictionary features all lie below it. A model loaded with another dimension would read the
+/// intercept from a feature's weight. Runs before anything is created on the service.
+fn check_dim(
+    dir: &Path,
+    metadata: &Metadata,
+    spec: &ModelSpec,
+    indices: &[u64],
+    features: &[(String, u64)],
+) -> Result<()> {
     let intercept = indices.iter().max().copied();
     if metadata.dim != spec.dim || intercept != Some(spec.dim) {
         return exec_err!(
@@ -204,9 +209,18 @@ fn check_dim(dir: &Path, metadata: &Metadata, spec: &ModelSpec, indices: &[u64])
             intercept.map_or("none".to_string(), |i| i.to_string())
         );
     }
+    if let Some((feature, index)) = features.iter().find(|(_, i)| *i >= spec.dim) {
+        return exec_err!(
+            "{}: feature '{feature}' has index {index}, outside the model's dim {}",
+            dir.display(),
+            spec.dim
+        );
+    }
     Ok(())
 }
 
+/// Rebuilds `counter` from the saved (feature, index) pairs, or checks an existing one, and
+/// fails unless every feature gets its saved index.
 async fn restore_counter(
     client: &PsClient,
     counter: &str,

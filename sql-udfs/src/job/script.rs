@@ -63,17 +63,20 @@ pub fn statements(text: &str) -> Vec<(usize, String)> {
                 }
             }
             None if c == '/' && chars.peek() == Some(&'*') => {
-                // A block comment stays in the statement (DataFusion skips it); a `;` inside
-                // it ends nothing.
+                // A block comment (nested ones too, as DataFusion reads them) stays in the
+                // statement; a `;` inside it ends nothing.
                 current.push(c);
-                let mut last = ' ';
-                for c in chars.by_ref() {
+                current.extend(chars.next());
+                let (mut depth, mut last) = (1, ' ');
+                while depth > 0 {
+                    let Some(c) = chars.next() else { break };
                     current.push(c);
                     line += usize::from(c == '\n');
-                    if last == '*' && c == '/' {
-                        break;
-                    }
-                    last = c;
+                    (depth, last) = match (last, c) {
+                        ('*', '/') => (depth - 1, ' '),
+                        ('/', '*') => (depth + 1, ' '),
+                        _ => (depth, c),
+                    };
                 }
             }
             None if c == ';' => {
@@ -135,6 +138,8 @@ mod tests {
     fn block_comments_do_not_split_and_parser_lines_count_in_the_file() {
         let s = statements("SELECT 1 /* a; b\n */ + 1;\nSELECT 2;");
         assert_eq!(s.len(), 2, "{s:?}");
+        let nested = statements("SELECT 1 /* a /* b; */ c; */ + 1; SELECT /*/ ; */ 2;");
+        assert_eq!(nested.len(), 2, "{nested:?}");
         assert_eq!(s[1].0, 3);
         assert_eq!(
             file_lines("Expected: x, found: y at Line: 2, Column: 7", 10),
