@@ -9,9 +9,11 @@ use std::sync::Arc;
 
 use angel_sql::binding::Binding;
 use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
+use angel_sql::object_stores::runtime_env;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use clap::Args;
+use datafusion::prelude::SessionConfig;
 
 /// Flags of `angel-ps executor`.
 #[derive(Debug, Args)]
@@ -74,6 +76,8 @@ pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
         .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
         .ok_or_else(|| format!("--scheduler '{}' is not host:port", args.scheduler))?;
     let defaults = ExecutorProcessConfig::default();
+    let work_dir = args.work_dir.map(|d| d.display().to_string());
+    let temp_dir = work_dir.clone();
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host,
         external_host: args.external_host,
@@ -86,10 +90,15 @@ pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
             0 => defaults.vcores,
             n => n,
         },
-        work_dir: args.work_dir.map(|d| d.display().to_string()),
+        work_dir,
         print_thread_info: false,
         executor_heartbeat_interval_seconds: args.heartbeat_secs.max(1),
         override_function_registry: Some(Arc::new(registry())),
+        // Object stores for s3:// and hdfs:// stages and tables, from this process's
+        // environment.
+        override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
+            runtime_env(temp_dir.as_deref())
+        })),
         override_logical_codec: Some(Arc::new(AngelLogicalCodec::default())),
         override_physical_codec: Some(Arc::new(AngelPhysicalCodec::default())),
         ..defaults

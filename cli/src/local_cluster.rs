@@ -23,9 +23,19 @@ pub struct Process {
 impl Process {
     /// Runs `binary args...` and waits for its first stdout line ("... listening on ADDR").
     pub fn spawn(binary: &Path, args: &[&str]) -> Result<Process, String> {
+        Self::spawn_with_env(binary, args, &[])
+    }
+
+    /// [`Process::spawn`] with `env` added to the inherited environment.
+    pub fn spawn_with_env(
+        binary: &Path,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<Process, String> {
         let mut command = Command::new(binary);
         command
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         die_with_parent(&mut command);
@@ -126,58 +136,87 @@ impl LocalCluster {
         executors: usize,
         slots: usize,
     ) -> Result<LocalCluster, String> {
+        Self::start_with_env(binary, servers, executors, slots, &[])
+    }
+
+    /// [`LocalCluster::start`] with `env` added to the scheduler's and executors'
+    /// environment (the `AWS_*` settings of an S3 stage, for example).
+    pub fn start_with_env(
+        binary: &Path,
+        servers: usize,
+        executors: usize,
+        slots: usize,
+        env: &[(String, String)],
+    ) -> Result<LocalCluster, String> {
         let master = Process::spawn(binary, &["master", "--bind", "127.0.0.1:0"])?;
         let servers = (0..servers)
             .map(|_| Process::spawn(binary, &["server", "--master", &master.addr]))
             .collect::<Result<Vec<_>, _>>()?;
-        let scheduler = Process::spawn(binary, &["scheduler", "--bind", "127.0.0.1:0"])?;
+        let scheduler =
+            Process::spawn_with_env(binary, &["scheduler", "--bind", "127.0.0.1:0"], env)?;
         let scheduler_addr = scheduler.addr.trim_start_matches("df://").to_string();
-        let slots = slots.to_string();
         let executors = (0..executors)
-            .map(|_| {
-                let (flight, grpc) = (free_port()?.to_string(), free_port()?.to_string());
-                let args = [
-                    "executor",
-                    "--scheduler",
-                    &scheduler_addr,
-                    "--flight-port",
-                    &flight,
-                    "--grpc-port",
-                    &grpc,
-                    "--concurrent-tasks",
-                    &slots,
-                ];
-                Process::spawn(binary, &args)
-            })
+            .map(|_| executor(binary, &scheduler_addr, slots, env))
             .collect::<Result<Vec<_>, _>>()?;
-        let cluster = LocalCluster {
+        // One heartbeat round, so the scheduler knows every executor before the first job.
+        std::thread::sleep(Duration::from_millis(500));
+        Ok(LocalCluster {
             master,
             servers,
             scheduler,
             executors,
-        };
-        cluster.wait_for_executors()?;
-        Ok(cluster)
+        })
     }
 
     /// The scheduler URL (`df://HOST:PORT`).
     pub fn scheduler_url(&self) -> &str {
         &self.scheduler.addr
     }
+}
 
-    /// Waits until every executor accepts connections on its Flight port, then for one
-    /// heartbeat round so the scheduler knows them all before the first job.
-    fn wait_for_executors(&self) -> Result<(), String> {
+/// Attempts at starting one executor: its ports are picked free, but another process may take
+/// one before the executor binds it.
+const EXECUTOR_ATTEMPTS: usize = 3;
+
+/// Starts an executor of `slots` task slots on free ports and waits until it accepts
+/// connections on its Flight port; one that exits first (a port taken meanwhile) is started
+/// again on other ports.
+fn executor(
+    binary: &Path,
+    scheduler: &str,
+    slots: usize,
+    env: &[(String, String)],
+) -> Result<Process, String> {
+    let slots = slots.to_string();
+    let mut failure = String::new();
+    for _ in 0..EXECUTOR_ATTEMPTS {
+        let (flight, grpc) = (free_port()?.to_string(), free_port()?.to_string());
+        let args = [
+            "executor",
+            "--scheduler",
+            scheduler,
+            "--flight-port",
+            &flight,
+            "--grpc-port",
+            &grpc,
+            "--concurrent-tasks",
+            &slots,
+        ];
+        let mut process = Process::spawn_with_env(binary, &args, env)?;
         let deadline = Instant::now() + START_TIMEOUT;
-        for e in &self.executors {
-            while std::net::TcpStream::connect(&e.addr).is_err() {
-                if Instant::now() > deadline {
-                    return Err(format!("executor at {} never listened", e.addr));
-                }
-                std::thread::sleep(Duration::from_millis(50));
+        loop {
+            if std::net::TcpStream::connect(&process.addr).is_ok() {
+                return Ok(process);
             }
+            if let Ok(Some(status)) = process.child.try_wait() {
+                failure = format!("executor at {} exited ({status})", process.addr);
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("executor at {} never listened", process.addr));
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(500));
-        Ok(())
     }
+    Err(format!("{failure}, {EXECUTOR_ATTEMPTS} times"))
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use angel_client::PsClient;
 use angel_sql::cluster::Stage;
 use angel_sql::job::{Job, StatementReport};
+use angel_sql::object_stores::runtime_env;
 use clap::Args;
 use comfy_table::Table;
 use datafusion::arrow::array::RecordBatch;
@@ -44,10 +45,11 @@ pub struct RunArgs {
     /// scheduler`); needs --master.
     #[arg(long, env = "ANGEL_BALLISTA")]
     pub ballista: Option<String>,
-    /// With --ballista: the directory where the job's tables are kept as Parquet; every
-    /// executor must read it at the same path. Default: a temporary directory, removed after.
+    /// With --ballista: where the job's tables are kept as Parquet, a path or URL every
+    /// executor reaches by the same name (`s3://bucket/stage`, `hdfs://nn:8020/stage`, or a
+    /// shared mount). Default: a temporary directory on this machine, removed after.
     #[arg(long)]
-    pub stage: Option<PathBuf>,
+    pub stage: Option<String>,
 }
 
 /// Target partitions of a cluster job when --partitions is 0.
@@ -94,7 +96,7 @@ pub async fn run_text(
     if args.partitions > 0 {
         config = config.with_target_partitions(args.partitions);
     }
-    let ctx = SessionContext::new_with_config(config);
+    let ctx = SessionContext::new_with_config_rt(config, runtime_env(None)?);
     match &args.master {
         Some(master) => Ok(Job::new(ctx, master).run(&file, text, &vars, each).await?),
         None => {

@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use angel_sql::binding::Binding;
 use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
+use angel_sql::object_stores::runtime_env;
 use ballista_core::utils::default_session_builder;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
 use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
 use clap::Args;
 use datafusion::common::Result as DfResult;
-use datafusion::execution::{FunctionRegistry, SessionState};
+use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use tokio_util::sync::CancellationToken;
@@ -39,10 +40,14 @@ pub struct SchedulerArgs {
     pub task_max_failures: usize,
 }
 
-/// A scheduler session: Ballista's defaults plus every angel-ps function. The functions are
+/// A scheduler session: Ballista's defaults plus every angel-ps function, with angel-ps's
+/// object stores (s3:// and hdfs:// tables plan here). The functions are
 /// unbound here; plans bring each PS function's master address ([`angel_sql::cluster::codec`]).
 fn session_with_functions(config: SessionConfig) -> DfResult<SessionState> {
-    let mut state = default_session_builder(config)?;
+    let state = default_session_builder(config)?;
+    let mut state = SessionStateBuilder::new_from_existing(state)
+        .with_runtime_env(runtime_env(None)?)
+        .build();
     for f in angel_sql::scalar_functions(&Binding::default()) {
         state.register_udf(Arc::new(f))?;
     }

@@ -2,18 +2,22 @@
 //! delimiter, null tokens such as `?`, spaces around values, and typed columns whose bad
 //! values are reported by file, line and column.
 
-use std::path::Path;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{
     ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
+use angel_storage::read::open;
+use angel_storage::{Location, StorageError};
+
 use crate::EtlError;
 use crate::bad_rows::{BadRow, BadRowPolicy, BadRows, handle};
-use crate::source::read_bytes;
+use crate::source::Blocks;
 
 /// Rows sampled to infer column types when none are given.
 const INFER_ROWS: usize = 1000;
@@ -109,73 +113,161 @@ fn parse_column(spec: &str) -> Result<(String, DataType), String> {
     Ok((name, ty))
 }
 
-/// Files at least this large, without quote characters, are parsed in parallel chunks.
-const PARALLEL_BYTES: usize = 8 << 20;
+/// Bytes of a block parsed as one unit; blocks of a file parse on every core.
+const BLOCK_BYTES: usize = 8 << 20;
 
-/// Reads a CSV file into record batches (one per parsed chunk, in file order), row by row: each row is checked against the
-/// schema before anything is appended, so a skipped row leaves no trace. Large files without
-/// quotes (so every newline ends a row) are cut at newlines and parsed on every core.
+/// Reads CSV files (one schema, taken from the first) into record batches, one per block in
+/// file order. Each file streams from its store in blocks of whole rows that parse on every
+/// core, so no file is held whole. Each row is checked against the schema before anything is
+/// appended, so a skipped row leaves no trace.
 pub fn read(
-    path: &Path,
+    files: &[Location],
     options: &CsvOptions,
     skipped: &BadRows,
 ) -> Result<Vec<RecordBatch>, EtlError> {
-    let file = path.display().to_string();
-    let bytes = read_bytes(path)?;
-    let csv_error = |e: csv::Error| EtlError::Csv(file.clone(), e.to_string());
-    let mut reader = builder(options)
-        .has_headers(options.header)
-        .from_reader(&bytes[..]);
-    let header: Vec<String> = match options.header {
-        true => reader
-            .headers()
-            .map_err(csv_error)?
-            .iter()
-            .map(String::from)
-            .collect(),
-        false => Vec::new(),
+    let mut schema = None;
+    let mut out = Vec::new();
+    for location in files {
+        out.extend(read_file(location, options, &mut schema, skipped)?);
+    }
+    match (out.is_empty(), schema) {
+        (true, Some(schema)) => Ok(vec![RecordBatch::new_empty(schema)]),
+        _ => Ok(out),
+    }
+}
+
+/// Reads one file; the first file read sets `schema`, the others must have its header.
+fn read_file(
+    location: &Location,
+    options: &CsvOptions,
+    schema: &mut Option<SchemaRef>,
+    skipped: &BadRows,
+) -> Result<Vec<RecordBatch>, EtlError> {
+    let file = location.to_string();
+    let io = |e| EtlError::Storage(StorageError::Io(file.clone(), e));
+    let mut blocks = Blocks::new(open(location)?, BLOCK_BYTES, 1, options.delimiter);
+    let Some((mut first, _)) = blocks.next_block().map_err(io)? else {
+        return Err(EtlError::Csv(file, "no columns: the file is empty".into()));
     };
-    // Rows that do not read (invalid UTF-8) are reported when the body is parsed, not here.
-    let sample: Vec<csv::StringRecord> = reader
+    let (header, body_start) =
+        header(&first, options).map_err(|e| EtlError::Csv(file.clone(), e))?;
+    let schema = match schema {
+        Some(known) => {
+            if options.columns.is_empty() {
+                check_header(known, &header).map_err(|e| EtlError::Csv(file.clone(), e))?;
+            }
+            known.clone()
+        }
+        None => {
+            let sample = sample(&first[body_start..], options);
+            let inferred = infer_schema(options, &header, &sample)
+                .map_err(|why| EtlError::Csv(file.clone(), why))?;
+            schema.insert(inferred).clone()
+        }
+    };
+    let body_line = 1 + first[..body_start].iter().filter(|&&b| b == b'\n').count() as u64;
+    first.drain(..body_start);
+    parse_blocks(
+        &mut blocks,
+        (first, body_line),
+        &schema,
+        options,
+        &file,
+        skipped,
+    )
+}
+
+/// The header's names (none without a header) and where the body starts in `block`.
+fn header(block: &[u8], options: &CsvOptions) -> Result<(Vec<String>, usize), String> {
+    if !options.header {
+        return Ok((Vec::new(), 0));
+    }
+    let mut reader = builder(options).has_headers(true).from_reader(block);
+    let names = reader
+        .headers()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(String::from)
+        .collect();
+    Ok((names, reader.position().byte() as usize))
+}
+
+/// A file after the first must name the first file's columns, in order.
+fn check_header(schema: &Schema, header: &[String]) -> Result<(), String> {
+    let expected: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
+    match header.is_empty() || header.iter().eq(expected.iter().copied()) {
+        true => Ok(()),
+        false => Err(format!(
+            "the header ({}) differs from the first file's ({}); files read as one table \
+             need the same columns",
+            header.join(", "),
+            expected
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// The first rows of `body`, to infer types from. Rows that do not read (invalid UTF-8) are
+/// reported when the body is parsed, not here.
+fn sample(body: &[u8], options: &CsvOptions) -> Vec<csv::StringRecord> {
+    builder(options)
+        .has_headers(false)
+        .from_reader(body)
         .records()
         .filter_map(Result::ok)
         .take(INFER_ROWS)
-        .collect();
-    let schema =
-        schema(options, &header, &sample).map_err(|why| EtlError::Csv(file.clone(), why))?;
-    // The body: everything after the header line, which starts on line `first_line`.
-    let (body, first_line) = match options.header {
-        true => {
-            let end = bytes
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |i| i + 1);
-            (&bytes[end..], 2)
-        }
-        false => (&bytes[..], 1),
-    };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunks = match body.len() >= PARALLEL_BYTES && !body.contains(&b'"') {
-        true => chunks(body, first_line, threads),
-        false => vec![(body, first_line)],
-    };
-    let (schema, file) = (&schema, &file);
-    let parts: Vec<Result<RecordBatch, EtlError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .map(|&(chunk, line)| {
-                scope.spawn(move || parse(chunk, line, schema, options, file, skipped))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a CSV parser thread panicked"))
-            .collect()
-    });
-    parts.into_iter().collect()
+        .collect()
 }
 
-/// The CSV reader settings every chunk shares.
+/// Parses `first` and every further block on all cores; the batches come back in file
+/// order and the first failure in file order is the one reported. A failure stops reading.
+fn parse_blocks<R: std::io::Read>(
+    blocks: &mut Blocks<R>,
+    first: (Vec<u8>, u64),
+    schema: &SchemaRef,
+    options: &CsvOptions,
+    file: &str,
+    skipped: &BadRows,
+) -> Result<Vec<RecordBatch>, EtlError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let failed = AtomicBool::new(false);
+    let parsed = Mutex::new(Vec::new());
+    let (send, receive) = sync_channel::<(usize, Vec<u8>, u64)>(threads);
+    let receive = Mutex::new(receive);
+    let read = std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let next = receive.lock().expect("block queue").recv();
+                    let Ok((n, block, line)) = next else { return };
+                    let batch = parse(&block, line, schema, options, file, skipped);
+                    failed.fetch_or(batch.is_err(), Ordering::Relaxed);
+                    parsed.lock().expect("parsed blocks").push((n, batch));
+                }
+            });
+        }
+        let mut next = Some(first);
+        let mut n = 0;
+        while let Some((block, line)) = next.take() {
+            if failed.load(Ordering::Relaxed) || send.send((n, block, line)).is_err() {
+                break;
+            }
+            n += 1;
+            next = blocks.next_block()?;
+        }
+        drop(send);
+        Ok::<(), std::io::Error>(())
+    });
+    read.map_err(|e| EtlError::Storage(StorageError::Io(file.to_string(), e)))?;
+    let mut parsed = parsed.into_inner().expect("parsed blocks");
+    parsed.sort_by_key(|(n, _)| *n);
+    parsed.into_iter().map(|(_, batch)| batch).collect()
+}
+
+/// The CSV reader settings every block shares.
 fn builder(options: &CsvOptions) -> csv::ReaderBuilder {
     let mut builder = csv::ReaderBuilder::new();
     builder
@@ -184,28 +276,6 @@ fn builder(options: &CsvOptions) -> csv::ReaderBuilder {
         .flexible(true)
         .buffer_capacity(1 << 20);
     builder
-}
-
-/// `body` cut at newlines into about `n` chunks, each with the file line it starts on.
-fn chunks(body: &[u8], first_line: u64, n: usize) -> Vec<(&[u8], u64)> {
-    let mut out = Vec::with_capacity(n);
-    let (mut start, mut line) = (0, first_line);
-    for k in 1..=n {
-        let target = (body.len() * k / n).max(start);
-        let end = match k == n {
-            true => body.len(),
-            false => body[target..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(body.len(), |i| target + i + 1),
-        };
-        if end > start {
-            out.push((&body[start..end], line));
-            line += body[start..end].iter().filter(|&&b| b == b'\n').count() as u64;
-        }
-        start = end;
-    }
-    out
 }
 
 /// Parses the rows of `chunk` (no header; its first row is on file line `first_line`).
@@ -314,7 +384,7 @@ fn read_row<'a>(
 /// The given columns, or header names (`c1..cN` without a header) with types inferred from
 /// the first rows of the right width. A file with no columns, or a header naming one column
 /// twice, is an error.
-fn schema(
+fn infer_schema(
     options: &CsvOptions,
     header: &[String],
     sample: &[csv::StringRecord],
@@ -420,9 +490,14 @@ mod tests {
 
     use super::*;
 
-    /// Reads and joins the chunks, for checking.
-    fn read_one(path: &Path, options: &CsvOptions) -> Result<RecordBatch, EtlError> {
-        let parts = read(path, options, &BadRows::default())?;
+    /// The location of a test file, as the one file to read.
+    fn at(path: &std::path::Path) -> [Location; 1] {
+        [Location::parse(path.to_str().expect("UTF-8 temp path")).expect("a local path")]
+    }
+
+    /// Reads one file and joins its blocks, for checking.
+    fn read_one(path: &std::path::Path, options: &CsvOptions) -> Result<RecordBatch, EtlError> {
+        let parts = read(&at(path), options, &BadRows::default())?;
         Ok(datafusion::arrow::compute::concat_batches(
             &parts[0].schema(),
             &parts,
@@ -470,13 +545,15 @@ mod tests {
                 .parse()
                 .unwrap();
         let skipped = BadRows::default();
-        let err = read(&path, &options, &skipped).unwrap_err().to_string();
+        let err = read(&at(&path), &options, &skipped)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("people.csv:3: expected 3 columns, found 2"),
             "{err}"
         );
         options.bad_rows = BadRowPolicy::Skip;
-        let parts = read(&path, &options, &skipped).unwrap();
+        let parts = read(&at(&path), &options, &skipped).unwrap();
         let batch = datafusion::arrow::compute::concat_batches(&parts[0].schema(), &parts).unwrap();
         assert_eq!(batch.num_rows(), 2);
         let report = skipped.take();
@@ -499,21 +576,27 @@ mod tests {
     }
 
     #[test]
-    fn chunks_end_at_newlines_and_know_their_first_line() {
-        let body = b"a,1\nbb,2\nccc,3\nd,4\n";
-        let parts = chunks(body, 2, 3);
-        let joined: Vec<u8> = parts.iter().flat_map(|(c, _)| c.iter().copied()).collect();
-        assert_eq!(joined, body.to_vec());
-        for (chunk, line) in &parts {
-            assert!(chunk.ends_with(b"\n"));
-            let first = std::str::from_utf8(chunk).unwrap().lines().next().unwrap();
-            let expected = ["a,1", "bb,2", "ccc,3", "d,4"]
-                .iter()
-                .position(|l| *l == first)
-                .unwrap() as u64
-                + 2;
-            assert_eq!(*line, expected, "{first}");
-        }
+    fn files_read_as_one_table_need_the_same_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            at(&path)[0].clone()
+        };
+        let a = write("a.csv", "x,y\n1,\"multi\nline\"\n");
+        let b = write("b.csv", "x,y\n2,two\n3,three\n");
+        let c = write("c.csv", "x,z\n4,four\n");
+        let parts = read(&[a.clone(), b], &CsvOptions::default(), &BadRows::default()).unwrap();
+        let rows: usize = parts.iter().map(|p| p.num_rows()).sum();
+        assert_eq!(rows, 3);
+        assert_eq!(
+            parts[0].column(1).as_string::<i32>().value(0),
+            "multi\nline"
+        );
+        let err = read(&[a, c], &CsvOptions::default(), &BadRows::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("c.csv: the header (x, z) differs"), "{err}");
     }
 
     #[test]
@@ -527,9 +610,9 @@ mod tests {
         }
         text.push_str("oops,x\n");
         std::fs::write(&path, &text).unwrap();
-        assert!(text.len() >= PARALLEL_BYTES);
+        assert!(text.len() >= BLOCK_BYTES, "more than one block");
         let mut options: CsvOptions = "columns=n int, s string".parse().unwrap();
-        let err = read(&path, &options, &BadRows::default())
+        let err = read(&at(&path), &options, &BadRows::default())
             .unwrap_err()
             .to_string();
         assert!(

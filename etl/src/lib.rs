@@ -9,7 +9,7 @@
 //!   `ps_quantile_bucket`, `ps_cross`.
 //! - [`ctr_data`]: a generator of Criteo-like click logs for demos and benchmarks.
 //! - [`bad_rows`]: what happens to rows that do not parse (fail, or skip and report).
-//! - [`source`]: input files read whole, `.gz` and `.zst` decompressed by extension.
+//! - [`source`]: text input as numbered lines, each valid UTF-8 or the reason it is not.
 //! - [`udf_args`]: argument checks and planning errors shared by every SQL function.
 
 pub mod bad_rows;
@@ -26,9 +26,9 @@ use datafusion::arrow::error::ArrowError;
 /// Why reading failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EtlError {
-    /// The file could not be read.
-    #[error("cannot read {0}: {1}")]
-    Io(String, std::io::Error),
+    /// The file could not be found, fetched or decompressed.
+    #[error(transparent)]
+    Storage(#[from] angel_storage::StorageError),
     /// The CSV layer failed (invalid UTF-8, for example).
     #[error("{0}: {1}")]
     Csv(String, String),

@@ -1,8 +1,12 @@
-//! The libsvm text format: `label index:value index:value ...` per line, indices 1-based by
-//! convention. Read into Arrow as `label: Float64, idx: List<UInt64>, val:
-//! List<Float64>`, indices shifted to 0-based.
+//! Angel's sparse text formats, read into Arrow as `label: Float64, idx: List<UInt64>, val:
+//! List<Float64>` with 0-based indices:
+//!
+//! - `libsvm`: `label index:value index:value ...`, indices 1-based by convention
+//!   (`index_base=0` for files that count from 0, as Angel writes them);
+//! - `dummy`: `label index index ...`, every listed feature with value 1, indices 0-based
+//!   as Angel writes them (`index_base=1` for files that count from 1).
 
-use std::path::Path;
+use std::io::BufReader;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -11,9 +15,12 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use crate::EtlError;
 use crate::bad_rows::{BadRow, BadRowPolicy, BadRows, handle};
-use crate::source::{lines, read_bytes};
+use angel_storage::read::open;
+use angel_storage::{Location, StorageError};
 
-/// The schema every libsvm file is read with.
+use crate::source::Lines;
+
+/// The schema every libsvm or dummy file is read with.
 pub fn schema() -> SchemaRef {
     let list = |t| DataType::List(Arc::new(Field::new_list_field(t, true)));
     Arc::new(Schema::new(vec![
@@ -23,12 +30,37 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
+/// Which of Angel's sparse formats a file is in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SparseFormat {
+    /// `label index:value ...`.
+    #[default]
+    Libsvm,
+    /// `label index index ...`, each value 1.
+    Dummy,
+}
+
 /// Options of `read_libsvm`, written as `read_csv`'s are: `key=value` pairs separated by `;`.
-/// Today one key, `bad_rows` (`fail` or `skip`); a bare `skip` or `fail` is accepted too.
+/// `format` (`libsvm` or `dummy`), `index_base` (`0` or `1`; by default 1 for libsvm and 0
+/// for dummy) and `bad_rows` (`fail` or `skip`; a bare `skip` or `fail` is accepted too).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LibsvmOptions {
+    /// The line format.
+    pub format: SparseFormat,
+    /// The file's first index (0 or 1); `None` for the format's convention.
+    pub index_base: Option<u64>,
     /// What to do with a line that does not parse.
     pub bad_rows: BadRowPolicy,
+}
+
+impl LibsvmOptions {
+    /// The index the file counts from.
+    fn base(&self) -> u64 {
+        self.index_base.unwrap_or(match self.format {
+            SparseFormat::Libsvm => 1,
+            SparseFormat::Dummy => 0,
+        })
+    }
 }
 
 impl FromStr for LibsvmOptions {
@@ -37,11 +69,31 @@ impl FromStr for LibsvmOptions {
         let mut o = LibsvmOptions::default();
         for pair in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or(("bad_rows", pair));
+            let value = value.trim();
+            let bad = |expected: &str| {
+                EtlError::Options(format!(
+                    "libsvm option '{pair}': expected {expected}, got '{value}'"
+                ))
+            };
             match key.trim().to_ascii_lowercase().as_str() {
-                "bad_rows" => o.bad_rows = value.trim().parse().map_err(EtlError::Options)?,
+                "bad_rows" => o.bad_rows = value.parse().map_err(EtlError::Options)?,
+                "format" => {
+                    o.format = match value.to_ascii_lowercase().as_str() {
+                        "libsvm" => SparseFormat::Libsvm,
+                        "dummy" => SparseFormat::Dummy,
+                        _ => return Err(bad("libsvm or dummy")),
+                    }
+                }
+                "index_base" => {
+                    o.index_base = match value {
+                        "0" => Some(0),
+                        "1" => Some(1),
+                        _ => return Err(bad("0 or 1")),
+                    }
+                }
                 other => {
                     return Err(EtlError::Options(format!(
-                        "unknown libsvm option '{other}' (known: bad_rows)"
+                        "unknown libsvm option '{other}' (known: format, index_base, bad_rows)"
                     )));
                 }
             }
@@ -50,25 +102,37 @@ impl FromStr for LibsvmOptions {
     }
 }
 
-/// Reads the libsvm file at `path` into one batch. A line that does not parse (invalid
-/// UTF-8 included) fails the read, naming file and line, or is skipped and reported in
-/// `skipped`, as `options.bad_rows` says.
+/// Reads the files at `files` into one batch each, line by line as they stream from their
+/// store. A line that does not parse (invalid UTF-8 included) fails the read, naming file and
+/// line, or is skipped and reported in `skipped`, as `options.bad_rows` says.
 pub fn read(
-    path: &Path,
+    files: &[Location],
+    options: LibsvmOptions,
+    skipped: &BadRows,
+) -> Result<Vec<RecordBatch>, EtlError> {
+    files
+        .iter()
+        .map(|file| read_file(file, options, skipped))
+        .collect()
+}
+
+fn read_file(
+    location: &Location,
     options: LibsvmOptions,
     skipped: &BadRows,
 ) -> Result<RecordBatch, EtlError> {
-    let file = path.display().to_string();
-    let bytes = read_bytes(path)?;
+    let file = location.to_string();
+    let mut lines = Lines::new(BufReader::with_capacity(1 << 20, open(location)?));
     let mut labels = Float64Builder::new();
     let mut indices = ListBuilder::new(UInt64Builder::new());
     let mut values = ListBuilder::new(Float64Builder::new());
-    for (line, text) in lines(&bytes) {
+    let io = |e| StorageError::Io(file.clone(), e);
+    while let Some((line, text)) = lines.next_line().map_err(io)? {
         let parsed = text.and_then(|text| {
             let text = text.split('#').next().unwrap_or_default().trim();
             match text.is_empty() {
                 true => Ok(None),
-                false => parse_line(text).map(Some),
+                false => parse_line(text, &options).map(Some),
             }
         });
         match parsed {
@@ -99,21 +163,26 @@ pub fn read(
     Ok(RecordBatch::try_new(schema(), columns)?)
 }
 
-fn parse_line(line: &str) -> Result<(f64, Vec<(u64, f64)>), String> {
+/// One line's label and (0-based index, value) pairs, or why it does not parse.
+fn parse_line(line: &str, options: &LibsvmOptions) -> Result<(f64, Vec<(u64, f64)>), String> {
     let mut parts = line.split_ascii_whitespace();
     let label = parts.next().unwrap_or_default();
     let label: f64 = match label.parse() {
         Ok(x) if f64::is_finite(x) => x,
         _ => return Err(format!("the label '{label}' is not a finite number")),
     };
+    let base = options.base();
     let pairs = parts
         .map(|p| {
-            let (k, v) = p
-                .split_once(':')
-                .ok_or_else(|| format!("'{p}' is not index:value"))?;
+            let (k, v) = match options.format {
+                SparseFormat::Libsvm => p
+                    .split_once(':')
+                    .ok_or_else(|| format!("'{p}' is not index:value"))?,
+                SparseFormat::Dummy => (p, "1"),
+            };
             let k: u64 = k
                 .parse()
-                .map_err(|_| format!("the index '{k}' is not a positive integer"))?;
+                .map_err(|_| format!("the index '{k}' is not a whole number"))?;
             let v: f64 = match v.parse() {
                 Ok(x) if f64::is_finite(x) => x,
                 _ => {
@@ -122,9 +191,12 @@ fn parse_line(line: &str) -> Result<(f64, Vec<(u64, f64)>), String> {
                     ));
                 }
             };
-            let k = k
-                .checked_sub(1)
-                .ok_or_else(|| "index 0 in a 1-based libsvm file".to_string())?;
+            let k = k.checked_sub(base).ok_or_else(|| {
+                format!(
+                    "index {k} in a file read with index_base={base}; set index_base=0 if its \
+                     indices count from 0"
+                )
+            })?;
             Ok((k, v))
         })
         .collect::<Result<_, String>>()?;
@@ -146,12 +218,13 @@ mod tests {
         text.extend_from_slice(b"1 1:\xff\n");
         std::fs::write(&path, text).unwrap();
         let skipped = BadRows::default();
+        let location = [Location::parse(path.to_str().unwrap()).unwrap()];
         let fail: LibsvmOptions = "".parse().unwrap();
-        let err = read(&path, fail, &skipped).unwrap_err().to_string();
+        let err = read(&location, fail, &skipped).unwrap_err().to_string();
         assert!(err.contains("d.libsvm:4: the index 'x'"), "{err}");
         let skip: LibsvmOptions = "bad_rows = skip".parse().unwrap();
         assert_eq!(skip, "skip".parse().unwrap());
-        let batch = read(&path, skip, &skipped).unwrap();
+        let batch = read(&location, skip, &skipped).unwrap().remove(0);
         let report = skipped.take();
         assert_eq!(report.count, 4);
         let reasons: Vec<String> = report.first.iter().map(|r| r.to_string()).collect();
@@ -169,6 +242,27 @@ mod tests {
     }
 
     #[test]
+    fn zero_based_and_dummy_files_read_with_their_options() {
+        let options = |text: &str| text.parse::<LibsvmOptions>().unwrap();
+        let err = parse_line("1 0:1 4:2", &options("")).unwrap_err();
+        assert!(
+            err.contains("index 0") && err.contains("index_base=0"),
+            "{err}"
+        );
+        let zero = parse_line("1 0:1 4:2", &options("index_base=0")).unwrap();
+        assert_eq!(zero, (1.0, vec![(0, 1.0), (4, 2.0)]));
+        let dummy = parse_line("0 0 7 3", &options("format=dummy")).unwrap();
+        assert_eq!(dummy, (0.0, vec![(0, 1.0), (7, 1.0), (3, 1.0)]));
+        let dummy1 = parse_line("1 1 8", &options("format = dummy; index_base = 1")).unwrap();
+        assert_eq!(dummy1, (1.0, vec![(0, 1.0), (7, 1.0)]));
+        assert!(parse_line("1 2:1", &options("format=dummy")).is_err());
+        for bad in ["index_base=2", "format=dense"] {
+            let err = bad.parse::<LibsvmOptions>().unwrap_err().to_string();
+            assert!(err.contains(bad.split('=').nth(1).unwrap()), "{err}");
+        }
+    }
+
+    #[test]
     fn random_lines_parse_or_fail_without_panicking() {
         let alphabet: Vec<char> = "0123456789:.-+ eE\tnaif#x".chars().collect();
         let mut state = 0x1234_5678_9abc_def0u64;
@@ -180,7 +274,7 @@ mod tests {
             let line: String = (0..len)
                 .map(|i| alphabet[((state >> (i % 8 * 8)) as usize + i) % alphabet.len()])
                 .collect();
-            if let Ok((label, pairs)) = parse_line(line.trim()) {
+            if let Ok((label, pairs)) = parse_line(line.trim(), &LibsvmOptions::default()) {
                 assert!(label.is_finite(), "{line:?}");
                 assert!(pairs.iter().all(|(_, v)| v.is_finite()), "{line:?}");
             }

@@ -1,100 +1,170 @@
-//! Input files as their readers see them: whole, and decompressed by extension (`.gz` gzip,
-//! `.zst` zstd), so logs kept compressed need no unpacking step and the repository can keep
-//! its data sets small.
+//! Text input as its parsers see it, streamed so a file is never held whole. Files come
+//! through `angel-storage` (local paths and URLs, decompressed).
+//!
+//! - [`Lines`]: numbered lines one at a time, each valid UTF-8 or the reason it is not, so
+//!   one bad line is reported (or skipped) alone.
+//! - [`Blocks`]: blocks of whole CSV rows, cut where no quoted field is open, so blocks parse
+//!   in parallel.
 
-use std::io::Read;
-use std::path::Path;
+use std::io::{BufRead, Read};
 
-use crate::EtlError;
+/// The lines of a stream, numbered from 1.
+pub struct Lines<R> {
+    reader: R,
+    number: u64,
+    buf: Vec<u8>,
+}
 
-/// The bytes of the file at `path`, decompressed when it is gzip or zstd: by its extension
-/// (`.gz`, `.zst`) or, whatever its name, by the format's magic number, so a compressed file
-/// under a plain name reads as its contents rather than failing as invalid text.
-pub fn read_bytes(path: &Path) -> Result<Vec<u8>, EtlError> {
-    let io = |e| EtlError::Io(path.display().to_string(), e);
-    let raw = std::fs::read(path).map_err(io)?;
-    let extension = path.extension().and_then(|e| e.to_str());
-    let mut out = Vec::new();
-    if extension == Some("gz") || raw.starts_with(&GZIP_MAGIC) {
-        flate2::read::MultiGzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .map_err(|e| io(invalid(format!("not valid gzip data: {e}"))))?;
-    } else if extension == Some("zst") || raw.starts_with(&ZSTD_MAGIC) {
-        zstd::Decoder::new(&raw[..])
-            .and_then(|mut d| d.read_to_end(&mut out))
-            .map_err(|e| io(invalid(format!("not valid zstd data: {e}"))))?;
-    } else {
-        return Ok(raw);
+impl<R: BufRead> Lines<R> {
+    /// Lines of `reader`.
+    pub fn new(reader: R) -> Self {
+        Lines {
+            reader,
+            number: 0,
+            buf: Vec::new(),
+        }
     }
-    Ok(out)
-}
 
-const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
-
-fn invalid(message: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, message)
-}
-
-/// The lines of `bytes` with their 1-based numbers, each as text or, when it is not valid
-/// UTF-8, the reason naming the byte: so a reader can report or skip that one line.
-pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (u64, Result<&str, String>)> {
-    bytes.split(|&b| b == b'\n').enumerate().map(|(i, line)| {
-        let text = std::str::from_utf8(line)
+    /// The next line (without its newline) and its number, as text or, when it is not valid
+    /// UTF-8, the reason naming the byte; `None` at the end.
+    pub fn next_line(&mut self) -> std::io::Result<Option<(u64, Result<&str, String>)>> {
+        self.buf.clear();
+        if self.reader.read_until(b'\n', &mut self.buf)? == 0 {
+            return Ok(None);
+        }
+        self.number += 1;
+        if self.buf.last() == Some(&b'\n') {
+            self.buf.pop();
+        }
+        let text = std::str::from_utf8(&self.buf)
             .map_err(|e| format!("invalid UTF-8 at byte {} of the line", e.valid_up_to() + 1));
-        (i as u64 + 1, text)
-    })
+        Ok(Some((self.number, text)))
+    }
+}
+
+/// Blocks of whole rows of a CSV stream, each with the file line it starts on.
+pub struct Blocks<R> {
+    reader: R,
+    /// Bytes read past the last cut: the start of the next block.
+    carry: Vec<u8>,
+    /// Target block size; doubled while one row does not fit.
+    size: usize,
+    line: u64,
+    delimiter: u8,
+    done: bool,
+}
+
+impl<R: Read> Blocks<R> {
+    /// Blocks of about `size` bytes from `reader`, whose first byte is on line `first_line`,
+    /// fields separated by `delimiter`.
+    pub fn new(reader: R, size: usize, first_line: u64, delimiter: u8) -> Self {
+        Blocks {
+            reader,
+            carry: Vec::new(),
+            size: size.max(1),
+            line: first_line,
+            delimiter,
+            done: false,
+        }
+    }
+
+    /// The next block of whole rows and its first line; `None` at the end.
+    pub fn next_block(&mut self) -> std::io::Result<Option<(Vec<u8>, u64)>> {
+        let mut block = std::mem::take(&mut self.carry);
+        let cut = loop {
+            if !self.done {
+                let want = self.size.saturating_sub(block.len());
+                let read = (&mut self.reader)
+                    .take(want as u64)
+                    .read_to_end(&mut block)?;
+                self.done = read < want;
+            }
+            if self.done {
+                break block.len();
+            }
+            match last_row_end(&block, self.delimiter) {
+                Some(cut) => break cut,
+                // One row longer than the block: read on.
+                None => self.size *= 2,
+            }
+        };
+        if block.is_empty() {
+            return Ok(None);
+        }
+        self.carry = block.split_off(cut);
+        let first = self.line;
+        self.line += block.iter().filter(|&&b| b == b'\n').count() as u64;
+        Ok(Some((block, first)))
+    }
+}
+
+/// The offset just after the last newline of `block` that ends a row: one outside a quoted
+/// field. Quotes open a field only at its start and `""` inside one is a quote, as the CSV
+/// parser reads them (blocks start at a row).
+fn last_row_end(block: &[u8], delimiter: u8) -> Option<usize> {
+    if !block.contains(&b'"') {
+        return block.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
+    }
+    #[derive(Clone, Copy)]
+    enum At {
+        FieldStart,
+        Unquoted,
+        Quoted,
+        QuoteInQuoted,
+    }
+    let (mut at, mut end) = (At::FieldStart, None);
+    for (i, &b) in block.iter().enumerate() {
+        at = match (at, b) {
+            (At::Quoted, b'"') => At::QuoteInQuoted,
+            (At::Quoted, _) => At::Quoted,
+            (At::FieldStart, b'"') | (At::QuoteInQuoted, b'"') => At::Quoted,
+            (_, b'\n') => {
+                end = Some(i + 1);
+                At::FieldStart
+            }
+            (_, b) if b == delimiter => At::FieldStart,
+            _ => At::Unquoted,
+        };
+    }
+    end
 }
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-
     use super::*;
 
     #[test]
-    fn compressed_files_read_as_their_contents() {
-        let dir = tempfile::tempdir().unwrap();
-        let text = "1,a\n2,b\n".repeat(1000);
-        let gz = dir.path().join("t.csv.gz");
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        enc.write_all(text.as_bytes()).unwrap();
-        let mut twice = enc.finish().unwrap();
-        twice.extend_from_slice(&twice.clone());
-        std::fs::write(&gz, &twice).unwrap();
-        assert_eq!(read_bytes(&gz).unwrap(), text.repeat(2).as_bytes());
-        // The same bytes under a plain name are still gzip.
-        let plain = dir.path().join("t.csv");
-        std::fs::write(&plain, &twice).unwrap();
-        assert_eq!(read_bytes(&plain).unwrap(), text.repeat(2).as_bytes());
-
-        let zst = dir.path().join("t.csv.zst");
-        std::fs::write(&zst, zstd::encode_all(text.as_bytes(), 3).unwrap()).unwrap();
-        assert_eq!(read_bytes(&zst).unwrap(), text.as_bytes());
-    }
-
-    #[test]
     fn lines_report_invalid_utf8_one_line_at_a_time() {
-        let got: Vec<_> = lines(b"a\n\xffb\nc").collect();
-        assert_eq!(got[0], (1, Ok("a")));
-        assert_eq!(got[1].0, 2);
-        assert!(got[1].1.as_ref().unwrap_err().contains("byte 1"));
-        assert_eq!(got[2], (3, Ok("c")));
+        let mut lines = Lines::new(&b"a\n\xffb\nc"[..]);
+        assert_eq!(lines.next_line().unwrap(), Some((1, Ok("a"))));
+        let (n, text) = lines.next_line().unwrap().unwrap();
+        assert!(n == 2 && text.unwrap_err().contains("byte 1"));
+        assert_eq!(lines.next_line().unwrap(), Some((3, Ok("c"))));
+        assert_eq!(lines.next_line().unwrap(), None);
     }
 
     #[test]
-    fn corrupt_or_missing_files_name_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let bad = dir.path().join("bad.gz");
-        std::fs::write(&bad, b"not gzip at all").unwrap();
-        let err = read_bytes(&bad).unwrap_err().to_string();
-        assert!(
-            err.contains("bad.gz") && err.contains("not valid gzip"),
-            "{err}"
-        );
-        let err = read_bytes(&dir.path().join("absent.csv"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("absent.csv"), "{err}");
+    fn blocks_end_at_rows_outside_quotes_and_keep_every_row() {
+        let text = "a,b\n1,\"x\ny\"\n2,\"\"\"q\"\n3,5\"10\n4,\"a,\n\"\"b\"\n5,w";
+        let records = |bytes: &[u8]| -> Vec<Vec<String>> {
+            csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .from_reader(bytes)
+                .records()
+                .map(|r| r.unwrap().iter().map(String::from).collect())
+                .collect()
+        };
+        let whole = records(text.as_bytes());
+        for size in 1..text.len() + 2 {
+            let mut blocks = Blocks::new(text.as_bytes(), size, 1, b',');
+            let (mut rows, mut line) = (Vec::new(), 1);
+            while let Some((block, first)) = blocks.next_block().unwrap() {
+                assert_eq!(first, line, "size {size}");
+                line += block.iter().filter(|&&b| b == b'\n').count() as u64;
+                rows.extend(records(&block));
+            }
+            assert_eq!(rows, whole, "size {size}");
+        }
     }
 }

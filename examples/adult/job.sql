@@ -45,10 +45,11 @@ CREATE OR REPLACE MODEL adult OPTIONS (
 SELECT ps_auc(label, p) AS holdout_auc, ps_logloss(label, p) AS holdout_logloss
 FROM (SELECT label, ps_predict('adult', idx) AS p FROM test) AS scored;
 
--- The model as Parquet (feature, index, weight) plus JSON metadata, and back: loaded under
--- another name it predicts exactly as the trained one. The Parquet file reads back as a table.
+-- The model as Parquet (feature, index, weight) plus JSON metadata, committed as a whole, and
+-- back: loaded under another name it predicts exactly as the trained one. `out` may be a URL
+-- (s3://bucket/dir, hdfs://...); read_model reads the saved weights back as a table.
 SAVE MODEL adult TO '${out}/adult_model';
 LOAD MODEL adult_loaded FROM '${out}/adult_model';
-CREATE EXTERNAL TABLE saved_weights STORED AS PARQUET LOCATION '${out}/adult_model/weights.parquet';
+CREATE VIEW saved_weights AS SELECT * FROM read_model('${out}/adult_model');
 SELECT count(*) AS dictionary FROM saved_weights WHERE feature IS NOT NULL;
 SELECT max(abs(ps_predict('adult', idx) - ps_predict('adult_loaded', idx))) AS max_difference FROM test;

@@ -88,6 +88,8 @@ async fn adult_from_raw_csv_through_the_counter_matches_published_quality() {
     assert!(auc >= 0.905, "Adult holdout AUC {auc}");
     assert!(loss <= 0.32, "Adult holdout log loss {loss}");
     let saved = out.path().join("adult_model");
+    let version = std::fs::read_to_string(saved.join("_CURRENT")).unwrap();
+    let saved = saved.join(version.trim());
     assert!(saved.join("weights.parquet").is_file() && saved.join("model.json").is_file());
     let dim = value(&reports, "ps_counter_seal");
     assert_eq!(
@@ -125,7 +127,7 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
     std::fs::write(
         &job,
         "LOAD MODEL adult FROM '${out}/adult_model';
-         CREATE EXTERNAL TABLE saved STORED AS PARQUET LOCATION '${out}/adult_model/weights.parquet';
+         CREATE VIEW saved AS SELECT * FROM read_model('${out}/adult_model');
          SELECT count(*) AS checked,
                 sum(CASE WHEN ps_index('adult_features', make_array(feature))[1] = \"index\" THEN 0 ELSE 1 END) AS mismatched,
                 max(abs(ps_predict('adult', make_array(\"index\")) - 1.0 / (1.0 + exp(-(CAST(weight AS DOUBLE) + b.w))))) AS max_difference

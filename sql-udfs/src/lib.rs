@@ -10,7 +10,10 @@
 //! - [`ps_train`]: `ps_train(model, label, indices[, values])`, one training pass.
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions.
 //! - [`ps_logloss`], [`ps_auc`]: evaluation aggregates.
-//! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path)` table functions.
+//! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
+//!   [`read_model`]: `read_model(dir)`, a saved model's weights as a table.
+//! - [`object_stores`]: DataFusion sessions whose object stores are angel-storage's (file,
+//!   S3, HDFS URLs in SQL).
 //! - [`model`]: [`model::ModelSpec`] (kind, optimizer, dimension) and the task-side
 //!   [`model::Model`]; [`sparse`]: feature rows as a sparse design matrix.
 //! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`.
@@ -34,6 +37,7 @@ pub mod index_cache;
 pub mod job;
 pub mod mean;
 pub mod model;
+pub mod object_stores;
 pub mod ps_auc;
 pub mod ps_counter_add;
 pub mod ps_counter_seal;
@@ -44,6 +48,7 @@ pub mod ps_logloss;
 pub mod ps_predict;
 pub mod ps_train;
 pub mod read_file;
+pub mod read_model;
 pub mod reports;
 pub mod sparse;
 
@@ -92,4 +97,5 @@ pub fn register_all(ctx: &SessionContext, binding: &Binding, stage: Option<Arc<c
         let function = read_file::ReadFile::new(format, stage.clone(), skipped);
         ctx.register_udtf(function.name(), Arc::new(function));
     }
+    ctx.register_udtf(read_model::ReadModel::NAME, Arc::new(read_model::ReadModel));
 }

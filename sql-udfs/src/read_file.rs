@@ -2,18 +2,23 @@
 //!
 //! - `read_csv(path [, options])`: options as `key=value; ...` (`header`, `delimiter`,
 //!   `nulls`, `columns`, `bad_rows`), see `angel_etl::csv::CsvOptions`.
-//! - `read_libsvm(path [, options])`: `label, idx, val`, indices 0-based; options as
-//!   `read_csv`'s (`bad_rows`), see `angel_etl::libsvm::LibsvmOptions`.
+//! - `read_libsvm(path [, options])`: `label, idx, val`, indices 0-based; options `format`
+//!   (`libsvm` or Angel's `dummy`), `index_base`, `bad_rows`, see
+//!   `angel_etl::libsvm::LibsvmOptions`.
 //!
-//! The file is read once, when the query is planned, and split into as many partitions as
-//! the session plans for, so the training that follows runs in parallel. On a Ballista cluster
-//! the partitions are written to the job's [`Stage`] as Parquet for the executors to scan.
+//! `path` is a local path or a URL (`file://`, `s3://bucket/key`, `hdfs://namenode/path`; see
+//! `angel_storage`) naming a file, a directory of files or a glob, read as one table. The
+//! files stream through their parser once, when the query is planned, and the rows are split
+//! into as many partitions as the session plans for, so the training that follows runs in
+//! parallel. On a Ballista cluster the partitions are written to the job's [`Stage`] as
+//! Parquet for the executors to scan.
 
-use std::path::Path;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use angel_etl::bad_rows::BadRows;
 use angel_etl::{EtlError, csv, libsvm};
+use angel_storage::{Location, list};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
@@ -85,26 +90,39 @@ impl TableFunctionImpl for ReadFile {
         };
         let option = string_arg(name, exprs, 1)?.unwrap_or_default();
         let etl = |e: EtlError| DataFusionError::Plan(format!("{name}: {e}"));
+        let location = Location::parse(&path).map_err(|e| etl(e.into()))?;
+        let files = list::files(&location).map_err(|e| etl(e.into()))?;
         let batches = match self.format {
-            Format::Csv => csv::read(
-                Path::new(&path),
-                &option.parse().map_err(etl)?,
-                &self.skipped,
-            ),
-            Format::Libsvm => libsvm::read(
-                Path::new(&path),
-                option.parse().map_err(etl)?,
-                &self.skipped,
-            )
-            .map(|b| vec![b]),
+            Format::Csv => csv::read(&files, &option.parse().map_err(etl)?, &self.skipped),
+            Format::Libsvm => libsvm::read(&files, option.parse().map_err(etl)?, &self.skipped),
         }
         .map_err(etl)?;
+        let batches = tagged(batches, &format!("{name}('{path}', '{option}')"))?;
         let parts = split(&batches, args.session().config().target_partitions());
         match &self.stage {
             Some(stage) => stage.write(name, &parts),
             None => Ok(Arc::new(MemTable::try_new(batches[0].schema(), parts)?)),
         }
     }
+}
+
+/// The schema metadata key naming the call a table came from.
+pub const SOURCE_KEY: &str = "angel.source";
+
+/// `batches` with `source` in their schema's metadata. DataFusion names every table-function
+/// scan after the function alone and compares scans by name and schema, so without this two
+/// calls reading different files in one query (`(SELECT count(*) FROM read_csv('a.csv')),
+/// (SELECT count(*) FROM read_csv('b.csv'))`) would be merged as one common subexpression.
+pub fn tagged(batches: Vec<RecordBatch>, source: &str) -> Result<Vec<RecordBatch>> {
+    let Some(first) = batches.first() else {
+        return Ok(batches);
+    };
+    let metadata = HashMap::from([(SOURCE_KEY.to_string(), source.to_string())]);
+    let schema = Arc::new(first.schema().as_ref().clone().with_metadata(metadata));
+    Ok(batches
+        .into_iter()
+        .map(|b| b.with_schema(schema.clone()))
+        .collect::<Result<_, _>>()?)
 }
 
 /// `batches` cut into `parts` partitions of nearly equal rows: partition p holds the p-th
@@ -120,4 +138,33 @@ fn split(batches: &[RecordBatch], parts: usize) -> Vec<Vec<RecordBatch>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{AsArray, RecordBatch};
+    use datafusion::arrow::datatypes::Int64Type;
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn two_calls_on_different_files_in_one_query_stay_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
+        std::fs::write(&a, "x\n1\n").unwrap();
+        std::fs::write(&b, "x\n1\n2\n3\n").unwrap();
+        let ctx = SessionContext::new();
+        let function = ReadFile::new(Format::Csv, None, Arc::default());
+        ctx.register_udtf(function.name(), Arc::new(function));
+        let sql = format!(
+            "SELECT (SELECT count(*) FROM read_csv('{}')) AS a, \
+             (SELECT count(*) FROM read_csv('{}')) AS b",
+            a.display(),
+            b.display()
+        );
+        let out: Vec<RecordBatch> = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+        let count = |c: usize| out[0].column(c).as_primitive::<Int64Type>().value(0);
+        assert_eq!((count(0), count(1)), (1, 3));
+    }
 }

@@ -242,7 +242,7 @@ async fn a_saved_model_must_agree_on_its_dimension() {
     .await
     .unwrap();
     // Item 9: model.json edited to say dim 1000, options included.
-    let path = dir.path().join("edited/model.json");
+    let path = dir.path().join("edited/v000001/model.json");
     let mut json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     json["dim"] = 1000.into();

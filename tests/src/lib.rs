@@ -4,9 +4,13 @@
 //! - [`binary`]: the `angel-ps` binary of this build (rebuilt when stale).
 //! - [`Node`]: one child process and the address it printed.
 //! - [`Cluster`]: a master and N servers, with a client connected to them.
+//! - [`run_job`] and [`printed_row`]: `angel-ps run` as a user runs it, and its printed results.
+//! - [`s3_server`]: a real S3 server on 127.0.0.1.
+
+pub mod s3_server;
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, OnceLock};
 
 use angel_client::{ClientConfig, PsClient, PsError};
@@ -27,6 +31,25 @@ pub fn binary() -> PathBuf {
         // The whole workspace with every target, as `cargo test --workspace` builds it: a
         // narrower selection unifies features differently and rebuilds DataFusion.
         build.args(["build", "--quiet", "--workspace", "--all-targets"]);
+        // Cargo sets these for the test binary; build scripts that track them (ring's, via cc)
+        // would see a different environment than `cargo test` had and rebuild everything
+        // above them, DataFusion included.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("CARGO_PKG_")
+                || key.starts_with("CARGO_BIN_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                ]
+                .contains(&key.as_ref())
+            {
+                build.env_remove(key.as_ref());
+            }
+        }
         if !cfg!(debug_assertions) {
             build.arg("--release");
         }
@@ -56,6 +79,33 @@ pub use angel_ps_cli::local_cluster::Process as Node;
 /// Runs `angel-ps args...` of this build and waits for its "listening on ADDR" line.
 pub fn spawn(args: &[&str]) -> Node {
     Node::spawn(&binary(), args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `angel-ps run args...` to the end with `env` added; returns its pid and output.
+pub fn run_job(args: &[&str], env: &[(String, String)]) -> (u32, Output) {
+    let child = Command::new(binary())
+        .arg("run")
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("angel-ps run starts");
+    let pid = child.id();
+    (pid, child.wait_with_output().expect("angel-ps run ends"))
+}
+
+/// The first data row of the printed result whose header holds `column`, as numbers.
+pub fn printed_row(stdout: &str, column: &str) -> Vec<f64> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with('|') && l.contains(column))
+        .unwrap_or_else(|| panic!("no result with column {column} in:\n{stdout}"));
+    lines[header + 2]
+        .split('|')
+        .filter_map(|cell| cell.trim().parse().ok())
+        .collect()
 }
 
 /// A master and servers as separate processes.

@@ -4,12 +4,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
 use angel_ps_cli::local_cluster::{LocalCluster, Process};
-use angel_tests::{binary, stock_scheduler};
+use angel_tests::{binary, printed_row, run_job, stock_scheduler};
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
@@ -17,28 +17,7 @@ fn repo(path: &str) -> PathBuf {
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
 fn run(args: &[&str]) -> (u32, Output) {
-    let child = Command::new(binary())
-        .arg("run")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("angel-ps run starts");
-    let pid = child.id();
-    (pid, child.wait_with_output().expect("angel-ps run ends"))
-}
-
-/// The first data row of the printed result whose header holds `column`, as numbers.
-fn printed_row(stdout: &str, column: &str) -> Vec<f64> {
-    let lines: Vec<&str> = stdout.lines().collect();
-    let header = lines
-        .iter()
-        .position(|l| l.starts_with('|') && l.contains(column))
-        .unwrap_or_else(|| panic!("no result with column {column} in:\n{stdout}"));
-    lines[header + 2]
-        .split('|')
-        .filter_map(|cell| cell.trim().parse().ok())
-        .collect()
+    run_job(args, &[])
 }
 
 /// Runs the Adult job with `extra` flags; returns (pid, holdout AUC, stdout).

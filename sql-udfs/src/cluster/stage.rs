@@ -3,13 +3,15 @@
 //! A Ballista cluster cannot ship in-memory tables, so on a cluster `CREATE TABLE t AS ...` is
 //! written by the executors with `COPY ... TO` into a directory here and registered as an
 //! external table over it, and `read_csv` / `read_libsvm` write what they parse here as one
-//! Parquet file per partition. Every executor must see the directory at the same path: a
-//! local path on one machine, a shared file system across machines.
+//! Parquet file per partition. Every executor must reach the directory by the same name: a
+//! local path on one machine; across machines an `s3://` or `hdfs://` URL (the executors
+//! exchange the tables through the object store) or a shared mount.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use angel_storage::Location;
+use angel_storage::write::put;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result};
@@ -22,18 +24,19 @@ use datafusion::parquet::arrow::ArrowWriter;
 /// See the module documentation.
 #[derive(Debug)]
 pub struct Stage {
-    dir: PathBuf,
+    dir: Location,
     next: AtomicUsize,
     /// Removes a stage this job created when the job ends.
     _temporary: Option<tempfile::TempDir>,
 }
 
 impl Stage {
-    /// A stage in `dir`, created if missing and kept after the job.
-    pub fn at(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    /// A stage at `dir` (a path or URL), kept after the job.
+    pub fn at(dir: &str) -> Result<Self> {
+        let dir =
+            Location::parse(dir).map_err(|e| DataFusionError::Plan(format!("--stage: {e}")))?;
         Ok(Stage {
-            dir: dir.to_path_buf(),
+            dir,
             next: AtomicUsize::new(0),
             _temporary: None,
         })
@@ -45,25 +48,32 @@ impl Stage {
         let temp = tempfile::Builder::new()
             .prefix("angel-ps-stage-")
             .tempdir()
-            .map_err(|e| io_error(&std::env::temp_dir(), e))?;
+            .map_err(|e| {
+                let dir = std::env::temp_dir();
+                DataFusionError::Execution(format!("staging directory in {}: {e}", dir.display()))
+            })?;
+        let dir = Location::parse(&temp.path().display().to_string())
+            .map_err(|e| DataFusionError::Execution(e.to_string()))?;
         Ok(Stage {
-            dir: temp.path().to_path_buf(),
+            dir,
             next: AtomicUsize::new(0),
             _temporary: Some(temp),
         })
     }
 
-    /// A new, empty directory for table `name` (a running number keeps names unique), as a
-    /// path ending in `/` so DataFusion reads it as a directory.
-    pub fn table_dir(&self, name: &str) -> Result<String> {
+    /// The URL of a new directory for table `name` (a running number keeps names unique),
+    /// ending in `/` so DataFusion reads it as a directory.
+    pub fn table_dir(&self, name: &str) -> String {
+        format!("{}/", self.table_location(name).url())
+    }
+
+    fn table_location(&self, name: &str) -> Location {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let clean: String = name
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .collect();
-        let dir = self.dir.join(format!("{n:04}-{clean}"));
-        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
-        Ok(format!("{}/", dir.display()))
+        self.dir.child(&format!("{n:04}-{clean}"))
     }
 
     /// Writes `partitions` as one Parquet file each into a new directory and returns a table
@@ -73,7 +83,7 @@ impl Stage {
         name: &str,
         partitions: &[Vec<RecordBatch>],
     ) -> Result<Arc<dyn TableProvider>> {
-        let dir = self.table_dir(name)?;
+        let dir = self.table_location(name);
         let schema = partitions
             .iter()
             .flatten()
@@ -81,20 +91,20 @@ impl Stage {
             .map(|b| b.schema())
             .ok_or_else(|| DataFusionError::Plan(format!("{name}: nothing to stage")))?;
         for (p, batches) in partitions.iter().enumerate() {
-            let path = PathBuf::from(format!("{dir}part-{p:04}.parquet"));
-            let file = std::fs::File::create(&path).map_err(|e| io_error(&path, e))?;
-            let mut writer = ArrowWriter::try_new(file, schema.clone(), None)?;
+            let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), None)?;
             for batch in batches {
                 writer.write(batch)?;
             }
-            writer.close()?;
+            let file = dir.child(&format!("part-{p:04}.parquet"));
+            put(&file, writer.into_inner()?.into())
+                .map_err(|e| DataFusionError::Execution(format!("staging {name}: {e}")))?;
         }
-        listing_table(&dir, schema)
+        parquet_table(&format!("{}/", dir.url()), schema)
     }
 }
 
-/// A Parquet table over every file in `dir`.
-fn listing_table(
+/// A Parquet table over the file at URL `dir`, or every Parquet file below it, with `schema`.
+pub fn parquet_table(
     dir: &str,
     schema: datafusion::arrow::datatypes::SchemaRef,
 ) -> Result<Arc<dyn TableProvider>> {
@@ -104,10 +114,6 @@ fn listing_table(
         .with_listing_options(options)
         .with_schema(schema);
     Ok(Arc::new(ListingTable::try_new(config)?))
-}
-
-fn io_error(path: &Path, e: std::io::Error) -> DataFusionError {
-    DataFusionError::Execution(format!("staging directory {}: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -135,7 +141,8 @@ mod tests {
             .downcast_ref::<Int64Array>()
             .unwrap();
         assert_eq!(sum.value(0), 6);
-        let dir = stage.dir.clone();
+        let dir = std::path::PathBuf::from(format!("/{}", stage.dir.path));
+        assert!(dir.join("0000-t/part-0001.parquet").is_file());
         drop(stage);
         assert!(!dir.exists(), "a temporary stage is removed with the job");
     }

@@ -13,7 +13,6 @@ pub mod statement;
 pub mod train;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -167,12 +166,12 @@ impl Job {
             }
             Statement::SaveModel { name, path } => {
                 let client = self.binding.client()?;
-                saved::save(&self.ctx, &client, &name, Path::new(&path)).await?;
+                saved::save(&self.ctx, &client, &name, &path).await?;
                 Ok(Vec::new())
             }
             Statement::LoadModel { name, path } => {
                 let client = self.binding.client()?;
-                saved::load(&client, &name, Path::new(&path)).await?;
+                saved::load(&client, &name, &path).await?;
                 Ok(Vec::new())
             }
         }
@@ -190,7 +189,7 @@ impl Job {
         replace: bool,
         query: &str,
     ) -> Result<Vec<RecordBatch>> {
-        let dir = stage.table_dir(name)?;
+        let dir = stage.table_dir(name);
         let copy = format!("COPY ({query}) TO '{dir}' STORED AS PARQUET");
         let rows = self.ctx.sql(&copy).await?.collect().await?;
         if replace {

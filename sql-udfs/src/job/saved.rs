@@ -1,4 +1,8 @@
-//! `SAVE MODEL` and `LOAD MODEL`: a model as a directory a person can read.
+//! `SAVE MODEL` and `LOAD MODEL`: a model as a directory a person can read, at a path or URL
+//! (`s3://`, `hdfs://`), changed only by whole versions (`angel_storage::versions`): each
+//! save writes `v000001/`, `v000002/`, ... and then commits it in `_CURRENT`, so a save that
+//! dies half-way leaves the previous model readable and nothing partly written. A version
+//! directory holds:
 //!
 //! - `weights.parquet`: `feature` (the counter key, null for the intercept and for models
 //!   without a counter), `index`, `weight` — every feature of the dictionary and every
@@ -13,15 +17,18 @@
 //! saved: a loaded model predicts, or trains on with fresh optimizer state.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::path::Path;
 use std::sync::Arc;
 
 use angel_client::PsClient;
+use angel_storage::read::read_all;
+use angel_storage::versions::Versions;
+use angel_storage::write::put;
+use angel_storage::{Location, StorageError};
+use bytes::Bytes;
 use datafusion::arrow::array::{
     Array, AsArray, Float32Array, RecordBatch, StringArray, UInt64Array,
 };
-use datafusion::arrow::datatypes::{DataType, Float32Type, UInt64Type};
+use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Schema, SchemaRef, UInt64Type};
 use datafusion::common::{DataFusionError, Result, exec_err};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -46,12 +53,40 @@ struct Metadata {
     metrics: HashMap<String, f64>,
 }
 
-fn io(path: &Path, e: impl std::fmt::Display) -> DataFusionError {
-    DataFusionError::Execution(format!("{}: {e}", path.display()))
+/// The columns of `weights.parquet`.
+pub fn weights_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("feature", DataType::Utf8, true),
+        Field::new("index", DataType::UInt64, false),
+        Field::new("weight", DataType::Float32, false),
+    ]))
 }
 
-/// Writes model `name` to directory `dir`.
-pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &Path) -> Result<()> {
+fn io(at: &impl std::fmt::Display, e: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Execution(format!("{at}: {e}"))
+}
+
+fn storage(e: StorageError) -> DataFusionError {
+    DataFusionError::Execution(e.to_string())
+}
+
+/// The location `dir` names, or a planning error naming it.
+pub fn location(dir: &str) -> Result<Location> {
+    Location::parse(dir).map_err(|e| DataFusionError::Plan(e.to_string()))
+}
+
+/// Runs blocking storage work off the async workers.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| DataFusionError::Execution(format!("storage task failed: {e}")))?
+}
+
+/// Writes model `name` to directory `dir` as a new committed version.
+pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str) -> Result<()> {
+    let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
     let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
     let weights: Vec<f32> = client
@@ -68,31 +103,19 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &Pat
     let rows: Vec<u64> = (0..weights.len() as u64)
         .filter(|i| weights[*i as usize] != 0.0 || features.contains_key(i) || *i == spec.dim)
         .collect();
-    let batch = RecordBatch::try_from_iter([
-        (
-            "feature",
-            Arc::new(
-                rows.iter()
-                    .map(|i| features.get(i).cloned())
-                    .collect::<StringArray>(),
-            ) as _,
-        ),
-        ("index", Arc::new(UInt64Array::from(rows.clone())) as _),
-        (
-            "weight",
-            Arc::new(
-                rows.iter()
-                    .map(|&i| weights[i as usize])
-                    .collect::<Float32Array>(),
-            ) as _,
-        ),
-    ])?;
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    let path = dir.join("weights.parquet");
-    let file = File::create(&path).map_err(|e| io(&path, e))?;
-    let mut writer = ArrowWriter::try_new(file, batch.schema(), None)?;
+    let feature: StringArray = rows.iter().map(|i| features.get(i).cloned()).collect();
+    let weight: Float32Array = rows.iter().map(|&i| weights[i as usize]).collect();
+    let batch = RecordBatch::try_new(
+        weights_schema(),
+        vec![
+            Arc::new(feature),
+            Arc::new(UInt64Array::from(rows)),
+            Arc::new(weight),
+        ],
+    )?;
+    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
     writer.write(&batch)?;
-    writer.close()?;
+    let parquet = Bytes::from(writer.into_inner()?);
     let metadata = Metadata {
         name: name.to_string(),
         kind: spec.kind.to_string(),
@@ -103,9 +126,14 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &Pat
         options: spec.to_attrs(),
         metrics: last_epoch(ctx, name).await,
     };
-    let path = dir.join("model.json");
-    let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&path, e))?;
-    std::fs::write(&path, json).map_err(|e| io(&path, e))
+    let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&dir, e))?;
+    off_runtime(move || {
+        let pending = Versions::new(dir).begin().map_err(storage)?;
+        put(&pending.location().child("weights.parquet"), parquet).map_err(storage)?;
+        put(&pending.location().child("model.json"), json.into()).map_err(storage)?;
+        pending.commit().map_err(storage)
+    })
+    .await
 }
 
 /// The last row of `<name>_epochs`, if this job trained the model. The table is read in this
@@ -136,17 +164,28 @@ async fn last_epoch(ctx: &SessionContext, name: &str) -> HashMap<String, f64> {
     metrics
 }
 
-/// Reads the model in `dir` onto the service as `name`.
-pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
-    let path = dir.join("model.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
-    let metadata: Metadata = serde_json::from_str(&text).map_err(|e| io(&path, e))?;
+/// Reads the model in `dir` (its committed version) onto the service as `name`.
+pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
+    let dir = location(dir)?;
+    let (at, json, parquet) = off_runtime(move || {
+        let at = Versions::new(dir.clone()).current().map_err(storage)?;
+        let json = read_all(&at.child("model.json")).map_err(|e| {
+            io(
+                &dir,
+                format!("no saved model here (no _CURRENT and no model.json): {e}"),
+            )
+        })?;
+        let parquet = read_all(&at.child("weights.parquet")).map_err(storage)?;
+        Ok((at, json, Bytes::from(parquet)))
+    })
+    .await?;
+    let metadata: Metadata =
+        serde_json::from_slice(&json).map_err(|e| io(&at.child("model.json"), e))?;
     let spec = ModelSpec::from_attrs(name, &metadata.options)?;
-    let path = dir.join("weights.parquet");
-    let file = File::open(&path).map_err(|e| io(&path, e))?;
+    let path = at.child("weights.parquet");
     let (mut features, mut indices, mut weights) =
         (Vec::new(), Vec::<u64>::new(), Vec::<f32>::new());
-    for batch in ParquetRecordBatchReaderBuilder::try_new(file)?.build()? {
+    for batch in ParquetRecordBatchReaderBuilder::try_new(parquet)?.build()? {
         let batch = batch?;
         let column = |n: &str| {
             batch
@@ -167,14 +206,13 @@ pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
         indices.extend(i.as_primitive::<UInt64Type>().values());
         weights.extend(w.as_primitive::<Float32Type>().values());
     }
-    check_dim(dir, &metadata, &spec, &indices, &features)?;
+    check_dim(&at, &metadata, &spec, &indices, &features)?;
     if let Some(counter) = &spec.counter {
         restore_counter(client, counter, &features).await?;
         let size = client.counter(counter).await.map_err(ps_error)?.meta.size;
         if size > spec.dim {
             return exec_err!(
-                "{}: the model has dim {} but counter '{counter}' indexes {size} features",
-                dir.display(),
+                "{at}: the model has dim {} but counter '{counter}' indexes {size} features",
                 spec.dim
             );
         }
@@ -191,7 +229,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &Path) -> Result<()> {
 /// dictionary features all lie below it. A model loaded with another dimension would read the
 /// intercept from a feature's weight. Runs before anything is created on the service.
 fn check_dim(
-    dir: &Path,
+    dir: &Location,
     metadata: &Metadata,
     spec: &ModelSpec,
     indices: &[u64],
@@ -200,10 +238,9 @@ fn check_dim(
     let intercept = indices.iter().max().copied();
     if metadata.dim != spec.dim || intercept != Some(spec.dim) {
         return exec_err!(
-            "{}: the saved model disagrees on its dimension: model.json says dim {} (options: \
+            "{dir}: the saved model disagrees on its dimension: model.json says dim {} (options: \
              {}), weights.parquet has the intercept at index {}; the files do not belong \
              together",
-            dir.display(),
             metadata.dim,
             spec.dim,
             intercept.map_or("none".to_string(), |i| i.to_string())
@@ -211,8 +248,7 @@ fn check_dim(
     }
     if let Some((feature, index)) = features.iter().find(|(_, i)| *i >= spec.dim) {
         return exec_err!(
-            "{}: feature '{feature}' has index {index}, outside the model's dim {}",
-            dir.display(),
+            "{dir}: feature '{feature}' has index {index}, outside the model's dim {}",
             spec.dim
         );
     }

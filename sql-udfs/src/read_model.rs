@@ -1,0 +1,78 @@
+//! `read_model(dir)`: the weights of the model saved in `dir` (a path or URL), as a table of
+//! `feature, index, weight`, read from the committed version (see [`crate::job::saved`]), so a
+//! saved model can be queried in SQL wherever it lives:
+//!
+//! ```sql
+//! SELECT feature, weight FROM read_model('s3://models/ctr') ORDER BY abs(weight) DESC LIMIT 10;
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use angel_storage::list;
+use angel_storage::versions::Versions;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
+use datafusion::logical_expr::Expr;
+
+use crate::cluster::stage::parquet_table;
+use crate::job::saved::{location, weights_schema};
+use crate::read_file::SOURCE_KEY;
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct ReadModel;
+
+impl ReadModel {
+    /// The SQL name.
+    pub const NAME: &str = "read_model";
+}
+
+impl TableFunctionImpl for ReadModel {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let dir = match args.exprs() {
+            [
+                Expr::Literal(
+                    ScalarValue::Utf8(Some(s))
+                    | ScalarValue::LargeUtf8(Some(s))
+                    | ScalarValue::Utf8View(Some(s)),
+                    _,
+                ),
+            ] => s.clone(),
+            _ => return plan_err!("{}: the one argument is the model directory", Self::NAME),
+        };
+        let plan =
+            |e| DataFusionError::Plan(format!("{}: no saved model at {dir}: {e}", Self::NAME));
+        let current = Versions::new(location(&dir)?).current().map_err(plan)?;
+        // A missing file would read as an empty table: check it is there.
+        let weights = current.child("weights.parquet");
+        list::files(&weights).map_err(plan)?;
+        // Tagged with its source, so two models read in one query stay apart (see
+        // `read_file::tagged`).
+        let metadata = HashMap::from([(SOURCE_KEY.to_string(), format!("read_model('{dir}')"))]);
+        let schema = Arc::new(weights_schema().as_ref().clone().with_metadata(metadata));
+        parquet_table(&weights.url(), schema)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_directory_without_a_model_is_a_planning_error_naming_it() {
+        let ctx = SessionContext::new();
+        ctx.register_udtf(ReadModel::NAME, Arc::new(ReadModel));
+        let dir = tempfile::tempdir().unwrap();
+        let sql = format!("SELECT * FROM read_model('{}/none')", dir.path().display());
+        let err = match ctx.sql(&sql).await {
+            Ok(df) => df.collect().await.unwrap_err(),
+            Err(e) => e,
+        };
+        assert!(err.to_string().contains("no saved model at"), "{err}");
+        let err = ctx.sql("SELECT * FROM read_model(1)").await.unwrap_err();
+        assert!(err.to_string().contains("model directory"), "{err}");
+    }
+}

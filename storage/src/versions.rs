@@ -1,0 +1,197 @@
+//! [`Versions`]: a directory whose contents change only by whole, committed versions, so a
+//! reader finds the last complete one even while a writer is half-way through the next, or
+//! after it died.
+//!
+//! Layout: `dir/v000001/...`, `dir/v000002/...` and `dir/_CURRENT`, a one-line file naming
+//! the committed version. A writer fills a new version directory, then replaces `_CURRENT`
+//! in one write (atomic on every store), then removes versions older than the one it
+//! replaced. A directory without `_CURRENT` is read as it is, so files laid out by hand (or by
+//! another tool) still read.
+
+use bytes::Bytes;
+
+use crate::list::files;
+use crate::read::read_all;
+use crate::write::{put, remove_all};
+use crate::{Location, Result, StorageError};
+
+/// The pointer file's name.
+const CURRENT: &str = "_CURRENT";
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub struct Versions {
+    dir: Location,
+}
+
+/// A version being written: [`Pending::commit`] publishes it; dropping it uncommitted
+/// removes what was written.
+#[derive(Debug)]
+pub struct Pending {
+    dir: Location,
+    name: String,
+    location: Location,
+    committed: bool,
+}
+
+impl Versions {
+    /// The versioned directory at `dir`.
+    pub fn new(dir: Location) -> Self {
+        Versions { dir }
+    }
+
+    /// The directory of the committed version; `dir` itself when it has no `_CURRENT`.
+    pub fn current(&self) -> Result<Location> {
+        Ok(match self.committed()? {
+            Some(name) => self.dir.child(&name),
+            None => self.dir.clone(),
+        })
+    }
+
+    /// The committed version's name, if there is one.
+    fn committed(&self) -> Result<Option<String>> {
+        let pointer = self.dir.child(CURRENT);
+        match read_all(&pointer) {
+            Ok(text) => {
+                let name = String::from_utf8_lossy(&text).trim().to_string();
+                match is_version(&name) {
+                    true => Ok(Some(name)),
+                    false => Err(StorageError::BadLocation(format!(
+                        "{pointer} names '{name}', which is not a version directory (v000001, \
+                         v000002, ...)"
+                    ))),
+                }
+            }
+            Err(StorageError::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => Ok(None),
+            Err(StorageError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new, empty version directory to write into, numbered after every existing one.
+    pub fn begin(&self) -> Result<Pending> {
+        let last = self.versions()?.into_iter().max().unwrap_or(0);
+        let name = format!("v{:06}", last + 1);
+        Ok(Pending {
+            dir: self.dir.clone(),
+            location: self.dir.child(&name),
+            name,
+            committed: false,
+        })
+    }
+
+    /// The numbers of the version directories present.
+    fn versions(&self) -> Result<Vec<u64>> {
+        let found = match files(&self.dir) {
+            Ok(found) => found,
+            // A directory not yet written has no versions.
+            Err(_) => return Ok(Vec::new()),
+        };
+        let depth = self.dir.path.parts_count();
+        Ok(found
+            .iter()
+            .filter_map(|f| f.path.parts().nth(depth))
+            .filter_map(|part| version_number(part.as_ref()))
+            .collect())
+    }
+}
+
+impl Pending {
+    /// Where to write this version's files.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Publishes this version, then removes versions before the one it replaces (readers that
+    /// opened that one keep it).
+    pub fn commit(mut self) -> Result<()> {
+        let versions = Versions::new(self.dir.clone());
+        let replaced = versions.committed().ok().flatten();
+        put(
+            &self.dir.child(CURRENT),
+            Bytes::from(format!("{}\n", self.name)),
+        )?;
+        self.committed = true;
+        let keep = replaced.as_deref().and_then(version_number).unwrap_or(0);
+        for old in versions.versions().unwrap_or_default() {
+            if old < keep {
+                let old = self.dir.child(&format!("v{old:06}"));
+                if let Err(e) = remove_all(&old) {
+                    tracing::warn!(%old, "cannot remove an old version: {e}");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.committed
+            && let Err(e) = remove_all(&self.location)
+        {
+            tracing::warn!(location = %self.location, "cannot remove an unfinished version: {e}");
+        }
+    }
+}
+
+fn is_version(name: &str) -> bool {
+    version_number(name).is_some()
+}
+
+fn version_number(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix('v')?;
+    match digits.len() >= 6 && digits.bytes().all(|b| b.is_ascii_digit()) {
+        true => digits.parse().ok(),
+        false => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_see_the_last_committed_version_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let versions = Versions::new(Location::parse(&dir.path().display().to_string()).unwrap());
+        assert_eq!(
+            versions.current().unwrap().to_string(),
+            dir.path().display().to_string()
+        );
+        let write = |text: &'static str| {
+            let pending = versions.begin().unwrap();
+            put(
+                &pending.location().child("f"),
+                Bytes::from_static(text.as_bytes()),
+            )
+            .unwrap();
+            pending
+        };
+        let read = || read_all(&versions.current().unwrap().child("f")).unwrap();
+        write("one").commit().unwrap();
+        assert_eq!(read(), b"one");
+        // A writer that dies before committing: the old version reads, its files are gone.
+        let unfinished = write("half");
+        let half = unfinished.location().clone();
+        assert_eq!(read(), b"one");
+        drop(unfinished);
+        assert!(files(&half).is_err(), "an unfinished version is removed");
+        write("two").commit().unwrap();
+        write("three").commit().unwrap();
+        assert_eq!(read(), b"three");
+        // The replaced version stays for readers that opened it; older ones go.
+        let left: Vec<u64> = {
+            let mut v = versions.versions().unwrap();
+            v.dedup();
+            v
+        };
+        assert_eq!(left.len(), 2, "{left:?}");
+        std::fs::write(dir.path().join(CURRENT), "../elsewhere").unwrap();
+        let err = versions.current().unwrap_err().to_string();
+        assert!(err.contains("not a version directory"), "{err}");
+    }
+}

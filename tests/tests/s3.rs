@@ -1,0 +1,293 @@
+//! Jobs whose data, models and Ballista stage live on S3: a real S3 implementation (s3s over a
+//! temporary folder) runs in the test on 127.0.0.1, and `angel-ps run` (and on Ballista the
+//! scheduler and executors) use it as a user's job would use AWS, MinIO or Ceph, configured by
+//! the usual `AWS_*` variables. Each job's results are compared with the same job on local
+//! files.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use angel_ps_cli::local_cluster::LocalCluster;
+use angel_tests::s3_server::{S3Server, SECRET};
+use angel_tests::{binary, printed_row, run_job};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+/// Runs `job` (a file path) with `args` against `s3`, signing with `secret`; returns stdout
+/// and stderr together, after checking the exit status is `ok`.
+fn run(args: &[&str], s3: &S3Server, secret: &str, ok: bool) -> String {
+    let (_, output) = run_job(args, &s3.env(secret));
+    let said = text(&output);
+    assert_eq!(
+        output.status.success(),
+        ok,
+        "angel-ps run {args:?}:\n{said}"
+    );
+    said
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A job file holding `sql`, in `dir`.
+fn job(dir: &Path, sql: &str) -> String {
+    let file = dir.join("job.sql");
+    std::fs::write(&file, sql).unwrap();
+    file.display().to_string()
+}
+
+#[test]
+fn files_directories_and_globs_read_from_s3_as_from_local_files() {
+    let s3 = S3Server::start(&["data"]);
+    let examples = repo("examples/data");
+    let a9a = examples.join("a9a/a9a_test.libsvm.gz");
+    let adult = examples.join("adult/adult.data.gz");
+    s3.put(&a9a, "data/a9a/test.libsvm.gz");
+    s3.put(&a9a, "data/a9a/copy/test.libsvm.gz");
+    // Compressed under a plain name: recognised by its magic bytes.
+    s3.put(&adult, "data/adult.csv");
+    let work = tempfile::tempdir().unwrap();
+    let query = |libsvm: &str, csv: &str, all: &str| {
+        job(
+            work.path(),
+            &format!(
+                "SELECT (SELECT count(*) FROM read_libsvm('{libsvm}')) AS a9a_rows, \
+                 (SELECT sum(label) FROM read_libsvm('{libsvm}')) AS a9a_positive, \
+                 (SELECT count(*) FROM read_libsvm('{all}')) AS a9a_both, \
+                 (SELECT count(*) FROM read_csv('{csv}', 'header=false; nulls=?; bad_rows=skip')) \
+                 AS adult_rows;"
+            ),
+        )
+    };
+    let local = run(
+        &[&query(
+            &a9a.display().to_string(),
+            &adult.display().to_string(),
+            &format!("{}/a9a/*.gz", examples.display()),
+        )],
+        &s3,
+        SECRET,
+        true,
+    );
+    let remote = run(
+        &[&query(
+            "s3://data/a9a/test.libsvm.gz",
+            "s3://data/adult.csv",
+            "s3://data/a9a/",
+        )],
+        &s3,
+        SECRET,
+        true,
+    );
+    let (local, remote) = (
+        printed_row(&local, "a9a_rows"),
+        printed_row(&remote, "a9a_rows"),
+    );
+    assert!(local[0] > 10_000.0, "{local:?}");
+    // The S3 directory holds the test file twice; the local glob holds it and the training file.
+    assert_eq!(
+        (local[0], local[1], local[3]),
+        (remote[0], remote[1], remote[3])
+    );
+    assert_eq!(remote[2], 2.0 * remote[0], "{remote:?}");
+    let glob = run(
+        &[&job(
+            work.path(),
+            "SELECT count(*) AS n FROM read_libsvm('s3://data/a9a/**/*.gz');",
+        )],
+        &s3,
+        SECRET,
+        true,
+    );
+    assert_eq!(printed_row(&glob, "n")[0], remote[2]);
+}
+
+#[test]
+fn a_missing_object_refused_credentials_or_unknown_scheme_name_the_url() {
+    let s3 = S3Server::start(&["data"]);
+    s3.put(
+        &repo("examples/data/a9a/a9a_test.libsvm.gz"),
+        "data/t.libsvm.gz",
+    );
+    let work = tempfile::tempdir().unwrap();
+    let read = |url: &str| job(work.path(), &format!("SELECT * FROM read_libsvm('{url}');"));
+    let said = run(&[&read("s3://data/none.libsvm")], &s3, SECRET, false);
+    assert!(said.contains("s3://data/none.libsvm"), "{said}");
+    let said = run(&[&read("s3://data/t.libsvm.gz")], &s3, "wrong", false);
+    assert!(
+        said.contains("s3://data/t.libsvm.gz") && said.contains("AWS_SECRET_ACCESS_KEY"),
+        "{said}"
+    );
+    let said = run(&[&read("s3://nobucket/t.libsvm")], &s3, SECRET, false);
+    assert!(said.contains("s3://nobucket/t.libsvm"), "{said}");
+    let said = run(&[&read("gs://b/x.csv")], &s3, SECRET, false);
+    assert!(said.contains("unknown URL scheme 'gs'"), "{said}");
+    // A server that is not there: the endpoint's failure names the URL and what to check.
+    let gone = S3Server::start(&[]);
+    let env = gone.env(SECRET);
+    drop(gone);
+    let (_, output) = run_job(&[&read("s3://data/t.libsvm.gz")], &env);
+    let said = text(&output);
+    assert!(
+        !output.status.success()
+            && said.contains("s3://data/t.libsvm.gz")
+            && said.contains("AWS_ENDPOINT"),
+        "{said}"
+    );
+}
+
+/// The Adult job's holdout AUC and the saved-and-reloaded model's largest difference.
+fn adult(args: &[&str], s3: &S3Server, data: &str, out: &str) -> (f64, f64) {
+    let job = repo("examples/adult/job.sql");
+    let (data, out) = (format!("data={data}"), format!("out={out}"));
+    let mut all = vec![job.to_str().unwrap(), "--var", &data, "--var", &out];
+    all.extend_from_slice(args);
+    let said = run(&all, s3, SECRET, true);
+    (
+        printed_row(&said, "holdout_logloss")[0],
+        printed_row(&said, "max_difference")[0],
+    )
+}
+
+/// The committed version directory of the model saved at `bucket/key` on `s3`.
+fn committed(s3: &S3Server, model: &str) -> PathBuf {
+    let version = std::fs::read_to_string(s3.path(&format!("{model}/_CURRENT"))).unwrap();
+    s3.path(&format!("{model}/{}", version.trim()))
+}
+
+#[test]
+fn the_adult_job_reads_and_saves_on_s3_as_on_local_files() {
+    let s3 = S3Server::start(&["data", "models"]);
+    let local_data = repo("examples/data/adult");
+    s3.put(
+        &local_data.join("adult.data.gz"),
+        "data/adult/adult.data.gz",
+    );
+    let work = tempfile::tempdir().unwrap();
+    let (local_auc, _) = adult(
+        &[],
+        &s3,
+        &local_data.display().to_string(),
+        &work.path().display().to_string(),
+    );
+    let (s3_auc, difference) = adult(&[], &s3, "s3://data/adult", "s3://models/adult");
+    assert!(
+        (s3_auc - local_auc).abs() <= 0.005,
+        "AUC from S3 {s3_auc}, from local files {local_auc}"
+    );
+    assert!(
+        difference < 1e-6,
+        "the model loaded from S3 differs by {difference}"
+    );
+    let saved = committed(&s3, "models/adult/adult_model");
+    assert!(saved.join("weights.parquet").is_file() && saved.join("model.json").is_file());
+}
+
+#[test]
+fn the_ctr_job_reads_a_directory_of_compressed_parts_from_s3_and_saves_its_model_there() {
+    let s3 = S3Server::start(&["data", "models"]);
+    let parts = tempfile::tempdir().unwrap();
+    for part in 0..2 {
+        let csv = parts.path().join(format!("part-{part}.csv"));
+        angel_etl::ctr_data::generate(&csv, 20_000, part).unwrap();
+        let bytes = std::fs::read(&csv).unwrap();
+        let zst = parts.path().join(format!("part-{part}.csv.zst"));
+        std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
+        std::fs::remove_file(&csv).unwrap();
+        s3.put(&zst, &format!("data/ctr/part-{part}.csv.zst"));
+    }
+    let work = tempfile::tempdir().unwrap();
+    let mut text = std::fs::read_to_string(repo("examples/ctr/job.sql")).unwrap();
+    text.push_str(
+        "\nSAVE MODEL ctr TO '${out}/ctr';\nLOAD MODEL ctr_loaded FROM '${out}/ctr';\n\
+         SELECT max(abs(ps_predict('ctr', idx) - ps_predict('ctr_loaded', idx))) AS max_difference FROM test;\n",
+    );
+    let file = job(work.path(), &text);
+    let ctr = |data: &str, out: &str| {
+        let (data, out) = (format!("data={data}"), format!("out={out}"));
+        let said = run(
+            &[&file, "--var", &data, "--var", &out, "--var", "epochs=2"],
+            &s3,
+            SECRET,
+            true,
+        );
+        (
+            printed_row(&said, "holdout_logloss")[0],
+            printed_row(&said, "max_difference")[0],
+        )
+    };
+    let (local_auc, _) = ctr(
+        &format!("{}/*.zst", parts.path().display()),
+        &work.path().display().to_string(),
+    );
+    let (s3_auc, difference) = ctr("s3://data/ctr/", "s3://models/run");
+    assert!(
+        (s3_auc - local_auc).abs() <= 0.005,
+        "CTR AUC from S3 {s3_auc}, from local files {local_auc}"
+    );
+    assert!(difference < 1e-6, "{difference}");
+    assert!(
+        committed(&s3, "models/run/ctr")
+            .join("weights.parquet")
+            .is_file()
+    );
+}
+
+#[test]
+fn adult_on_ballista_stages_its_tables_on_s3_without_a_shared_folder() {
+    let s3 = S3Server::start(&["data", "models", "stage"]);
+    let local_data = repo("examples/data/adult");
+    s3.put(
+        &local_data.join("adult.data.gz"),
+        "data/adult/adult.data.gz",
+    );
+    let cluster =
+        LocalCluster::start_with_env(&binary(), 2, 2, 2, &s3.env(SECRET)).expect("cluster starts");
+    let work = tempfile::tempdir().unwrap();
+    let (local_auc, _) = adult(
+        &["--partitions", "4"],
+        &s3,
+        &local_data.display().to_string(),
+        &work.path().display().to_string(),
+    );
+    let (auc, difference) = adult(
+        &[
+            "--ballista",
+            cluster.scheduler_url(),
+            "--master",
+            &cluster.master.addr,
+            "--stage",
+            "s3://stage/adult",
+        ],
+        &s3,
+        "s3://data/adult",
+        "s3://models/cluster",
+    );
+    assert!(
+        (auc - local_auc).abs() <= 0.005,
+        "AUC on Ballista staged on S3 {auc}, embedded on local files {local_auc}"
+    );
+    assert!(difference < 1e-6, "{difference}");
+    let staged = parquet_files(&s3.path("stage/adult"));
+    assert!(staged >= 4, "{staged} Parquet files staged on S3");
+}
+
+/// Parquet files below `dir`.
+fn parquet_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.path().is_dir() {
+                true => parquet_files(&e.path()),
+                false => usize::from(e.path().extension().is_some_and(|x| x == "parquet")),
+            })
+            .sum()
+    })
+}
