@@ -62,19 +62,29 @@ impl BadRows {
     /// Rows kept in full.
     pub const KEEP: usize = 20;
 
-    /// Records a skipped row.
+    /// Records a skipped row. Readers parse blocks of a file in parallel, so rows arrive out
+    /// of order: the report keeps the first [`BadRows::KEEP`] by file and line, not by arrival.
     pub fn push(&self, row: BadRow) {
         let mut skipped = self.skipped.lock().expect("bad-row report");
         skipped.count += 1;
+        let key = |r: &BadRow| (r.file.clone(), r.line);
         if skipped.first.len() < Self::KEEP {
             skipped.first.push(row);
+        } else if let Some(last) = skipped.first.iter_mut().max_by_key(|r| key(r))
+            && key(&row) < key(last)
+        {
+            *last = row;
         }
     }
 
-    /// The rows skipped since the last call, leaving the report empty (a job takes them after
-    /// each statement).
+    /// The rows skipped since the last call, in file and line order, leaving the report empty
+    /// (a job takes them after each statement).
     pub fn take(&self) -> Skipped {
-        std::mem::take(&mut *self.skipped.lock().expect("bad-row report"))
+        let mut taken = std::mem::take(&mut *self.skipped.lock().expect("bad-row report"));
+        taken
+            .first
+            .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+        taken
     }
 }
 
@@ -88,5 +98,24 @@ pub fn handle(policy: BadRowPolicy, row: BadRow, skipped: &BadRows) -> Option<Ba
             skipped.push(row);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_keeps_the_first_rows_of_the_file_whatever_their_arrival() {
+        let rows = BadRows::default();
+        for line in (1..=30).rev() {
+            let file = "f.csv".to_string();
+            let reason = "bad".to_string();
+            rows.push(BadRow { file, line, reason });
+        }
+        let report = rows.take();
+        assert_eq!(report.count, 30);
+        let lines: Vec<u64> = report.first.iter().map(|r| r.line).collect();
+        assert_eq!(lines, (1..=BadRows::KEEP as u64).collect::<Vec<_>>());
     }
 }

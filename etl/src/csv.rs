@@ -144,10 +144,16 @@ fn read_file(
     skipped: &BadRows,
 ) -> Result<Vec<RecordBatch>, EtlError> {
     let file = location.to_string();
-    let io = |e| EtlError::Storage(StorageError::Io(file.clone(), e));
-    let mut blocks = Blocks::new(open(location)?, BLOCK_BYTES, 1, options.delimiter);
-    let Some((mut first, _)) = blocks.next_block().map_err(io)? else {
-        return Err(EtlError::Csv(file, "no columns: the file is empty".into()));
+    let mut blocks = Blocks::new(open(location)?, BLOCK_BYTES, options.delimiter);
+    let first = blocks
+        .next_block()
+        .map_err(|e| StorageError::io(location, e))?;
+    let Some((mut first, _)) = first else {
+        // An empty part beside others adds no rows; alone, it has no columns to read.
+        return match schema {
+            Some(_) => Ok(Vec::new()),
+            None => Err(EtlError::Csv(file, "no columns: the file is empty".into())),
+        };
     };
     let (header, body_start) =
         header(&first, options).map_err(|e| EtlError::Csv(file.clone(), e))?;
@@ -172,7 +178,7 @@ fn read_file(
         (first, body_line),
         &schema,
         options,
-        &file,
+        location,
         skipped,
     )
 }
@@ -229,9 +235,10 @@ fn parse_blocks<R: std::io::Read>(
     first: (Vec<u8>, u64),
     schema: &SchemaRef,
     options: &CsvOptions,
-    file: &str,
+    location: &Location,
     skipped: &BadRows,
 ) -> Result<Vec<RecordBatch>, EtlError> {
+    let file = &location.to_string();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let failed = AtomicBool::new(false);
     let parsed = Mutex::new(Vec::new());
@@ -261,7 +268,7 @@ fn parse_blocks<R: std::io::Read>(
         drop(send);
         Ok::<(), std::io::Error>(())
     });
-    read.map_err(|e| EtlError::Storage(StorageError::Io(file.to_string(), e)))?;
+    read.map_err(|e| StorageError::io(location, e))?;
     let mut parsed = parsed.into_inner().expect("parsed blocks");
     parsed.sort_by_key(|(n, _)| *n);
     parsed.into_iter().map(|(_, batch)| batch).collect()

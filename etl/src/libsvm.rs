@@ -126,7 +126,7 @@ fn read_file(
     let mut labels = Float64Builder::new();
     let mut indices = ListBuilder::new(UInt64Builder::new());
     let mut values = ListBuilder::new(Float64Builder::new());
-    let io = |e| StorageError::Io(file.clone(), e);
+    let io = |e| StorageError::io(location, e);
     while let Some((line, text)) = lines.next_line().map_err(io)? {
         let parsed = text.and_then(|text| {
             let text = text.split('#').next().unwrap_or_default().trim();

@@ -42,6 +42,10 @@ impl<R: BufRead> Lines<R> {
     }
 }
 
+/// The longest row [`Blocks`] accepts: a stray quote would otherwise make the rest of the
+/// file one row, held whole.
+const MAX_ROW_BYTES: usize = 64 << 20;
+
 /// Blocks of whole rows of a CSV stream, each with the file line it starts on.
 pub struct Blocks<R> {
     reader: R,
@@ -55,14 +59,14 @@ pub struct Blocks<R> {
 }
 
 impl<R: Read> Blocks<R> {
-    /// Blocks of about `size` bytes from `reader`, whose first byte is on line `first_line`,
-    /// fields separated by `delimiter`.
-    pub fn new(reader: R, size: usize, first_line: u64, delimiter: u8) -> Self {
+    /// Blocks of about `size` bytes from the start of `reader`, fields separated by
+    /// `delimiter`.
+    pub fn new(reader: R, size: usize, delimiter: u8) -> Self {
         Blocks {
             reader,
             carry: Vec::new(),
             size: size.max(1),
-            line: first_line,
+            line: 1,
             delimiter,
             done: false,
         }
@@ -84,8 +88,19 @@ impl<R: Read> Blocks<R> {
             }
             match last_row_end(&block, self.delimiter) {
                 Some(cut) => break cut,
-                // One row longer than the block: read on.
-                None => self.size *= 2,
+                // One row longer than the block: read on, within reason.
+                None if block.len() < MAX_ROW_BYTES => self.size *= 2,
+                None => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "no row ends within {} MB from line {}: a quote opened there and \
+                             never closed?",
+                            MAX_ROW_BYTES >> 20,
+                            self.line
+                        ),
+                    ));
+                }
             }
         };
         if block.is_empty() {
@@ -157,7 +172,7 @@ mod tests {
         };
         let whole = records(text.as_bytes());
         for size in 1..text.len() + 2 {
-            let mut blocks = Blocks::new(text.as_bytes(), size, 1, b',');
+            let mut blocks = Blocks::new(text.as_bytes(), size, b',');
             let (mut rows, mut line) = (Vec::new(), 1);
             while let Some((block, first)) = blocks.next_block().unwrap() {
                 assert_eq!(first, line, "size {size}");
@@ -166,5 +181,11 @@ mod tests {
             }
             assert_eq!(rows, whole, "size {size}");
         }
+        let stray = format!("a\n\"{}", "x".repeat(MAX_ROW_BYTES));
+        let mut blocks = Blocks::new(stray.as_bytes(), 1 << 20, b',');
+        let err = std::iter::from_fn(|| blocks.next_block().transpose())
+            .find_map(Result::err)
+            .expect("a row that never ends is an error");
+        assert!(err.to_string().contains("from line 2"), "{err}");
     }
 }

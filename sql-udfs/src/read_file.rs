@@ -20,6 +20,7 @@ use angel_etl::bad_rows::BadRows;
 use angel_etl::{EtlError, csv, libsvm};
 use angel_storage::{Location, list};
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::datasource::MemTable;
@@ -106,6 +107,12 @@ impl TableFunctionImpl for ReadFile {
     }
 }
 
+/// `schema` with `source` in its metadata (see [`tagged`]).
+pub fn tagged_schema(schema: &Schema, source: &str) -> SchemaRef {
+    let metadata = HashMap::from([(SOURCE_KEY.to_string(), source.to_string())]);
+    Arc::new(schema.clone().with_metadata(metadata))
+}
+
 /// The schema metadata key naming the call a table came from.
 pub const SOURCE_KEY: &str = "angel.source";
 
@@ -117,8 +124,7 @@ pub fn tagged(batches: Vec<RecordBatch>, source: &str) -> Result<Vec<RecordBatch
     let Some(first) = batches.first() else {
         return Ok(batches);
     };
-    let metadata = HashMap::from([(SOURCE_KEY.to_string(), source.to_string())]);
-    let schema = Arc::new(first.schema().as_ref().clone().with_metadata(metadata));
+    let schema = tagged_schema(&first.schema(), source);
     Ok(batches
         .into_iter()
         .map(|b| b.with_schema(schema.clone()))

@@ -6,7 +6,6 @@
 //! SELECT feature, weight FROM read_model('s3://models/ctr') ORDER BY abs(weight) DESC LIMIT 10;
 //! ```
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use angel_storage::list;
@@ -17,7 +16,7 @@ use datafusion::logical_expr::Expr;
 
 use crate::cluster::stage::parquet_table;
 use crate::job::saved::{location, weights_schema};
-use crate::read_file::SOURCE_KEY;
+use crate::read_file::tagged_schema;
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -41,16 +40,16 @@ impl TableFunctionImpl for ReadModel {
             ] => s.clone(),
             _ => return plan_err!("{}: the one argument is the model directory", Self::NAME),
         };
-        let plan =
-            |e| DataFusionError::Plan(format!("{}: no saved model at {dir}: {e}", Self::NAME));
+        let plan = |e| {
+            let name = Self::NAME;
+            DataFusionError::Plan(format!("{name}: cannot read the model saved at {dir}: {e}"))
+        };
         let current = Versions::new(location(&dir)?).current().map_err(plan)?;
         // A missing file would read as an empty table: check it is there.
         let weights = current.child("weights.parquet");
         list::files(&weights).map_err(plan)?;
-        // Tagged with its source, so two models read in one query stay apart (see
-        // `read_file::tagged`).
-        let metadata = HashMap::from([(SOURCE_KEY.to_string(), format!("read_model('{dir}')"))]);
-        let schema = Arc::new(weights_schema().as_ref().clone().with_metadata(metadata));
+        // Tagged with its source, so two models read in one query stay apart.
+        let schema = tagged_schema(&weights_schema(), &format!("read_model('{dir}')"));
         parquet_table(&weights.url(), schema)
     }
 }
@@ -71,7 +70,10 @@ mod tests {
             Ok(df) => df.collect().await.unwrap_err(),
             Err(e) => e,
         };
-        assert!(err.to_string().contains("no saved model at"), "{err}");
+        assert!(
+            err.to_string().contains("cannot read the model saved at"),
+            "{err}"
+        );
         let err = ctx.sql("SELECT * FROM read_model(1)").await.unwrap_err();
         assert!(err.to_string().contains("model directory"), "{err}");
     }

@@ -48,6 +48,22 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// A read of `location` that failed.
+    pub fn io(location: &Location, e: std::io::Error) -> Self {
+        StorageError::Io(location.to_string(), e)
+    }
+
+    /// True when the file or directory is not there (as opposed to unreadable).
+    pub fn is_not_found(&self) -> bool {
+        match self {
+            StorageError::Store { source, .. } => {
+                matches!(source, object_store::Error::NotFound { .. })
+            }
+            StorageError::Io(_, e) => e.kind() == std::io::ErrorKind::NotFound,
+            StorageError::BadLocation(_) => false,
+        }
+    }
+
     /// The store's error at `location`, with what to check for it.
     pub fn store(location: &Location, source: object_store::Error) -> Self {
         use object_store::Error as E;

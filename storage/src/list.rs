@@ -28,7 +28,9 @@ pub fn files(location: &Location) -> Result<Vec<Location>> {
 fn matching(location: &Location, text: &str, at: usize) -> Result<Vec<Path>> {
     let pattern = Pattern::new(text)
         .map_err(|e| StorageError::BadLocation(format!("'{location}' is not a valid glob: {e}")))?;
-    let prefix = Path::from(text[..at].rsplit_once('/').map_or("", |(dir, _)| dir));
+    // `parse`, not `from`: the text is already a path, whose characters must not be escaped.
+    let prefix = Path::parse(text[..at].rsplit_once('/').map_or("", |(dir, _)| dir))
+        .map_err(|e| StorageError::BadLocation(format!("'{location}': {e}")))?;
     let options = MatchOptions {
         require_literal_separator: true,
         ..MatchOptions::default()

@@ -31,8 +31,8 @@ impl Location {
         if !text.contains("://") {
             return Self::local(text);
         }
-        // `?` is a glob character in a path, not the start of a query.
-        let url = match Url::parse(&text.replace('?', "%3F")) {
+        // `?` is a glob character and `#` a character of a key, not a query or a fragment.
+        let url = match Url::parse(&text.replace('?', "%3F").replace('#', "%23")) {
             Ok(url) => url,
             Err(e) => return bad(format!("'{text}' is not a valid URL: {e}")),
         };
@@ -58,12 +58,7 @@ impl Location {
                 .or_else(|e| bad(format!("'{text}': {e}")))
         };
         let store = match url.scheme() {
-            "file" => {
-                return Self::local(
-                    &url.to_file_path()
-                        .map_or_else(|_| url.path().to_string(), |p| p.display().to_string()),
-                );
-            }
+            "file" => return Self::file_url(text, &url),
             "s3" | "s3a" | "hdfs" | "viewfs" => authority(&url)?,
             other => {
                 return bad(format!(
@@ -107,16 +102,34 @@ impl Location {
         })
     }
 
+    /// A `file://` URL: a path on this machine (`file:///p` or `file://localhost/p`).
+    fn file_url(text: &str, url: &Url) -> Result<Self> {
+        match url.host_str() {
+            None | Some("") | Some("localhost") => Self::local(
+                &url.to_file_path()
+                    .map_or_else(|_| url.path().to_string(), |p| p.display().to_string()),
+            ),
+            Some(host) => bad(format!(
+                "'{text}' names the host '{host}': a file:// URL is a path on this machine, \
+                 written file:///path (three slashes)"
+            )),
+        }
+    }
+
     /// True for files on this machine's file system.
     pub fn is_local(&self) -> bool {
         self.store.scheme() == "file"
     }
 
-    /// The location `name` below this one (a file in a directory).
+    /// The location `name` below this one (a file in a directory; `a/b` is two levels).
     pub fn child(&self, name: &str) -> Location {
+        let path = name
+            .split('/')
+            .filter(|part| !part.is_empty())
+            .fold(self.path.clone(), |path, part| path.join(part));
         Location {
             store: self.store.clone(),
-            path: self.path.clone().join(name),
+            path,
             text: format!("{}/{name}", self.text.trim_end_matches('/')),
         }
     }
@@ -137,14 +150,10 @@ impl Location {
     /// The whole URL, as DataFusion's table paths take it.
     pub fn url(&self) -> String {
         format!(
-            "{}{}",
+            "{}/{}",
             self.store.as_str().trim_end_matches('/'),
-            self.slash_path()
+            self.path
         )
-    }
-
-    fn slash_path(&self) -> String {
-        format!("/{}", self.path)
     }
 
     /// The file name (last path segment), for choosing a decompressor by extension.
@@ -175,6 +184,9 @@ mod tests {
         assert_eq!(s3.path.as_ref(), "day 1/a.csv.gz");
         assert_eq!(s3.file_name(), Some("a.csv.gz"));
         assert_eq!(s3.child("x").to_string(), "s3://logs/day 1/a.csv.gz/x");
+        assert_eq!(s3.child("v1/f").path.as_ref(), "day 1/a.csv.gz/v1/f");
+        let hash = Location::parse("s3://b/k#1").unwrap();
+        assert_eq!(hash.path.as_ref(), "k#1");
         let hdfs = Location::parse("hdfs://nn:8020/user/a/model").unwrap();
         assert_eq!(hdfs.store.as_str(), "hdfs://nn:8020");
         assert_eq!(hdfs.url(), "hdfs://nn:8020/user/a/model");
@@ -201,6 +213,7 @@ mod tests {
             ("gs://b/k", "unknown URL scheme 'gs'"),
             ("s3:///key", "names no bucket"),
             ("hdfs:///p", "names no name node"),
+            ("file://data/x.csv", "names the host 'data'"),
         ] {
             let err = Location::parse(text).unwrap_err().to_string();
             assert!(err.contains(words), "{text}: {err}");

@@ -4,7 +4,6 @@
 //! copied whole to local disk first.
 
 use std::io::{BufRead, BufReader, Read};
-use std::sync::mpsc::{Receiver, sync_channel};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -22,7 +21,7 @@ const CHUNKS_AHEAD: usize = 8;
 /// file, refused credentials, corrupt compression) name the location. Callable from any
 /// thread, in or out of an async runtime: remote reads run on this crate's own I/O runtime.
 pub fn open(location: &Location) -> Result<Box<dyn Read + Send>> {
-    let io = |e| StorageError::Io(location.to_string(), e);
+    let io = |e| StorageError::io(location, e);
     let raw: Box<dyn Read + Send> = match location.is_local() {
         true => {
             let path = format!("/{}", location.path);
@@ -48,7 +47,7 @@ pub fn read_all(location: &Location) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     open(location)?
         .read_to_end(&mut out)
-        .map_err(|e| StorageError::Io(location.to_string(), e))?;
+        .map_err(|e| StorageError::io(location, e))?;
     Ok(out)
 }
 
@@ -59,15 +58,15 @@ fn remote(location: &Location) -> Result<ChunkReader> {
     let got = on_store(location, location.path.clone(), |store, path| async move {
         store.get(&path).await
     })?;
-    let text = location.to_string();
-    let (send, receive) = sync_channel(CHUNKS_AHEAD);
+    // An async channel: a reader that falls behind parks the task, not an I/O thread.
+    let (send, receive) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
     io_runtime().spawn(async move {
         let mut stream = got.into_stream();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| std::io::Error::other(format!("{text}: {e}")));
+            let chunk = chunk.map_err(std::io::Error::other);
             let failed = chunk.is_err();
             // A closed channel means the reader was dropped: stop streaming.
-            if send.send(chunk).is_err() || failed {
+            if send.send(chunk).await.is_err() || failed {
                 return;
             }
         }
@@ -81,16 +80,17 @@ fn remote(location: &Location) -> Result<ChunkReader> {
 /// Reads the chunks a streaming task sends, in order; the end of the channel is the end of
 /// the file.
 struct ChunkReader {
-    chunks: Receiver<std::io::Result<Bytes>>,
+    chunks: tokio::sync::mpsc::Receiver<std::io::Result<Bytes>>,
     current: Bytes,
 }
 
 impl Read for ChunkReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         while self.current.is_empty() {
-            match self.chunks.recv() {
-                Ok(chunk) => self.current = chunk?,
-                Err(_) => return Ok(0),
+            // futures' executor parks this thread; callable in or out of a tokio runtime.
+            match futures::executor::block_on(self.chunks.recv()) {
+                Some(chunk) => self.current = chunk?,
+                None => return Ok(0),
             }
         }
         let n = buf.len().min(self.current.len());

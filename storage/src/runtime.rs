@@ -1,6 +1,7 @@
-//! The runtime every store operation runs on, apart from any caller's: object store clients
-//! keep pooled connections on the runtime that opened them, so one long-lived runtime serves
-//! them all, and blocking callers (the parsers) and async callers (the job) share it.
+//! The runtime every store's I/O runs on, apart from any caller's: object store clients keep
+//! pooled connections on the runtime that opened them, so one long-lived runtime serves them
+//! all (the stores are built to spawn their I/O here), and blocking callers such as the
+//! parsers wait on it.
 
 use std::future::Future;
 use std::sync::mpsc::sync_channel;

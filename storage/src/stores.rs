@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use hdfs_native_object_store::HdfsObjectStoreBuilder;
 use object_store::aws::AmazonS3Builder;
+use object_store::client::SpawnedReqwestConnector;
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, RetryConfig};
 use url::Url;
 
+use crate::runtime::io_runtime;
 use crate::{Location, Result, StorageError};
 
 /// Object stores by store URL (`file:///`, `s3://bucket`, `hdfs://host:port`).
@@ -54,17 +56,22 @@ fn build(location: &Location) -> Result<Arc<dyn ObjectStore>> {
     let failed = |source| StorageError::store(location, source);
     let host = url.host_str().unwrap_or_default();
     let store: Arc<dyn ObjectStore> = match url.scheme() {
-        "file" => Arc::new(LocalFileSystem::new()),
+        // Directories emptied by deletes go too, as they would on S3.
+        "file" => Arc::new(LocalFileSystem::new().with_automatic_cleanup(true)),
+        // Connections live on the storage I/O runtime, whichever runtime calls the store
+        // (DataFusion's, a job's): a caller's runtime may end while the store lives on.
         "s3" => Arc::new(
             AmazonS3Builder::from_env()
                 .with_bucket_name(host)
                 .with_retry(retries())
+                .with_http_connector(SpawnedReqwestConnector::new(io_runtime().handle().clone()))
                 .build()
                 .map_err(failed)?,
         ),
         "hdfs" | "viewfs" => Arc::new(
             HdfsObjectStoreBuilder::new()
                 .with_url(url.as_str())
+                .with_io_runtime(io_runtime().handle().clone())
                 .build()
                 .map_err(failed)?,
         ),

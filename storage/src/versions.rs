@@ -54,7 +54,7 @@ impl Versions {
         match read_all(&pointer) {
             Ok(text) => {
                 let name = String::from_utf8_lossy(&text).trim().to_string();
-                match is_version(&name) {
+                match version_number(&name).is_some() {
                     true => Ok(Some(name)),
                     false => Err(StorageError::BadLocation(format!(
                         "{pointer} names '{name}', which is not a version directory (v000001, \
@@ -62,11 +62,7 @@ impl Versions {
                     ))),
                 }
             }
-            Err(StorageError::Store {
-                source: object_store::Error::NotFound { .. },
-                ..
-            }) => Ok(None),
-            Err(StorageError::Io(_, e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -83,19 +79,22 @@ impl Versions {
         })
     }
 
-    /// The numbers of the version directories present.
+    /// The numbers of the version directories present, in order. A store that cannot be
+    /// listed is an error: guessing "none" would reuse a committed version's name.
     fn versions(&self) -> Result<Vec<u64>> {
         let found = match files(&self.dir) {
             Ok(found) => found,
-            // A directory not yet written has no versions.
-            Err(_) => return Ok(Vec::new()),
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
         };
         let depth = self.dir.path.parts_count();
-        Ok(found
+        let mut numbers: Vec<u64> = found
             .iter()
             .filter_map(|f| f.path.parts().nth(depth))
             .filter_map(|part| version_number(part.as_ref()))
-            .collect())
+            .collect();
+        numbers.dedup();
+        Ok(numbers)
     }
 }
 
@@ -115,7 +114,13 @@ impl Pending {
             Bytes::from(format!("{}\n", self.name)),
         )?;
         self.committed = true;
-        let keep = replaced.as_deref().and_then(version_number).unwrap_or(0);
+        // Below both the replaced and this version: another writer may have committed one
+        // in between, and neither may go.
+        let this = version_number(&self.name).unwrap_or(0);
+        let keep = replaced
+            .as_deref()
+            .and_then(version_number)
+            .map_or(0, |r| r.min(this));
         for old in versions.versions().unwrap_or_default() {
             if old < keep {
                 let old = self.dir.child(&format!("v{old:06}"));
@@ -136,10 +141,6 @@ impl Drop for Pending {
             tracing::warn!(location = %self.location, "cannot remove an unfinished version: {e}");
         }
     }
-}
-
-fn is_version(name: &str) -> bool {
-    version_number(name).is_some()
 }
 
 fn version_number(name: &str) -> Option<u64> {
@@ -184,12 +185,15 @@ mod tests {
         write("three").commit().unwrap();
         assert_eq!(read(), b"three");
         // The replaced version stays for readers that opened it; older ones go.
-        let left: Vec<u64> = {
-            let mut v = versions.versions().unwrap();
-            v.dedup();
-            v
-        };
-        assert_eq!(left.len(), 2, "{left:?}");
+        assert_eq!(versions.versions().unwrap(), [2, 3]);
+        // A writer killed mid-save runs no cleanup: its files stay, unread, until a later
+        // commit removes them with the other old versions.
+        std::mem::forget(write("killed"));
+        assert_eq!(read(), b"three");
+        write("five").commit().unwrap();
+        write("six").commit().unwrap();
+        assert_eq!(read(), b"six");
+        assert_eq!(versions.versions().unwrap(), [5, 6]);
         std::fs::write(dir.path().join(CURRENT), "../elsewhere").unwrap();
         let err = versions.current().unwrap_err().to_string();
         assert!(err.contains("not a version directory"), "{err}");

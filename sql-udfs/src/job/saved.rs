@@ -169,12 +169,8 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let dir = location(dir)?;
     let (at, json, parquet) = off_runtime(move || {
         let at = Versions::new(dir.clone()).current().map_err(storage)?;
-        let json = read_all(&at.child("model.json")).map_err(|e| {
-            io(
-                &dir,
-                format!("no saved model here (no _CURRENT and no model.json): {e}"),
-            )
-        })?;
+        let json = read_all(&at.child("model.json"))
+            .map_err(|e| io(&dir, format!("cannot read the saved model: {e}")))?;
         let parquet = read_all(&at.child("weights.parquet")).map_err(storage)?;
         Ok((at, json, Bytes::from(parquet)))
     })
@@ -193,18 +189,26 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
                 .cloned()
                 .ok_or_else(|| io(&path, format!("no column '{n}'")))
         };
-        let (f, i, w) = (column("feature")?, column("index")?, column("weight")?);
-        let f = f.as_string::<i32>();
+        let typed = |n: &str, t: &str| io(&path, format!("column '{n}' is not of type {t}"));
+        let f = column("feature")?;
+        let f = f
+            .as_string_opt::<i32>()
+            .ok_or_else(|| typed("feature", "Utf8"))?;
+        let i = column("index")?;
+        let i = i
+            .as_primitive_opt::<UInt64Type>()
+            .ok_or_else(|| typed("index", "UInt64"))?;
+        let w = column("weight")?;
+        let w = w
+            .as_primitive_opt::<Float32Type>()
+            .ok_or_else(|| typed("weight", "Float32"))?;
         for r in 0..batch.num_rows() {
             if f.is_valid(r) {
-                features.push((
-                    f.value(r).to_string(),
-                    i.as_primitive::<UInt64Type>().value(r),
-                ));
+                features.push((f.value(r).to_string(), i.value(r)));
             }
         }
-        indices.extend(i.as_primitive::<UInt64Type>().values());
-        weights.extend(w.as_primitive::<Float32Type>().values());
+        indices.extend(i.values());
+        weights.extend(w.values());
     }
     check_dim(&at, &metadata, &spec, &indices, &features)?;
     if let Some(counter) = &spec.counter {
