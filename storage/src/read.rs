@@ -88,7 +88,10 @@ impl Read for ChunkReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         while self.current.is_empty() {
             // futures' executor parks this thread; callable in or out of a tokio runtime.
-            match futures::executor::block_on(self.chunks.recv()) {
+            // Unconstrained: inside a runtime, tokio's task budget would otherwise run out
+            // and make every poll return at once, spinning this thread.
+            let next = tokio::task::unconstrained(self.chunks.recv());
+            match futures::executor::block_on(next) {
                 Some(chunk) => self.current = chunk?,
                 None => return Ok(0),
             }
