@@ -109,6 +109,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_long_stream_reads_to_the_end_from_inside_a_runtime() {
+        // Thousands of chunks: more than tokio's task budget, which once made this spin.
+        let (send, chunks) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+        io_runtime().spawn(async move {
+            for i in 0..5000u32 {
+                let _ = send.send(Ok(Bytes::from(i.to_le_bytes().to_vec()))).await;
+            }
+        });
+        let mut reader = ChunkReader {
+            chunks,
+            current: Bytes::new(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let read = runtime.block_on(async move {
+            let mut all = Vec::new();
+            reader.read_to_end(&mut all).map(|_| all.len())
+        });
+        assert_eq!(read.unwrap(), 5000 * 4);
+    }
+
+    #[test]
     fn local_files_read_plain_or_decompressed_by_name_or_magic() {
         let dir = tempfile::tempdir().unwrap();
         let text = "1,a\n2,b\n".repeat(1000);
