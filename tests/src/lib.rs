@@ -95,6 +95,13 @@ pub fn run_job(args: &[&str], env: &[(String, String)]) -> (u32, Output) {
     (pid, child.wait_with_output().expect("angel-ps run ends"))
 }
 
+/// `path` inside the repository (an example job, a data file).
+pub fn repo(path: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+}
+
 /// The first data row of the printed result whose header holds `column`, as numbers.
 pub fn printed_row(stdout: &str, column: &str) -> Vec<f64> {
     let lines: Vec<&str> = stdout.lines().collect();

@@ -3,17 +3,13 @@
 //! client process.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
 use angel_ps_cli::local_cluster::{LocalCluster, Process};
-use angel_tests::{binary, printed_row, run_job, stock_scheduler};
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
+use angel_tests::{binary, printed_row, repo, run_job, stock_scheduler};
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
 fn run(args: &[&str]) -> (u32, Output) {

@@ -4,21 +4,18 @@
 //! With `ANGEL_TEST_HDFS=hdfs://namenode:port/dir` naming a real cluster, the Adult job also
 //! runs with its data and model there.
 
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use angel_ps_cli::local_cluster::free_port;
 use angel_storage::Location;
-use angel_tests::{printed_row, run_job};
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
+use angel_tests::{printed_row, repo, run_job};
 
 #[test]
 fn an_unreachable_name_node_fails_fast_naming_the_url() {
     let port = free_port().unwrap();
     let work = tempfile::tempdir().unwrap();
+    // Built (if stale) before any clock starts.
+    angel_tests::binary();
     for sql in [
         format!("SELECT * FROM read_csv('hdfs://127.0.0.1:{port}/logs/day.csv');"),
         format!(

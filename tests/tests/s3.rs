@@ -9,11 +9,7 @@ use std::process::Output;
 
 use angel_ps_cli::local_cluster::LocalCluster;
 use angel_tests::s3_server::{S3Server, SECRET};
-use angel_tests::{binary, printed_row, run_job};
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
-}
+use angel_tests::{binary, printed_row, repo, run_job};
 
 /// Runs `job` (a file path) with `args` against `s3`, signing with `secret`; returns stdout
 /// and stderr together, after checking the exit status is `ok`.
