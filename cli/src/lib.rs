@@ -4,6 +4,7 @@
 //!
 //! - `master`, `server`, `standalone`: run the service ([`service`]).
 //! - `status`: the service as tables ([`status`]).
+//! - `snapshot`: have every server snapshot its changed partitions now ([`snapshot`]).
 //! - `run`: a SQL job file on embedded DataFusion or a Ballista cluster ([`run`]).
 //! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
 //!   [`executor`]).
@@ -19,6 +20,7 @@ pub mod local_cluster;
 pub mod run;
 pub mod scheduler;
 pub mod service;
+pub mod snapshot;
 pub mod status;
 
 use std::process::ExitCode;
@@ -43,6 +45,8 @@ enum Command {
     Standalone(service::StandaloneArgs),
     /// Show servers, matrices and partition sizes of a running service.
     Status(status::StatusArgs),
+    /// Have every server write a snapshot of the partitions that changed, now.
+    Snapshot(snapshot::SnapshotArgs),
     /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion, or
     /// with --ballista on a Ballista cluster.
     Run(run::RunArgs),
@@ -80,6 +84,7 @@ pub fn main() -> ExitCode {
             Command::Server(args) => Ok(service::server(args).await?),
             Command::Standalone(args) => Ok(service::standalone(args).await?),
             Command::Status(args) => Ok(status::run(args).await?),
+            Command::Snapshot(args) => Ok(snapshot::run(args).await?),
             Command::Run(args) => run::run(args).await,
             Command::Scheduler(args) => scheduler::run(args).await,
             Command::Executor(args) => executor::run(args).await,

@@ -4,14 +4,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use angel_client::Result;
+use angel_client::{PsError, Result};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use angel_ps::Functions;
-use angel_ps::master::{MasterConfig, MasterNode};
+use angel_ps::master::{MasterConfig, MasterNode, Snapshots};
 use angel_ps::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
 use angel_ps::server::{ServerConfig, ServerNode, default_memory_budget};
+use angel_ps::snapshot::SnapshotDir;
 use angel_ps::standalone::{Standalone, StandaloneConfig};
 
 /// Flags of `angel-ps master`.
@@ -27,6 +28,41 @@ pub struct MasterArgs {
     /// is heard from again).
     #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 30)]
     pub server_timeout_secs: u64,
+    #[command(flatten)]
+    pub snapshots: SnapshotArgs,
+}
+
+/// Where and how often servers snapshot their partitions (`master` and `standalone`).
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Directory the servers write their partitions' snapshots to: a path, or a file://,
+    /// s3:// or hdfs:// URL. Without it nothing is written, and a server's partitions are
+    /// lost with it.
+    #[arg(long, env = "ANGEL_SNAPSHOT_DIR")]
+    pub snapshot_dir: Option<String>,
+    /// Seconds between snapshots of the partitions that changed.
+    #[arg(long, env = "ANGEL_SNAPSHOT_INTERVAL_SECS", default_value_t = 10.0)]
+    pub snapshot_interval_secs: f64,
+}
+
+impl SnapshotArgs {
+    /// The master's snapshot settings; a bad URL or interval names its flag.
+    fn settings(&self) -> Result<Snapshots> {
+        let secs = self.snapshot_interval_secs;
+        if !(0.1..=86_400.0).contains(&secs) {
+            return Err(PsError::InvalidArgument(format!(
+                "--snapshot-interval-secs {secs}: give 0.1 to 86400 seconds"
+            )));
+        }
+        Ok(Snapshots {
+            dir: self
+                .snapshot_dir
+                .as_deref()
+                .map(SnapshotDir::parse)
+                .transpose()?,
+            interval: Duration::from_secs_f64(secs),
+        })
+    }
 }
 
 /// Flags of `angel-ps server`.
@@ -72,6 +108,8 @@ pub struct StandaloneArgs {
     /// of the machine's memory.
     #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
+    #[command(flatten)]
+    pub snapshots: SnapshotArgs,
 }
 
 /// Runs the master until a signal.
@@ -81,6 +119,7 @@ pub async fn master(args: MasterArgs) -> Result<()> {
     let config = MasterConfig {
         parts_per_server: args.parts_per_server,
         server_timeout: Duration::from_secs(args.server_timeout_secs.max(1)),
+        snapshots: args.snapshots.settings()?,
         ..MasterConfig::new(args.bind)
     };
     let node = MasterNode::start(config, shutdown).await?;
@@ -112,6 +151,7 @@ pub async fn standalone(args: StandaloneArgs) -> Result<()> {
         bind: args.bind,
         max_message_bytes: args.max_message_bytes,
         memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
+        snapshots: args.snapshots.settings()?,
         ..StandaloneConfig::new(args.servers)
     };
     let service = Standalone::start(config).await?;

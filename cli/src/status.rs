@@ -108,10 +108,59 @@ pub fn render(status: &StatusReply) -> String {
         .iter()
         .map(|m| (m.id, m.name.as_str()))
         .collect();
+    let mut names = names;
+    names.extend(map.counters.iter().map(|c| (c.id, c.name.as_str())));
     format!(
-        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n",
+        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n{}\n",
         map.epoch,
-        pushes_table(status, &names)
+        pushes_table(status, &names),
+        snapshots_table(status, &names)
+    )
+}
+
+/// Each partition's changes and newest snapshot (age, bytes, the pause it cost pushes), or
+/// the line saying snapshots are off.
+fn snapshots_table(status: &StatusReply, names: &HashMap<u32, &str>) -> String {
+    if status.snapshot_dir.is_empty() {
+        return "snapshots: off (start the master with --snapshot-dir URL)".into();
+    }
+    let mut table = Table::new();
+    table.set_header([
+        "matrix",
+        "partition",
+        "server",
+        "changes",
+        "in snapshot",
+        "duplicates",
+        "snapshot age",
+        "snapshot bytes",
+        "pause",
+    ]);
+    let mut rows: Vec<(u32, &angel_proto::PartitionStats)> = status
+        .servers
+        .iter()
+        .flat_map(|s| s.partitions.iter().map(move |p| (s.server_id, p)))
+        .collect();
+    rows.sort_by_key(|(_, p)| (p.matrix_id, p.partition_id));
+    for (server, p) in rows {
+        table.add_row([
+            names
+                .get(&p.matrix_id)
+                .map_or_else(|| p.matrix_id.to_string(), |n| n.to_string()),
+            p.partition_id.to_string(),
+            server.to_string(),
+            p.version.to_string(),
+            p.durable.to_string(),
+            p.duplicates.to_string(),
+            format!("{:.1} s", p.snapshot_age_ms as f64 / 1e3),
+            p.snapshot_bytes.to_string(),
+            format!("{:.2} ms", p.snapshot_pause_us as f64 / 1e3),
+        ]);
+    }
+    format!(
+        "snapshots to {} every {:.1} s\n{table}",
+        status.snapshot_dir,
+        status.snapshot_interval_ms as f64 / 1e3
     )
 }
 

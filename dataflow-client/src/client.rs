@@ -16,7 +16,8 @@ use angel_proto::server_client::ServerClient;
 use angel_proto::{
     Caller, DescribeMatrixRequest, DropMatrixRequest, Element, GetPartitionMapRequest, Merge,
     OptimizerInfo, PartitionMap, PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest,
-    PushRequest, Result, RowSlice, StatusReply, StatusRequest, StorageKind, Update, codec, wire,
+    PushRequest, Result, RowSlice, SnapshotReply, SnapshotRequest, StatusReply, StatusRequest,
+    StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -259,6 +260,19 @@ impl PsClient {
             .master
             .clone()
             .status(StatusRequest {})
+            .await
+            .map_err(|s| self.master_error(s))?
+            .into_inner())
+    }
+
+    /// Has every server write a snapshot of the partitions that changed since their last one
+    /// (`angel-ps snapshot`, SQL `SNAPSHOT`); WRONG_STATE when the service has no snapshot
+    /// directory.
+    pub async fn snapshot(&self) -> Result<SnapshotReply> {
+        Ok(self
+            .master
+            .clone()
+            .snapshot(SnapshotRequest {})
             .await
             .map_err(|s| self.master_error(s))?
             .into_inner())
@@ -567,7 +581,7 @@ impl PsClient {
 
     /// Sends `items` grouped by server, all servers concurrently, and returns one answer per
     /// item in input order. Items a server refuses as routed with a stale map are re-routed
-    /// after a refresh; nothing another server accepted is sent again.
+    /// after a refresh, under the same seq; nothing another server accepted is sent again.
     pub(crate) async fn scatter<I, R, Fut>(
         &self,
         items: Vec<I>,
@@ -580,6 +594,9 @@ impl PsClient {
     {
         let mut answers: Vec<Option<R>> = items.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..items.len()).collect();
+        // One change, one seq: a part resent after a refresh is the same change to the
+        // servers, which apply each (writer, seq) once per partition.
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         for attempt in 0..=STALE_MAP_RETRIES {
             let mut by_server: HashMap<u32, (ServerConn, Vec<usize>)> = HashMap::new();
             {
@@ -599,7 +616,7 @@ impl PsClient {
             let calls = by_server.into_values().map(|(conn, idx)| {
                 let addr = conn.addr.clone();
                 let batch = idx.iter().map(|&i| items[i].clone()).collect();
-                let fut = send(conn, batch, self.caller());
+                let fut = send(conn, batch, self.caller(seq));
                 async move { (idx, addr, fut.await) }
             });
             pending.clear();
@@ -642,10 +659,10 @@ impl PsClient {
             .collect()
     }
 
-    fn caller(&self) -> Caller {
+    fn caller(&self, seq: u64) -> Caller {
         Caller {
             worker_id: self.config.worker_id,
-            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            seq,
             clock: 0,
             map_epoch: self.map_epoch(),
         }

@@ -23,8 +23,8 @@ pub mod routes;
 pub mod split;
 
 pub use angel_proto::{
-    Compression, CounterState, Element, Layout, Merge, PsError, Result, StorageKind, Update,
-    ValueType, update,
+    Compression, CounterState, Element, Layout, Merge, PsError, Result, SnapshotReply, StorageKind,
+    Update, ValueType, update,
 };
 pub use client::{ClientConfig, PsClient, worker_pid};
 pub use counter_space::Counter;

@@ -45,6 +45,10 @@ pub enum PsError {
     /// A deadline passed (DEADLINE_EXCEEDED).
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A corrupt or missing snapshot, or partitions lost with a server no snapshot covered
+    /// (DATA_LOSS).
+    #[error("data loss: {0}")]
+    DataLoss(String),
     /// Anything else; a bug if it ever shows.
     #[error("internal error: {0}")]
     Internal(String),
@@ -63,6 +67,7 @@ impl PsError {
             PsError::StaleMap(_) | PsError::WrongState(_) => Code::FailedPrecondition,
             PsError::PermissionDenied(_) => Code::PermissionDenied,
             PsError::Timeout(_) => Code::DeadlineExceeded,
+            PsError::DataLoss(_) => Code::DataLoss,
             PsError::Internal(_) => Code::Internal,
         }
     }
@@ -95,6 +100,7 @@ impl PsError {
             Code::FailedPrecondition => PsError::WrongState(msg),
             Code::PermissionDenied => PsError::PermissionDenied(msg),
             Code::DeadlineExceeded => PsError::Timeout(format!("{peer}: {msg}")),
+            Code::DataLoss => PsError::DataLoss(msg),
             Code::Unavailable | Code::Unknown | Code::Cancelled => {
                 PsError::Unavailable(format!("{peer} is unreachable: {msg}"))
             }
@@ -116,6 +122,7 @@ impl From<PsError> for Status {
             | PsError::WrongState(m)
             | PsError::PermissionDenied(m)
             | PsError::Timeout(m)
+            | PsError::DataLoss(m)
             | PsError::Internal(m) => m.clone(),
         };
         let mut status = Status::new(err.code(), msg);
@@ -148,6 +155,7 @@ mod tests {
             PsError::StaleMap("epoch".into()),
             PsError::WrongState("counter 'c' is READ".into()),
             PsError::AlreadyExists("matrix 'w'".into()),
+            PsError::DataLoss("snapshot p".into()),
         ];
         for err in errors {
             let back = PsError::from_status(Status::from(err.clone()), "127.0.0.1:1");

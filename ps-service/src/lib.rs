@@ -5,6 +5,8 @@
 //! - [`master`]: the coordinator: servers, matrices, the partition map and its epoch.
 //! - [`server`]: a parameter server: hosts partitions, answers pull / push / PS functions.
 //! - [`storage`]: how a server holds partitions: dense arrays and compact sparse maps.
+//! - [`snapshot`]: partitions and the master's state written to, and restored from, a
+//!   directory on any store.
 //! - [`psf`]: PS functions, the built-ins and the trait users implement for their own.
 //! - [`optim`]: optimizers (sgd, adagrad, adam, ftrl) applied per key on pushed gradients.
 //! - [`registry`]: named extensions (PS functions, optimizers) and the NOT_FOUND that lists them.
@@ -12,9 +14,9 @@
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
 //! - [`admin`]: the credential that keeps the master's calls to servers the master's.
 //!
-//! The wire both sides speak (codecs, routing, value types, errors) is `angel-proto`. This
-//! library depends on nothing else of ours and on no SQL engine: a PS deployment needs neither
-//! DataFusion nor Ballista. Clients use `angel-client`; the `angel-ps` command is the
+//! The wire both sides speak (codecs, routing, value types, errors) is `angel-proto`; snapshots
+//! go through `angel-storage`. This library depends on nothing else of ours and on no SQL
+//! engine: a PS deployment needs neither DataFusion nor Ballista. Clients use `angel-client`; the `angel-ps` command is the
 //! `angel-ps-cli` crate (folder `cli/`).
 
 pub mod admin;
@@ -24,6 +26,7 @@ pub mod optim;
 pub mod psf;
 pub mod registry;
 pub mod server;
+pub mod snapshot;
 pub mod standalone;
 pub mod storage;
 

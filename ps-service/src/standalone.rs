@@ -7,7 +7,7 @@ use std::sync::Arc;
 use angel_proto::Result;
 use tokio_util::sync::CancellationToken;
 
-use crate::master::{MasterConfig, MasterNode, Partitioner};
+use crate::master::{MasterConfig, MasterNode, Partitioner, Snapshots};
 use crate::net;
 use crate::server::{Functions, ServerConfig, ServerNode, default_memory_budget};
 
@@ -26,6 +26,8 @@ pub struct StandaloneConfig {
     pub functions: Functions,
     /// Partitioners the master offers besides "range".
     pub partitioners: Vec<Arc<dyn Partitioner>>,
+    /// Where and how often servers snapshot their partitions (no directory: no snapshots).
+    pub snapshots: Snapshots,
 }
 
 impl StandaloneConfig {
@@ -38,6 +40,7 @@ impl StandaloneConfig {
             memory_budget: default_memory_budget(),
             functions: Functions::default(),
             partitioners: Vec::new(),
+            snapshots: Snapshots::default(),
         }
     }
 }
@@ -55,6 +58,7 @@ impl Standalone {
         let shutdown = CancellationToken::new();
         let master_config = MasterConfig {
             partitioners: config.partitioners.clone(),
+            snapshots: config.snapshots.clone(),
             ..MasterConfig::new(config.bind)
         };
         let master = MasterNode::start(master_config, shutdown.clone()).await?;

@@ -149,11 +149,15 @@ impl Location {
 
     /// The whole URL, as DataFusion's table paths take it.
     pub fn url(&self) -> String {
-        format!(
-            "{}/{}",
-            self.store.as_str().trim_end_matches('/'),
-            self.path
-        )
+        match self.is_local() {
+            // `file:///` without its slashes would be `file:`, a relative path.
+            true => format!("file:///{}", self.path),
+            false => format!(
+                "{}/{}",
+                self.store.as_str().trim_end_matches('/'),
+                self.path
+            ),
+        }
     }
 
     /// The file name (last path segment), for choosing a decompressor by extension.
@@ -200,6 +204,12 @@ mod tests {
         assert!(local.is_local() && local.path.as_ref().ends_with("some/dir"));
         let file = Location::parse("file:///tmp/x.csv").unwrap();
         assert_eq!((file.is_local(), file.path.as_ref()), (true, "tmp/x.csv"));
+        assert_eq!(file.url(), "file:///tmp/x.csv");
+        assert_eq!(
+            Location::parse(&up.url()).unwrap().path,
+            up.path,
+            "a URL parses back"
+        );
         let glob = Location::parse("s3://b/day-?/*.csv").unwrap();
         assert_eq!(glob.path.as_ref(), "day-?/*.csv");
         let found = glob.at_path(Path::from("day-1/a.csv"));

@@ -131,7 +131,14 @@ impl Cluster {
 
     /// A master and `servers` servers, each given `server_args` as extra flags.
     pub fn start_with(servers: usize, server_args: &[&str]) -> Cluster {
-        let master = spawn(&["master", "--bind", "127.0.0.1:0"]);
+        Self::start_flags(servers, &[], server_args)
+    }
+
+    /// A master given `master_args` and `servers` servers given `server_args` as extra flags.
+    pub fn start_flags(servers: usize, master_args: &[&str], server_args: &[&str]) -> Cluster {
+        let mut args = vec!["master", "--bind", "127.0.0.1:0"];
+        args.extend_from_slice(master_args);
+        let master = spawn(&args);
         let servers = (0..servers)
             .map(|_| {
                 let mut args = vec!["server", "--master", &master.addr, "--bind", "127.0.0.1:0"];

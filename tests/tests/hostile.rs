@@ -9,7 +9,7 @@ use angel_proto::master_client::MasterClient;
 use angel_proto::{
     Caller, CounterAdminOp, CounterAdminRequest, CreatePartitionsRequest, DropPartitionsRequest,
     OptimizerInfo, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest,
-    RegisterServerRequest, RowSlice, ValueType, codec, wire,
+    RegisterServerRequest, RowSlice, ValueType, WriteSnapshotRequest, codec, wire,
 };
 use angel_tests::{Cluster, expect, raw_server, spawn, status};
 use bytes::Bytes;
@@ -29,6 +29,7 @@ async fn only_the_master_may_create_drop_or_seal() {
         matrix: Some(m.meta.clone()),
         partition_ids: vec![m.meta.partitions[0].id],
         epoch: u64::MAX,
+        restore: false,
     };
     let err = status(raw_server(host).await.create_partitions(reset).await);
     expect(err, Code::PermissionDenied, &["CreatePartitions", "master"]);
@@ -46,6 +47,9 @@ async fn only_the_master_may_create_drop_or_seal() {
     };
     let err = status(raw_server(host).await.counter_admin(seal).await);
     expect(err, Code::PermissionDenied, &["CounterAdmin"]);
+    let snapshot = WriteSnapshotRequest::default();
+    let err = status(raw_server(host).await.write_snapshot(snapshot).await);
+    expect(err, Code::PermissionDenied, &["WriteSnapshot"]);
     assert_eq!(
         c.pull_keys::<f32>("d", 0, &[3]).await.unwrap(),
         vec![1.5],

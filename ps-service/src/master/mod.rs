@@ -16,3 +16,4 @@ pub mod service;
 
 pub use node::{MasterConfig, MasterNode};
 pub use partitioner::{BlockRange, Partitioner, RangePartitioner};
+pub use service::Snapshots;

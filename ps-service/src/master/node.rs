@@ -9,7 +9,7 @@ use angel_proto::{PsError, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::service::MasterService;
+use super::service::{MasterService, Snapshots};
 use super::{Partitioner, RangePartitioner};
 use crate::net;
 
@@ -34,6 +34,9 @@ pub struct MasterConfig {
     /// A server silent (no heartbeat) this long takes no new partitions until it is heard
     /// from again.
     pub server_timeout: Duration,
+    /// Where and how often servers snapshot their partitions (`--snapshot-dir`,
+    /// `--snapshot-interval`).
+    pub snapshots: Snapshots,
 }
 
 impl MasterConfig {
@@ -44,6 +47,7 @@ impl MasterConfig {
             parts_per_server: 4,
             partitioners: Vec::new(),
             server_timeout: Duration::from_secs(30),
+            snapshots: Snapshots::default(),
         }
     }
 }
@@ -63,7 +67,8 @@ impl MasterNode {
             parts_per_server: config.parts_per_server,
         })];
         partitioners.extend(config.partitioners);
-        let service = MasterServer::new(MasterService::new(partitioners, config.server_timeout))
+        let service = MasterService::new(partitioners, config.server_timeout, config.snapshots);
+        let service = MasterServer::new(service)
             .max_decoding_message_size(MAX_MASTER_REQUEST)
             .max_encoding_message_size(usize::MAX);
         let router = net::grpc_server(MASTER_REQUEST_TIMEOUT).add_service(service);

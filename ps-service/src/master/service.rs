@@ -13,8 +13,8 @@ use angel_proto::{
     DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest, DropPartitionsRequest,
     GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo,
     Partition, PartitionMap, PsError, RegisterServerReply, RegisterServerRequest, Result,
-    SealCounterRequest, ServerInfo, ServerStatus, StatsRequest, StatusReply, StatusRequest,
-    StorageKind, ValueType,
+    SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest,
+    StatusReply, StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use tonic::codegen::InterceptedService;
@@ -23,6 +23,7 @@ use tonic::{Request, Response, Status};
 
 use super::{Partitioner, optimizers};
 use crate::admin::AdminToken;
+use crate::snapshot::SnapshotDir;
 
 /// Largest column count: keys are below 2^63 so u64::MAX stays free as a storage marker.
 pub const MAX_COLS: u64 = 1 << 63;
@@ -123,6 +124,25 @@ impl State {
     }
 }
 
+/// Where and how often servers snapshot their partitions.
+#[derive(Debug, Clone)]
+pub struct Snapshots {
+    /// None: no snapshots.
+    pub dir: Option<SnapshotDir>,
+    /// Between two snapshots of a changed partition.
+    pub interval: Duration,
+}
+
+impl Default for Snapshots {
+    /// No snapshots; every 10 s once a directory is set.
+    fn default() -> Self {
+        Snapshots {
+            dir: None,
+            interval: Duration::from_secs(10),
+        }
+    }
+}
+
 /// The master's gRPC service.
 pub struct MasterService {
     pub(super) state: Mutex<State>,
@@ -131,16 +151,22 @@ pub struct MasterService {
     partitioners: BTreeMap<String, Arc<dyn Partitioner>>,
     /// See [`super::MasterConfig::server_timeout`].
     server_timeout: Duration,
+    snapshots: Snapshots,
 }
 
 impl MasterService {
     /// A master with the given partitioners (by name), taking servers silent for
-    /// `server_timeout` out of new placements.
-    pub fn new(partitioners: Vec<Arc<dyn Partitioner>>, server_timeout: Duration) -> Self {
+    /// `server_timeout` out of new placements, whose servers write `snapshots`.
+    pub fn new(
+        partitioners: Vec<Arc<dyn Partitioner>>,
+        server_timeout: Duration,
+        snapshots: Snapshots,
+    ) -> Self {
         MasterService {
             state: Mutex::new(State::default()),
             creating: tokio::sync::Mutex::new(()),
             server_timeout,
+            snapshots,
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -202,6 +228,8 @@ impl MasterService {
         Ok(RegisterServerReply {
             server_id: id,
             epoch: state.epoch,
+            snapshot_dir: self.snapshot_url(),
+            snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
         })
     }
 
@@ -229,6 +257,7 @@ impl MasterService {
                 matrix: Some(meta.clone()),
                 partition_ids: pids.clone(),
                 epoch,
+                restore: false,
             };
             async move { (id, entry.addr.clone(), rpc.create_partitions(call).await) }
         });
@@ -350,6 +379,51 @@ impl MasterService {
         Ok(())
     }
 
+    /// The snapshot directory's URL; empty without one.
+    fn snapshot_url(&self) -> String {
+        self.snapshots
+            .dir
+            .as_ref()
+            .map_or(String::new(), |d| d.url())
+    }
+
+    /// Asks every server to write the partitions that changed since their last snapshot, and
+    /// sums what they wrote.
+    async fn snapshot(&self) -> Result<SnapshotReply> {
+        if self.snapshots.dir.is_none() {
+            return Err(PsError::WrongState(
+                "this master runs without snapshots; start it with --snapshot-dir URL (a path, \
+                 or an s3:// or hdfs:// URL)"
+                    .into(),
+            ));
+        }
+        let started = Instant::now();
+        let servers: Vec<ServerEntry> = self.state.lock().servers.values().cloned().collect();
+        let calls = servers.into_iter().map(|s| async move {
+            let request = WriteSnapshotRequest { ids: Vec::new() };
+            s.rpc
+                .clone()
+                .write_snapshot(request)
+                .await
+                .map(|r| r.into_inner())
+                .map_err(|e| PsError::from_status(e, &format!("server {}", s.addr)))
+        });
+        let mut total = SnapshotReply::default();
+        for reply in futures::future::join_all(calls).await {
+            let reply = reply?;
+            total.partitions += reply.partitions;
+            total.bytes += reply.bytes;
+            total.max_pause_us = total.max_pause_us.max(reply.max_pause_us);
+        }
+        total.millis = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            partitions = total.partitions,
+            bytes = total.bytes,
+            "snapshot written"
+        );
+        Ok(total)
+    }
+
     async fn status(&self) -> StatusReply {
         let (map, servers) = {
             let state = self.state.lock();
@@ -378,6 +452,8 @@ impl MasterService {
         StatusReply {
             map: Some(map),
             servers: futures::future::join_all(calls).await,
+            snapshot_dir: self.snapshot_url(),
+            snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
         }
     }
 }
@@ -527,5 +603,12 @@ impl Master for MasterService {
         request: Request<CounterRequest>,
     ) -> std::result::Result<Response<CounterMeta>, Status> {
         answer(self.clean_counter(&request.into_inner().name).await)
+    }
+
+    async fn snapshot(
+        &self,
+        _request: Request<SnapshotRequest>,
+    ) -> std::result::Result<Response<SnapshotReply>, Status> {
+        answer(self.snapshot().await)
     }
 }

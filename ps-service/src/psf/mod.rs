@@ -48,6 +48,9 @@ pub struct PsfContext<'a> {
     name: &'a str,
     operands: Vec<(Arc<Partition>, u64)>,
     args: &'a [f64],
+    /// Set by [`PsfContext::write`]: the server snapshots what a function changed before
+    /// answering, since a function call is not replayed after a recovery.
+    wrote: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> PsfContext<'a> {
@@ -60,7 +63,13 @@ impl<'a> PsfContext<'a> {
             name,
             operands,
             args,
+            wrote: Default::default(),
         }
+    }
+
+    /// True once the function wrote a row.
+    pub(crate) fn wrote(&self) -> bool {
+        self.wrote.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Checks the number of operands, naming them in the error.
@@ -115,6 +124,8 @@ impl<'a> PsfContext<'a> {
     pub fn write<R>(&self, i: usize, f: impl FnOnce(&mut dyn RowViewMut) -> R) -> R {
         let (part, row) = &self.operands[i];
         let mut block = part.data.write();
+        part.applied.lock().version += 1;
+        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         with_block!(&mut *block, b => f(&mut b.row_mut(*row)))
     }
 

@@ -10,6 +10,7 @@ use angel_proto::{
     wire,
 };
 
+use super::applied::ack;
 use super::partition::CounterPart;
 use super::service::ServerService;
 use crate::storage::{CounterBlock, Phase};
@@ -38,23 +39,33 @@ impl ServerService {
                             meta.name
                         ))
                     })?;
-                    parts.push(CounterPart {
-                        counter: meta.clone(),
-                        id: pid,
-                        hashes: p.col_start..p.col_end,
-                        data: parking_lot::RwLock::new(CounterBlock::default()),
+                    let hashes = p.col_start..p.col_end;
+                    parts.push(match r.restore {
+                        true => self.restore_counter(&meta, pid, hashes)?,
+                        false => CounterPart {
+                            counter: meta.clone(),
+                            id: pid,
+                            hashes,
+                            data: parking_lot::RwLock::new(CounterBlock::default()),
+                            applied: Default::default(),
+                            snapshotted: Default::default(),
+                        },
                     });
                 }
                 self.parts.insert_counter(parts);
+                if !r.restore {
+                    self.write_snapshots(&[meta.id])?;
+                }
             }
             CounterAdminOp::Seal => {
                 let parts = self.counter_parts(meta.id, &r.partition_ids, epoch)?;
-                for part in parts {
+                for part in &parts {
                     let mut block = part.data.write();
                     if block.phase() == Phase::Read {
-                        return Err(wrong_state(&part, "is already sealed"));
+                        return Err(wrong_state(part, "is already sealed"));
                     }
                     reply.qualifying.push(block.rank(r.min_count));
+                    part.applied.lock().version += 1;
                 }
             }
             CounterAdminOp::Assign => {
@@ -73,7 +84,11 @@ impl ServerService {
                         return Err(wrong_state(part, "was not ranked by a seal"));
                     }
                     block.assign(offset);
+                    part.applied.lock().version += 1;
                 }
+                // The seal is a barrier: once it returns, the counter's state is durable, so
+                // no client needs to replay a count to a sealed partition.
+                self.write_snapshots(&[meta.id])?;
             }
             CounterAdminOp::CleanUp => self.parts.remove_counter(meta.id),
             CounterAdminOp::Unspecified => {
@@ -116,16 +131,22 @@ impl ServerService {
             }
             checked.push((part, keys, deltas));
         }
+        let caller = r.caller.unwrap_or_default();
+        let mut acks = Vec::with_capacity(checked.len());
         for (part, keys, deltas) in checked {
             let mut block = part.data.write();
             if block.phase() != Phase::Write {
                 return Err(wrong_state(&part, "was sealed during this increase"));
             }
-            keys.iter()
-                .zip(deltas)
-                .for_each(|(k, d)| block.increase(k, d));
+            let mut applied = part.applied.lock();
+            if applied.admit(&caller) {
+                keys.iter()
+                    .zip(deltas)
+                    .for_each(|(k, d)| block.increase(k, d));
+            }
+            acks.push(ack(part.id, &applied, &part.snapshotted.lock()));
         }
-        Ok(CounterIncreaseReply {})
+        Ok(CounterIncreaseReply { acks })
     }
 
     pub(super) fn counter_get_checked(&self, r: CounterGetRequest) -> Result<CounterGetReply> {

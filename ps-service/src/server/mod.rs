@@ -5,12 +5,18 @@
 //! - [`service`]: the gRPC handlers (validation first, then storage).
 //! - [`push_metrics`]: accepted pushes per client and matrix, reported in the status.
 //! - [`counters`]: the handlers of distributed counters.
+//! - [`marks`]: which changes (writer, seq) a partition applied, so none applies twice.
+//! - [`applied`]: a partition's version and marks, and what its newest snapshot holds.
+//! - [`snapshots`]: writing hosted partitions to the snapshot directory, and restoring them.
 //! - [`node`]: [`ServerNode`], which binds, registers with the master and heartbeats.
 
+pub mod applied;
 pub mod counters;
+pub mod marks;
 pub mod node;
 pub mod partition;
 pub mod push_metrics;
 pub mod service;
+pub mod snapshots;
 
 pub use node::{Functions, ServerConfig, ServerNode, default_memory_budget};

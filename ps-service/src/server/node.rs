@@ -15,6 +15,7 @@ use super::partition::Partitions;
 use super::service::ServerService;
 use crate::optim::OptimizerRegistry;
 use crate::psf::PsfRegistry;
+use crate::snapshot::SnapshotDir;
 use crate::{admin, net};
 
 /// How to start a server.
@@ -106,7 +107,7 @@ impl ServerNode {
         };
         let parts = Arc::new(Partitions::default());
         let server_id = Arc::new(OnceLock::new());
-        let service = ServerService {
+        let service = Arc::new(ServerService {
             parts: parts.clone(),
             psfs: functions.psfs,
             optimizers: functions.optimizers,
@@ -115,8 +116,10 @@ impl ServerNode {
             server_id: server_id.clone(),
             admin_token,
             pushes: Default::default(),
-        };
-        let grpc = ServerServer::new(service)
+            snapshot_dir: Default::default(),
+            snapshot_writer: Default::default(),
+        });
+        let grpc = ServerServer::from_arc(service.clone())
             .max_decoding_message_size(net::decode_cap(config.max_message_bytes))
             .max_encoding_message_size(usize::MAX);
         // Serve before registering: the master calls back to check the address answers.
@@ -141,6 +144,11 @@ impl ServerNode {
             }
         };
         parts.observe_epoch(reply.epoch);
+        if !reply.snapshot_dir.is_empty() {
+            *service.snapshot_dir.write() = Some(SnapshotDir::parse(&reply.snapshot_dir)?);
+            let every = Duration::from_millis(reply.snapshot_interval_ms.max(100));
+            tokio::spawn(snapshot_every(service, every, shutdown.clone()));
+        }
         let id = reply.server_id;
         server_id.set(id).expect("the id is set once, here");
         tokio::spawn(heartbeat(
@@ -175,6 +183,25 @@ async fn connect_master(config: &ServerConfig) -> Result<MasterClient<tonic::tra
                 )));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Writes the partitions that changed every `every`, until shut down.
+async fn snapshot_every(service: Arc<ServerService>, every: Duration, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let writer = service.clone();
+        match tokio::task::spawn_blocking(move || writer.write_snapshots(&[])).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("snapshot failed (retried next interval): {e}"),
+            Err(e) => tracing::warn!("snapshot task failed: {e}"),
         }
     }
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use angel_proto::{CounterMeta, MatrixMeta, PsError, Result};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
+use super::applied::{Applied, Snapshotted};
 use crate::storage::{AnyBlock, CounterBlock};
 
 /// One hosted partition.
@@ -24,9 +25,33 @@ pub struct Partition {
     pub cols: Range<u64>,
     /// The data.
     pub data: RwLock<AnyBlock>,
+    /// Version and marks; changed only under `data`'s write lock.
+    pub applied: Mutex<Applied>,
+    /// The newest committed snapshot.
+    pub snapshotted: Mutex<Snapshotted>,
 }
 
 impl Partition {
+    /// A partition holding `block`, at `applied`, whose snapshot holds `snapshotted`.
+    pub fn new(
+        matrix: Arc<MatrixMeta>,
+        id: u32,
+        block: AnyBlock,
+        applied: Applied,
+        snapshotted: Snapshotted,
+    ) -> Self {
+        let p = &matrix.partitions[id as usize];
+        Partition {
+            rows: p.row_start..p.row_end,
+            cols: p.col_start..p.col_end,
+            matrix: matrix.clone(),
+            id,
+            data: RwLock::new(block),
+            applied: Mutex::new(applied),
+            snapshotted: Mutex::new(snapshotted),
+        }
+    }
+
     /// OUT_OF_RANGE unless `row` is in this block.
     pub fn check_row(&self, row: u64) -> Result<()> {
         if self.rows.contains(&row) {
@@ -66,6 +91,10 @@ pub struct CounterPart {
     pub hashes: Range<u64>,
     /// The keys.
     pub data: RwLock<CounterBlock>,
+    /// Version and marks; changed only under `data`'s write lock.
+    pub applied: Mutex<Applied>,
+    /// The newest committed snapshot.
+    pub snapshotted: Mutex<Snapshotted>,
 }
 
 /// Everything a server hosts, by (matrix or counter id, partition id).
@@ -141,6 +170,12 @@ impl Partitions {
     /// Every hosted counter partition.
     pub fn all_counters(&self) -> Vec<Arc<CounterPart>> {
         self.counters.read().values().cloned().collect()
+    }
+
+    /// Drops everything: the master gave this server's partitions to others.
+    pub fn clear(&self) {
+        self.parts.write().clear();
+        self.counters.write().clear();
     }
 
     /// Adds partitions of a new matrix.

@@ -8,17 +8,20 @@ use angel_proto::value::value_size;
 use angel_proto::{
     ClientPushes, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
     CounterIncreaseReply, CounterIncreaseRequest, CreatePartitionsReply, CreatePartitionsRequest,
-    DropPartitionsReply, DropPartitionsRequest, PartitionStats, PsError, PsfReply, PsfRequest,
-    PsfValues, PullReply, PullRequest, PushReply, PushRequest, Result, RowSlice, StatsReply,
-    StatsRequest, StorageKind, Update, ValueType, codec, wire,
+    DropPartitionsReply, DropPartitionsRequest, MatrixMeta, PartitionStats, PsError, PsfReply,
+    PsfRequest, PsfValues, PullReply, PullRequest, PushReply, PushRequest, Result, RowSlice,
+    SnapshotReply, StatsReply, StatsRequest, StorageKind, Update, ValueType, WriteSnapshotRequest,
+    codec, wire,
 };
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use super::applied::{Applied, Snapshotted, ack};
 use super::partition::{Partition, Partitions};
 use super::push_metrics::PushMetrics;
-use crate::optim::OptimizerRegistry;
+use crate::optim::{Optimizer, OptimizerRegistry};
 use crate::psf::{PsfContext, PsfRegistry};
+use crate::snapshot::SnapshotDir;
 use crate::storage::AnyBlock;
 use crate::{admin, with_block};
 
@@ -40,6 +43,10 @@ pub struct ServerService {
     pub admin_token: String,
     /// Accepted pushes per client and matrix.
     pub pushes: PushMetrics,
+    /// Where partitions are snapshotted, as the master said at registration.
+    pub snapshot_dir: parking_lot::RwLock<Option<SnapshotDir>>,
+    /// Held while snapshots are written: one writer per partition directory at a time.
+    pub snapshot_writer: parking_lot::Mutex<()>,
 }
 
 /// Bytes of the keys and values of `slices`.
@@ -151,7 +158,7 @@ impl ServerService {
         Ok(checked)
     }
 
-    fn pull_checked(&self, mut request: PullRequest) -> Result<PullReply> {
+    pub(super) fn pull_checked(&self, mut request: PullRequest) -> Result<PullReply> {
         self.check_size(&request, "pull")?;
         let epoch = request.caller.map_or(0, |c| c.map_epoch);
         decode_slices(
@@ -202,11 +209,9 @@ impl ServerService {
         Ok(PullReply { slices })
     }
 
-    fn push_checked(&self, mut request: PushRequest) -> Result<PushReply> {
+    pub(super) fn push_checked(&self, mut request: PushRequest) -> Result<PushReply> {
         self.check_size(&request, "push")?;
-        let (epoch, worker_id) = request
-            .caller
-            .map_or((0, 0), |c| (c.map_epoch, c.worker_id));
+        let caller = request.caller.unwrap_or_default();
         let (bytes, slices) = (payload(&request.slices), request.slices.len() as u64);
         let compressed_slices = decode_slices(
             &mut request.slices,
@@ -214,7 +219,7 @@ impl ServerService {
             self.max_message_bytes,
         )?;
         let mut traffic = ClientPushes {
-            worker_id,
+            worker_id: caller.worker_id,
             matrix_id: request.matrix_id,
             pushes: 1,
             bytes,
@@ -226,7 +231,7 @@ impl ServerService {
         let checked = self.check_slices(
             request.matrix_id,
             request.value_type,
-            epoch,
+            caller.map_epoch,
             request.slices,
             true,
         )?;
@@ -234,25 +239,40 @@ impl ServerService {
             .iter()
             .map(|c| c.keys.as_ref().map_or(c.part.width(), |k| k.len() as u64))
             .sum();
-        match request.update {
-            None => {
-                for c in checked {
-                    let mut block = c.part.data.write();
-                    with_block!(&mut *block, b => b.push(c.row, c.keys.as_deref(), &c.values))?;
+        let optimizer = match &request.update {
+            None => None,
+            Some(update) => Some(self.check_update(&checked, update)?),
+        };
+        let mut acks = Vec::new();
+        for (part, slices) in by_partition(checked) {
+            let mut block = part.data.write();
+            let mut applied = part.applied.lock();
+            if applied.admit(&caller) {
+                for c in slices {
+                    let keys = c.keys.as_deref();
+                    match (&optimizer, &request.update) {
+                        (Some(optimizer), Some(update)) => {
+                            let mut step =
+                                |slot: &mut [f64], g: f64| optimizer.step(slot, g, update);
+                            let keys = keys.unwrap_or_default();
+                            with_block!(&mut *block, b => b.update(keys, &c.values, &mut step))?
+                        }
+                        _ => with_block!(&mut *block, b => b.push(c.row, keys, &c.values))?,
+                    }
                 }
             }
-            Some(update) => self.apply_update(checked, &update)?,
+            acks.push(ack(part.id, &applied, &part.snapshotted.lock()));
         }
         self.pushes.record(&traffic);
-        Ok(PushReply {})
+        Ok(PushReply { acks })
     }
 
-    /// Applies pushed gradients through an optimizer, after checking every slice addresses
-    /// row 0 of a model block that holds the optimizer's state rows.
-    fn apply_update(&self, checked: Vec<Checked>, update: &Update) -> Result<()> {
+    /// Checks every slice of an optimizer push addresses row 0 of a model block that holds
+    /// the optimizer's state rows; returns the optimizer.
+    fn check_update(&self, checked: &[Checked], update: &Update) -> Result<Arc<dyn Optimizer>> {
         let optimizer = self.optimizers.get(&update.optimizer)?;
         let rows = 1 + optimizer.state_rows() as u64;
-        for c in &checked {
+        for c in checked {
             let m = &c.part.matrix;
             if m.rows != rows || c.part.rows != (0..rows) || c.row != 0 || c.keys.is_none() {
                 return Err(PsError::InvalidArgument(format!(
@@ -268,13 +288,7 @@ impl ServerService {
                 )));
             }
         }
-        for c in checked {
-            let keys = c.keys.as_deref().unwrap_or_default();
-            let mut step = |slot: &mut [f64], g: f64| optimizer.step(slot, g, update);
-            let mut block = c.part.data.write();
-            with_block!(&mut *block, b => b.update(keys, &c.values, &mut step))?;
-        }
-        Ok(())
+        Ok(optimizer)
     }
 
     /// Runs a PS function over every block of the request, after resolving and checking them
@@ -320,12 +334,25 @@ impl ServerService {
             resolved.push(operands);
         }
         let mut results = Vec::with_capacity(resolved.len());
+        let mut wrote = false;
+        let matrices: Vec<u32> = request.operands.iter().map(|o| o.matrix_id).collect();
+        let mut outcome = Ok(());
         for operands in resolved {
             let ctx = PsfContext::new(&request.name, operands, &request.args);
-            results.push(PsfValues {
-                values: function.apply(&ctx)?,
-            });
+            let values = function.apply(&ctx);
+            wrote |= ctx.wrote();
+            match values {
+                Ok(values) => results.push(PsfValues { values }),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
         }
+        if wrote {
+            self.write_snapshots(&matrices)?;
+        }
+        outcome?;
         Ok(PsfReply {
             results,
             merge: function.merge() as i32,
@@ -334,7 +361,7 @@ impl ServerService {
 
     /// Refuses new partitions of `meta` whose dense storage would take this server past its
     /// memory budget (sparse partitions start empty and are not counted here).
-    fn check_budget(&self, meta: &angel_proto::MatrixMeta, ids: &[u32]) -> Result<()> {
+    fn check_budget(&self, meta: &MatrixMeta, ids: &[u32]) -> Result<()> {
         if meta.storage() != StorageKind::Dense {
             return Ok(());
         }
@@ -365,38 +392,87 @@ impl ServerService {
         Ok(())
     }
 
-    fn create_checked(&self, request: CreatePartitionsRequest) -> Result<CreatePartitionsReply> {
+    pub(super) fn create_checked(
+        &self,
+        request: CreatePartitionsRequest,
+    ) -> Result<CreatePartitionsReply> {
         self.parts.observe_epoch(request.epoch);
         let meta = Arc::new(request.matrix.ok_or_else(|| {
             PsError::InvalidArgument("create partitions: the matrix is missing".into())
         })?);
+        if let Some(pid) = request
+            .partition_ids
+            .iter()
+            .find(|&&pid| meta.partitions.get(pid as usize).is_none())
+        {
+            return Err(PsError::InvalidArgument(format!(
+                "matrix '{}' has no partition {pid}",
+                meta.name
+            )));
+        }
         self.check_budget(&meta, &request.partition_ids)?;
         let mut parts = Vec::with_capacity(request.partition_ids.len());
-        for pid in request.partition_ids {
-            let p = meta.partitions.get(pid as usize).ok_or_else(|| {
-                PsError::InvalidArgument(format!("matrix '{}' has no partition {pid}", meta.name))
-            })?;
-            let (rows, cols) = (p.row_start..p.row_end, p.col_start..p.col_end);
-            let storage = StorageKind::try_from(meta.storage).unwrap_or(StorageKind::Unspecified);
-            let block = AnyBlock::new(meta.value_type(), rows.clone(), cols.clone(), storage)
-                .map_err(|e| match e {
-                    PsError::TooLarge(why) => PsError::TooLarge(format!(
-                        "partition {pid} of matrix '{}': {why}",
-                        meta.name
-                    )),
-                    e => e,
-                })?;
-            parts.push(Partition {
-                matrix: meta.clone(),
-                id: pid,
-                rows,
-                cols,
-                data: parking_lot::RwLock::new(block),
+        for &pid in &request.partition_ids {
+            parts.push(match request.restore {
+                true => self.restore_partition(&meta, pid)?,
+                false => self.new_partition(&meta, pid)?,
             });
         }
         self.parts.insert(parts);
+        if !request.restore {
+            // A partition always has a snapshot to restore from, even before its first change.
+            self.write_snapshots(&[meta.id])?;
+        }
         Ok(CreatePartitionsReply {})
     }
+
+    /// Partition `pid` of `meta`, zeroed.
+    fn new_partition(&self, meta: &Arc<MatrixMeta>, pid: u32) -> Result<Partition> {
+        let p = &meta.partitions[pid as usize];
+        let (rows, cols) = (p.row_start..p.row_end, p.col_start..p.col_end);
+        let block =
+            AnyBlock::new(meta.value_type(), rows, cols, meta.storage()).map_err(|e| match e {
+                PsError::TooLarge(why) => {
+                    PsError::TooLarge(format!("partition {pid} of matrix '{}': {why}", meta.name))
+                }
+                e => e,
+            })?;
+        Ok(Partition::new(
+            meta.clone(),
+            pid,
+            block,
+            Default::default(),
+            Default::default(),
+        ))
+    }
+}
+
+/// `stats` with the partition's version, duplicates, replays and newest snapshot.
+fn with_log(stats: PartitionStats, applied: &Applied, snapshotted: &Snapshotted) -> PartitionStats {
+    PartitionStats {
+        version: applied.version,
+        duplicates: applied.duplicates,
+        durable: snapshotted.version,
+        snapshot_age_ms: snapshotted
+            .at
+            .map_or(0, |at| at.elapsed().as_millis() as u64),
+        snapshot_bytes: snapshotted.bytes,
+        snapshot_pause_us: snapshotted.pause.as_micros() as u64,
+        ..stats
+    }
+}
+
+/// Checked slices grouped by partition, in first-seen order: a change is admitted (or
+/// refused as a duplicate) once per partition, whatever number of its rows it touches.
+fn by_partition(checked: Vec<Checked>) -> Vec<(Arc<Partition>, Vec<Checked>)> {
+    let mut groups: Vec<(Arc<Partition>, Vec<Checked>)> = Vec::new();
+    for c in checked {
+        match groups.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &c.part)) {
+            Some((_, group)) => group.push(c),
+            None => groups.push((c.part.clone(), vec![c])),
+        }
+    }
+    groups
 }
 
 fn answer<T>(result: Result<T>) -> std::result::Result<Response<T>, Status> {
@@ -422,6 +498,14 @@ impl Server for ServerService {
         self.parts.observe_epoch(request.epoch);
         self.parts.remove_matrix(request.matrix_id);
         Ok(Response::new(DropPartitionsReply {}))
+    }
+
+    async fn write_snapshot(
+        &self,
+        request: Request<WriteSnapshotRequest>,
+    ) -> std::result::Result<Response<SnapshotReply>, Status> {
+        admin::check(&request, &self.admin_token, "WriteSnapshot")?;
+        answer(self.write_snapshots(&request.into_inner().ids))
     }
 
     async fn pull(
@@ -488,21 +572,25 @@ impl Server for ServerService {
             .into_iter()
             .map(|p| {
                 let (elements, bytes) = with_block!(&*p.data.read(), b => b.usage());
-                PartitionStats {
+                let stats = PartitionStats {
                     matrix_id: p.matrix.id,
                     partition_id: p.id,
                     elements,
                     bytes,
-                }
+                    ..Default::default()
+                };
+                with_log(stats, &p.applied.lock(), &p.snapshotted.lock())
             })
             .chain(self.parts.all_counters().into_iter().map(|c| {
                 let (elements, bytes) = c.data.read().usage();
-                PartitionStats {
+                let stats = PartitionStats {
                     matrix_id: c.counter.id,
                     partition_id: c.id,
                     elements,
                     bytes,
-                }
+                    ..Default::default()
+                };
+                with_log(stats, &c.applied.lock(), &c.snapshotted.lock())
             }))
             .collect();
         Ok(Response::new(StatsReply {

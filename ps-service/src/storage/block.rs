@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use angel_proto::{Element, PsError, Result, StorageKind, ValueType, wire};
+use angel_proto::{Element, PsError, Result, SnapshotRow, StorageKind, ValueType, wire};
 use bytes::Bytes;
 
 use super::row::{RowMut, RowRef};
@@ -150,6 +150,67 @@ impl<T: Element> Block<T> {
         }
     }
 
+    /// Every row as a snapshot stores it (dense: the values; sparse: stored keys and values).
+    pub fn to_rows(&self) -> Vec<SnapshotRow> {
+        (self.rows.clone())
+            .zip(&self.data)
+            .map(|(row, store)| {
+                let (keys, values) = self.pull(row, None);
+                debug_assert!(matches!(store, RowStore::Sparse(_)) || keys.is_empty());
+                SnapshotRow { row, keys, values }
+            })
+            .collect()
+    }
+
+    /// A block of `storage` rebuilt from a snapshot's `rows`, after checking they fill exactly
+    /// this rectangle: DATA_LOSS naming the first row that does not.
+    pub fn from_rows(
+        rows: Range<u64>,
+        cols: Range<u64>,
+        storage: StorageKind,
+        snapshot: &[SnapshotRow],
+    ) -> Result<Self> {
+        let mut block = Self::new(rows.clone(), cols.clone(), storage)?;
+        if snapshot.len() as u64 != rows.end - rows.start {
+            return Err(PsError::DataLoss(format!(
+                "{} rows for a block of rows {rows:?}",
+                snapshot.len()
+            )));
+        }
+        for (expected, r) in rows.clone().zip(snapshot) {
+            let bad = |why: String| PsError::DataLoss(format!("row {}: {why}", r.row));
+            if r.row != expected {
+                return Err(bad(format!("expected row {expected}")));
+            }
+            let values: Vec<T> = wire::decode_values(&r.values, "snapshot values")?;
+            match block.store_mut(r.row) {
+                RowStore::Dense(v) if r.keys.is_empty() && values.len() == v.len() => {
+                    v.copy_from_slice(&values)
+                }
+                RowStore::Sparse(m) => {
+                    let keys = wire::decode_keys(&r.keys, "snapshot keys")?;
+                    if keys.len() != values.len() {
+                        return Err(bad(format!("{} keys, {} values", keys.len(), values.len())));
+                    }
+                    if let Some(k) = keys.iter().find(|k| !cols.contains(k)) {
+                        return Err(bad(format!("key {k} outside columns {cols:?}")));
+                    }
+                    m.reserve(keys.len());
+                    keys.into_iter().zip(values).for_each(|(k, v)| m.set(k, v));
+                }
+                RowStore::Dense(v) => {
+                    return Err(bad(format!(
+                        "{} values (with {} key bytes) for a dense row of {}",
+                        values.len(),
+                        r.keys.len(),
+                        v.len()
+                    )));
+                }
+            }
+        }
+        Ok(block)
+    }
+
     /// (stored elements, bytes held) over all rows.
     pub fn usage(&self) -> (u64, u64) {
         self.data.iter().fold((0, 0), |(n, b), r| {
@@ -220,6 +281,32 @@ mod tests {
             let (keys, _) = block.pull(2, None);
             assert!(keys.is_empty());
         }
+    }
+
+    #[test]
+    fn a_block_survives_its_snapshot_rows_and_refuses_rows_that_do_not_fit() {
+        for storage in [StorageKind::Dense, StorageKind::Sparse] {
+            let mut block = Block::<f64>::new(0..2, 10..20, storage).unwrap();
+            block
+                .push(1, Some(&[12, 19]), &wire::encode_values(&[2.0f64, -1.0]))
+                .unwrap();
+            let rows = block.to_rows();
+            let back = Block::<f64>::from_rows(0..2, 10..20, storage, &rows).unwrap();
+            for row in 0..2 {
+                assert_eq!(
+                    back.pull(row, Some(&[12, 19, 15])),
+                    block.pull(row, Some(&[12, 19, 15]))
+                );
+            }
+            let err = Block::<f64>::from_rows(0..3, 10..20, storage, &rows).unwrap_err();
+            assert!(matches!(err, PsError::DataLoss(_)), "{err}");
+        }
+        let sparse = Block::<f64>::new(0..1, 0..100, StorageKind::Sparse).unwrap();
+        let mut rows = sparse.to_rows();
+        rows[0].keys = wire::encode_keys(&[500]);
+        rows[0].values = wire::encode_values(&[1.0f64]);
+        let err = Block::<f64>::from_rows(0..1, 0..10, StorageKind::Sparse, &rows).unwrap_err();
+        assert!(err.to_string().contains("key 500"), "{err}");
     }
 
     #[test]

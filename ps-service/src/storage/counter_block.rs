@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use angel_proto::counter_keys::{NO_INDEX, key_hash};
+use angel_proto::counter_keys::{NO_INDEX, decode_str_keys, encode_str_keys, key_hash};
+use angel_proto::{CounterSnapshot, PsError, Result, wire};
 
 /// Where a counter partition is in its lifecycle, as this server sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +24,7 @@ struct Entry {
 }
 
 /// Counts and indices of the keys of one partition.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CounterBlock {
     entries: HashMap<Box<str>, Entry>,
     phase: Phase,
@@ -106,6 +107,56 @@ impl CounterBlock {
             .collect()
     }
 
+    /// The block as a snapshot stores it.
+    pub fn to_snapshot(&self) -> Result<CounterSnapshot> {
+        let keys: Vec<&str> = self.entries.keys().map(|k| &**k).collect();
+        let (data, lengths) = encode_str_keys(&keys)?;
+        let counts: Vec<i64> = self.entries.values().map(|e| e.count).collect();
+        let indices: Vec<u64> = self.entries.values().map(|e| e.index).collect();
+        Ok(CounterSnapshot {
+            phase: match self.phase {
+                Phase::Write => 1,
+                Phase::Ranked => 2,
+                Phase::Read => 3,
+            },
+            data,
+            lengths,
+            counts: wire::encode_values(&counts),
+            indices: wire::encode_keys(&indices),
+        })
+    }
+
+    /// A block read back from a snapshot: DATA_LOSS when its parts disagree.
+    pub fn from_snapshot(s: &CounterSnapshot) -> Result<Self> {
+        let keys = decode_str_keys(&s.data, &s.lengths)?;
+        let counts: Vec<i64> = wire::decode_values(&s.counts, "counter counts")?;
+        let indices = wire::decode_keys(&s.indices, "counter indices")?;
+        let phase = match s.phase {
+            1 => Phase::Write,
+            2 => Phase::Ranked,
+            3 => Phase::Read,
+            p => {
+                return Err(PsError::DataLoss(format!(
+                    "counter phase {p} is not 1, 2 or 3"
+                )));
+            }
+        };
+        if counts.len() != keys.len() || indices.len() != keys.len() {
+            return Err(PsError::DataLoss(format!(
+                "{} counter keys with {} counts and {} indices",
+                keys.len(),
+                counts.len(),
+                indices.len()
+            )));
+        }
+        let entries = keys
+            .into_iter()
+            .zip(counts.into_iter().zip(indices))
+            .map(|(k, (count, index))| (Box::from(k), Entry { count, index }))
+            .collect();
+        Ok(CounterBlock { entries, phase })
+    }
+
     /// (keys, approximate bytes held).
     pub fn usage(&self) -> (u64, u64) {
         let table = self.entries.capacity() * (std::mem::size_of::<(Box<str>, Entry)>() + 1);
@@ -139,6 +190,21 @@ mod tests {
         indexed.sort_by_key(|e| e.2);
         assert_eq!(indexed.len(), 2);
         assert_eq!(indexed[0].2, 10);
+    }
+
+    #[test]
+    fn a_block_survives_its_snapshot() {
+        let mut block = CounterBlock::default();
+        block.increase("a", 3);
+        block.increase("b", 1);
+        block.rank(2);
+        let back = CounterBlock::from_snapshot(&block.to_snapshot().unwrap()).unwrap();
+        assert_eq!(back.phase(), Phase::Ranked);
+        assert_eq!(back.get("a"), block.get("a"));
+        assert_eq!(back.get("b"), (1, NO_INDEX));
+        let mut bad = block.to_snapshot().unwrap();
+        bad.counts = wire::encode_values(&[1i64]);
+        assert!(CounterBlock::from_snapshot(&bad).is_err());
     }
 
     #[test]

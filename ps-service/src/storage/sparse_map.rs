@@ -129,8 +129,20 @@ impl<T: Element> SparseMap<T> {
         slot
     }
 
+    /// Makes room for `additional` more keys without growing in between (a restore knows
+    /// its key count up front).
+    pub fn reserve(&mut self, additional: usize) {
+        let needed = (self.len + additional) * MAX_LOAD_DEN / MAX_LOAD_NUM + 1;
+        if needed > self.keys.len() {
+            self.grow_to(needed);
+        }
+    }
+
     fn grow(&mut self) {
-        let capacity = (self.keys.len() * 3 / 2).max(16);
+        self.grow_to((self.keys.len() * 3 / 2).max(16));
+    }
+
+    fn grow_to(&mut self, capacity: usize) {
         let old_keys = std::mem::replace(&mut self.keys, vec![EMPTY; capacity]);
         let old_values = std::mem::replace(&mut self.values, vec![T::default(); capacity]);
         for (k, v) in old_keys.into_iter().zip(old_values) {

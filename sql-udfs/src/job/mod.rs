@@ -17,13 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use angel_etl::bad_rows::Skipped;
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
 
 use statement::Statement;
 
 use crate::binding::Binding;
+use crate::bridge::ps_error;
 use crate::cluster::Stage;
 use crate::reports::Reports;
 
@@ -174,6 +176,10 @@ impl Job {
                 saved::load(&client, &name, &path).await?;
                 Ok(Vec::new())
             }
+            Statement::Snapshot => {
+                let reply = self.binding.client()?.snapshot().await.map_err(ps_error)?;
+                Ok(vec![snapshot_table(&reply)?])
+            }
         }
     }
 }
@@ -199,6 +205,25 @@ impl Job {
         self.ctx.sql(&create).await?.collect().await?;
         Ok(rows)
     }
+}
+
+/// What `SNAPSHOT` wrote, as a one-row table.
+fn snapshot_table(reply: &angel_client::SnapshotReply) -> Result<RecordBatch> {
+    let column = |v: u64| Arc::new(UInt64Array::from(vec![v])) as ArrayRef;
+    let schema = Schema::new(
+        ["partitions", "bytes", "millis", "max_pause_us"]
+            .map(|name| Field::new(name, DataType::UInt64, false))
+            .to_vec(),
+    );
+    Ok(RecordBatch::try_new(
+        Arc::new(schema),
+        vec![
+            column(reply.partitions),
+            column(reply.bytes),
+            column(reply.millis),
+            column(reply.max_pause_us),
+        ],
+    )?)
 }
 
 /// The first words of a statement, at most 60 characters.

@@ -1,9 +1,11 @@
-//! The statements a job file may hold: any SQL DataFusion runs, plus three for models.
+//! The statements a job file may hold: any SQL DataFusion runs, plus three for models and one
+//! for the service.
 //!
 //! ```sql
 //! CREATE [OR REPLACE] MODEL name OPTIONS (key = value, ...) AS SELECT label, indices [, values] FROM ...;
 //! SAVE MODEL name TO 'directory';
 //! LOAD MODEL name FROM 'directory';
+//! SNAPSHOT;
 //! ```
 //!
 //! `CREATE MODEL` trains (the form BigQuery ML users know); option values are numbers,
@@ -53,6 +55,8 @@ pub enum Statement {
         /// Source directory.
         path: String,
     },
+    /// Every server snapshots the partitions that changed, now.
+    Snapshot,
 }
 
 /// Words of `text`, with the byte offset after each (quoted strings are one word).
@@ -93,6 +97,7 @@ impl Statement {
         let first = next_upper(&mut w);
         let second = next_upper(&mut w);
         match (first.as_deref(), second.as_deref()) {
+            (Some("SNAPSHOT"), None) => Ok(Statement::Snapshot),
             (Some("CREATE"), Some("MODEL")) => Self::create_model(text, w, false),
             (Some("CREATE"), Some("TABLE")) => Ok(Self::create_table(text, w, false)),
             (Some("CREATE"), Some("OR")) => {
@@ -245,6 +250,7 @@ mod tests {
             (name.as_str(), replace, query.as_str()),
             ("t2", true, "select 1 as x")
         );
+        assert_eq!(Statement::parse(" snapshot ").unwrap(), Statement::Snapshot);
         let err = Statement::parse("SAVE MODEL m TO ''").unwrap_err();
         assert!(err.to_string().contains("the directory is empty"), "{err}");
         let err = Statement::parse("CREATE MODEL m OPTIONS (kind 'x') AS SELECT 1").unwrap_err();

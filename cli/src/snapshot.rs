@@ -1,0 +1,27 @@
+//! `angel-ps snapshot`: every server writes the partitions that changed since their last
+//! snapshot, now, and the command prints what was written.
+
+use angel_client::{PsClient, Result};
+use clap::Args;
+
+/// Flags of `angel-ps snapshot`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Master address (host:port).
+    #[arg(long, env = "ANGEL_MASTER")]
+    pub master: String,
+}
+
+/// Asks the master for a snapshot and prints its summary.
+pub async fn run(args: SnapshotArgs) -> Result<()> {
+    let client = PsClient::connect(&args.master).await?;
+    let reply = client.snapshot().await?;
+    println!(
+        "snapshot: {} partitions, {} bytes in {} ms (longest pause of pushes {:.2} ms)",
+        reply.partitions,
+        reply.bytes,
+        reply.millis,
+        reply.max_pause_us as f64 / 1e3
+    );
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! Snapshots: partitions written to a directory on any store
+//! (a local path, `s3://`, `hdfs://`), read back to restore them.
+//!
+//! - [`file`]: the bytes of one snapshot file (magic, message, checksum).
+//! - [`SnapshotDir`]: where each file lives. Every partition has its own versioned directory
+//!   (`partitions/<matrix id>/<partition id>/v000007/partition.snap` and `_CURRENT`, see
+//!   [`angel_storage::versions`]), so a partition restores on any server and a snapshot
+//!   half-written when its server died is never read.
+
+pub mod file;
+
+use angel_proto::{PartitionSnapshot, PsError, Result};
+use angel_storage::versions::Versions;
+use angel_storage::{Location, StorageError};
+use bytes::Bytes;
+
+/// File name of a partition snapshot inside its version directory.
+const PARTITION_FILE: &str = "partition.snap";
+
+/// The root of a service's snapshots.
+#[derive(Debug, Clone)]
+pub struct SnapshotDir {
+    root: Location,
+}
+
+impl SnapshotDir {
+    /// The snapshot directory at `url` (a path or URL), or INVALID_ARGUMENT naming it.
+    pub fn parse(url: &str) -> Result<Self> {
+        Location::parse(url)
+            .map(|root| SnapshotDir { root })
+            .map_err(|e| PsError::InvalidArgument(format!("--snapshot-dir: {e}")))
+    }
+
+    /// The directory as given.
+    pub fn url(&self) -> String {
+        self.root.url()
+    }
+
+    fn partition_dir(&self, id: u32, partition_id: u32) -> Versions {
+        let dir = self.root.child(&format!("partitions/{id}/{partition_id}"));
+        Versions::new(dir)
+    }
+
+    /// Commits `snapshot` as the newest of its partition. Blocking.
+    pub fn write_partition(&self, id: u32, snapshot: &PartitionSnapshot) -> Result<u64> {
+        let versions = self.partition_dir(id, snapshot.partition_id);
+        write(&versions, PARTITION_FILE, file::encode(snapshot))
+    }
+
+    /// The newest committed snapshot of partition `partition_id` of matrix (or counter) `id`.
+    /// DATA_LOSS when there is none, or it is corrupt. Blocking.
+    pub fn read_partition(&self, id: u32, partition_id: u32) -> Result<PartitionSnapshot> {
+        read(&self.partition_dir(id, partition_id), PARTITION_FILE)
+    }
+}
+
+/// Writes `bytes` as a new version of `versions` and commits it; returns the bytes written.
+fn write(versions: &Versions, name: &str, bytes: Bytes) -> Result<u64> {
+    let len = bytes.len() as u64;
+    let pending = versions.begin().map_err(unavailable)?;
+    angel_storage::write::put(&pending.location().child(name), bytes).map_err(unavailable)?;
+    pending.commit().map_err(unavailable)?;
+    Ok(len)
+}
+
+/// The message in the committed version of `versions`: NOT_FOUND when there is no file,
+/// DATA_LOSS when it cannot be read whole.
+fn read<M: prost::Message + Default>(versions: &Versions, name: &str) -> Result<M> {
+    let location = versions.current().map_err(unavailable)?.child(name);
+    match angel_storage::read::read_all(&location) {
+        Ok(bytes) => file::decode(&bytes, &location.to_string()),
+        Err(e) if e.is_not_found() => Err(PsError::NotFound(format!("no snapshot at {location}"))),
+        Err(e) => Err(unavailable(e)),
+    }
+}
+
+fn unavailable(e: StorageError) -> PsError {
+    PsError::Unavailable(format!("snapshot storage: {e}"))
+}
