@@ -111,11 +111,42 @@ pub fn render(status: &StatusReply) -> String {
     let mut names = names;
     names.extend(map.counters.iter().map(|c| (c.id, c.name.as_str())));
     format!(
-        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n{}\n",
+        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n{}\n{}",
         map.epoch,
         pushes_table(status, &names),
-        snapshots_table(status, &names)
+        snapshots_table(status, &names),
+        recoveries_table(status)
     )
+}
+
+/// Servers declared dead and what became of their partitions; nothing when none died.
+fn recoveries_table(status: &StatusReply) -> String {
+    if status.recoveries.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new();
+    table.set_header([
+        "dead server",
+        "address",
+        "cause",
+        "restored",
+        "took",
+        "lost",
+    ]);
+    for r in &status.recoveries {
+        table.add_row([
+            r.server_id.to_string(),
+            r.addr.clone(),
+            r.cause.clone(),
+            format!("{} partitions", r.restored),
+            format!("{} ms", r.millis),
+            match r.error.is_empty() {
+                true => "nothing".to_string(),
+                false => r.error.clone(),
+            },
+        ]);
+    }
+    format!("recoveries\n{table}\n")
 }
 
 /// Each partition's changes and newest snapshot (age, bytes, the pause it cost pushes), or

@@ -3,21 +3,23 @@
 //! A call resolves the matrix from the cached partition map, splits its keys or rows by
 //! partition, sends one request per server concurrently and reassembles the answers in request
 //! order. When a server answers that the map moved (FAILED_PRECONDITION), the client refreshes
-//! the map and resends only what that server refused, so no update is applied twice.
+//! the map and resends only what that server refused; when a server does not answer at all,
+//! the client reports it to the master, which restores its partitions elsewhere, and resends
+//! there. Servers apply each (writer, seq) once per partition, so no update is applied twice.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
     Caller, DescribeMatrixRequest, DropMatrixRequest, Element, GetPartitionMapRequest, Merge,
     OptimizerInfo, PartitionMap, PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest,
-    PushRequest, Result, RowSlice, SnapshotReply, SnapshotRequest, StatusReply, StatusRequest,
-    StorageKind, Update, codec, wire,
+    PushRequest, ReportUnreachableRequest, Result, RowSlice, SnapshotReply, SnapshotRequest,
+    StatusReply, StatusRequest, StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -35,6 +37,10 @@ use crate::split::KeySplit;
 
 /// Retries after a stale-map answer before giving up.
 const STALE_MAP_RETRIES: usize = 3;
+
+/// How long a call keeps resending parts a server did not answer, while the master declares
+/// it dead and restores its partitions elsewhere.
+pub const RECOVERY_WAIT: Duration = Duration::from_secs(30);
 
 /// Largest row a client materialises densely (2^28 elements, 1 GiB of f32).
 const MAX_DENSE_ROW: u64 = 1 << 28;
@@ -581,7 +587,10 @@ impl PsClient {
 
     /// Sends `items` grouped by server, all servers concurrently, and returns one answer per
     /// item in input order. Items a server refuses as routed with a stale map are re-routed
-    /// after a refresh, under the same seq; nothing another server accepted is sent again.
+    /// after a refresh; items a server never answered (it is unreachable, or gone from the map)
+    /// are reported to the master, which probes the server and restores its partitions
+    /// elsewhere, and are resent to the new owners for up to [`RECOVERY_WAIT`]. Resends keep
+    /// the call's seq, so servers apply each part once; nothing a server accepted is resent.
     pub(crate) async fn scatter<I, R, Fut>(
         &self,
         items: Vec<I>,
@@ -594,34 +603,39 @@ impl PsClient {
     {
         let mut answers: Vec<Option<R>> = items.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..items.len()).collect();
-        // One change, one seq: a part resent after a refresh is the same change to the
-        // servers, which apply each (writer, seq) once per partition.
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        for attempt in 0..=STALE_MAP_RETRIES {
+        let deadline = Instant::now() + RECOVERY_WAIT;
+        let (mut stale_left, mut waits) = (STALE_MAP_RETRIES, 0u32);
+        loop {
             let mut by_server: HashMap<u32, (ServerConn, Vec<usize>)> = HashMap::new();
+            let mut down: HashMap<u32, String> = HashMap::new();
+            let mut unrouted = Vec::new();
             {
                 let routing = self.routing.read();
                 for &i in &pending {
                     let server = route(&routing, &items[i])?;
-                    let conn = routing.servers.get(&server).ok_or_else(|| {
-                        PsError::Unavailable(format!("server {server} is not in the partition map"))
-                    })?;
-                    by_server
-                        .entry(server)
-                        .or_insert_with(|| (conn.clone(), Vec::new()))
-                        .1
-                        .push(i);
+                    match routing.servers.get(&server) {
+                        Some(conn) => by_server
+                            .entry(server)
+                            .or_insert_with(|| (conn.clone(), Vec::new()))
+                            .1
+                            .push(i),
+                        None => {
+                            down.insert(server, "not in the partition map".into());
+                            unrouted.push(i);
+                        }
+                    }
                 }
             }
-            let calls = by_server.into_values().map(|(conn, idx)| {
+            let calls = by_server.into_iter().map(|(server, (conn, idx))| {
                 let addr = conn.addr.clone();
                 let batch = idx.iter().map(|&i| items[i].clone()).collect();
                 let fut = send(conn, batch, self.caller(seq));
-                async move { (idx, addr, fut.await) }
+                async move { (server, idx, addr, fut.await) }
             });
-            pending.clear();
+            pending = unrouted;
             let mut stale = None;
-            for (idx, addr, result) in futures::future::join_all(calls).await {
+            for (server, idx, addr, result) in futures::future::join_all(calls).await {
                 match result {
                     Ok(replies) if replies.len() == idx.len() => {
                         for (i, r) in idx.into_iter().zip(replies) {
@@ -637,26 +651,66 @@ impl PsClient {
                     }
                     Err(SendError::Local(e)) => return Err(e),
                     Err(SendError::Remote(status)) => match PsError::from_status(status, &addr) {
-                        PsError::StaleMap(msg) if attempt < STALE_MAP_RETRIES => {
+                        PsError::StaleMap(msg) if stale_left > 0 => {
                             stale = Some(msg);
+                            pending.extend(idx);
+                        }
+                        PsError::Unavailable(msg) => {
+                            down.insert(server, msg);
                             pending.extend(idx);
                         }
                         e => return Err(e),
                     },
                 }
             }
-            match stale {
-                None => break,
-                Some(msg) => {
-                    tracing::debug!(%msg, "partition map moved; refreshing");
-                    self.refresh().await?;
+            if pending.is_empty() {
+                break;
+            }
+            if !down.is_empty() {
+                if Instant::now() >= deadline {
+                    let (server, msg) = down.into_iter().next().expect("not empty");
+                    return Err(PsError::Unavailable(format!(
+                        "server {server} did not come back or get replaced within \
+                         {RECOVERY_WAIT:?}: {msg}"
+                    )));
                 }
+                let epoch = self.map_epoch();
+                for (server, msg) in down {
+                    tracing::info!(server, %msg, "server unreachable; reporting it");
+                    self.report_unreachable(server, &msg).await?;
+                }
+                if self.map_epoch() == epoch {
+                    let wait = Duration::from_millis(50 << waits.min(4));
+                    tokio::time::sleep(wait).await;
+                    waits += 1;
+                }
+            } else if let Some(msg) = stale {
+                tracing::debug!(%msg, "partition map moved; refreshing");
+                stale_left -= 1;
+                self.refresh().await?;
             }
         }
         answers
             .into_iter()
             .map(|a| a.ok_or_else(|| PsError::Internal("a request part got no answer".into())))
             .collect()
+    }
+
+    /// Tells the master `server` did not answer; installs the map it answers with (the
+    /// server's partitions moved if it was dead), or fails with DATA_LOSS for lost partitions.
+    async fn report_unreachable(&self, server: u32, error: &str) -> Result<()> {
+        let request = ReportUnreachableRequest {
+            server_id: server,
+            error: error.to_string(),
+        };
+        let map = self
+            .master
+            .clone()
+            .report_unreachable(request)
+            .await
+            .map_err(|s| self.master_error(s))?
+            .into_inner();
+        self.install(map)
     }
 
     fn caller(&self, seq: u64) -> Caller {

@@ -209,7 +209,7 @@ async fn oversized_requests_are_resource_exhausted_on_both_sides() {
 }
 
 #[tokio::test]
-async fn a_dead_server_is_unavailable_and_named() {
+async fn a_dead_server_without_snapshots_loses_its_partitions_and_says_how_to_keep_them() {
     let mut cluster = Cluster::start(2);
     let c = cluster.client().await;
     c.create_matrix(MatrixSpec::dense("v", 1, 64))
@@ -218,10 +218,18 @@ async fn a_dead_server_is_unavailable_and_named() {
     let dead = cluster.servers[1].addr.clone();
     cluster.servers[1].kill();
     let err = c.pull_rows::<f32>("v", &[0]).await.unwrap_err();
-    expect(err, Code::Unavailable, &[&dead]);
+    expect(
+        err,
+        Code::DataLoss,
+        &[&dead, "of 'v'", "lost", "--snapshot-dir"],
+    );
     let status = c.status().await.unwrap();
-    let down = status.servers.iter().find(|s| s.addr == dead).unwrap();
-    assert!(!down.reachable && down.error.contains(&dead), "{down:?}");
+    let recovery = status.recoveries.iter().find(|r| r.addr == dead).unwrap();
+    assert!(recovery.error.contains("--snapshot-dir"), "{recovery:?}");
+    assert!(
+        status.servers.iter().all(|s| s.addr != dead),
+        "declared dead"
+    );
 }
 
 #[tokio::test]

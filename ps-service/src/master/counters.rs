@@ -140,7 +140,7 @@ impl MasterService {
                     .join(" or ")
             )));
         }
-        let placement = state.placement(meta.space.as_ref().expect("counters have a key space"));
+        let placement = state.placement(meta.space.as_ref().expect("counters have a key space"))?;
         Ok((meta.clone(), placement, state.epoch + 1))
     }
 

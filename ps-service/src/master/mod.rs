@@ -6,12 +6,14 @@
 //!   create/drop/describe, the partition map (with its epoch) and status.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
+//! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
 //! - [`node`]: [`MasterNode`], which binds and serves.
 
 pub mod counters;
 pub mod node;
 pub mod optimizers;
 pub mod partitioner;
+pub mod recovery;
 pub mod service;
 
 pub use node::{MasterConfig, MasterNode};

@@ -31,8 +31,8 @@ pub struct MasterConfig {
     pub parts_per_server: u64,
     /// Partitioners besides "range", selectable by name in create requests.
     pub partitioners: Vec<Arc<dyn Partitioner>>,
-    /// A server silent (no heartbeat) this long takes no new partitions until it is heard
-    /// from again.
+    /// A server silent (no heartbeat) this long is declared dead and its partitions are
+    /// restored on the others.
     pub server_timeout: Duration,
     /// Where and how often servers snapshot their partitions (`--snapshot-dir`,
     /// `--snapshot-interval`).
@@ -46,8 +46,23 @@ impl MasterConfig {
             bind,
             parts_per_server: 4,
             partitioners: Vec::new(),
-            server_timeout: Duration::from_secs(30),
+            server_timeout: Duration::from_secs(10),
             snapshots: Snapshots::default(),
+        }
+    }
+}
+
+/// Recovers servers silent past `timeout`, checking four times per timeout.
+async fn watch_heartbeats(
+    service: Arc<MasterService>,
+    timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval((timeout / 4).max(Duration::from_millis(50)));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => service.check_heartbeats().await,
         }
     }
 }
@@ -67,8 +82,17 @@ impl MasterNode {
             parts_per_server: config.parts_per_server,
         })];
         partitioners.extend(config.partitioners);
-        let service = MasterService::new(partitioners, config.server_timeout, config.snapshots);
-        let service = MasterServer::new(service)
+        let service = Arc::new(MasterService::new(
+            partitioners,
+            config.server_timeout,
+            config.snapshots,
+        ));
+        tokio::spawn(watch_heartbeats(
+            service.clone(),
+            config.server_timeout,
+            shutdown.clone(),
+        ));
+        let service = MasterServer::from_arc(service)
             .max_decoding_message_size(MAX_MASTER_REQUEST)
             .max_encoding_message_size(usize::MAX);
         let router = net::grpc_server(MASTER_REQUEST_TIMEOUT).add_service(service);

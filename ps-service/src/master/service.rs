@@ -12,9 +12,10 @@ use angel_proto::{
     CounterMeta, CounterRequest, CreateMatrixRequest, CreatePartitionsRequest,
     DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest, DropPartitionsRequest,
     GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo,
-    Partition, PartitionMap, PsError, RegisterServerReply, RegisterServerRequest, Result,
-    SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest,
-    StatusReply, StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
+    Partition, PartitionMap, PsError, Recovery, RegisterServerReply, RegisterServerRequest,
+    ReportUnreachableRequest, Result, SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply,
+    SnapshotRequest, StatsRequest, StatusReply, StatusRequest, StorageKind, ValueType,
+    WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use tonic::codegen::InterceptedService;
@@ -64,13 +65,17 @@ pub(super) struct State {
     pub(super) epoch: u64,
     next_server: u32,
     next_matrix: u32,
-    servers: BTreeMap<u32, ServerEntry>,
-    matrices: BTreeMap<String, MatrixMeta>,
+    pub(super) servers: BTreeMap<u32, ServerEntry>,
+    pub(super) matrices: BTreeMap<String, MatrixMeta>,
     pub(super) counters: BTreeMap<String, CounterMeta>,
+    /// Dead servers whose partitions could not all be restored, and why.
+    pub(super) lost: BTreeMap<u32, String>,
+    /// Every server declared dead, oldest first.
+    pub(super) recoveries: Vec<Recovery>,
 }
 
 impl State {
-    fn map(&self) -> PartitionMap {
+    pub(super) fn map(&self) -> PartitionMap {
         PartitionMap {
             epoch: self.epoch,
             servers: self
@@ -92,23 +97,28 @@ impl State {
         optimizers::common(self.servers.values().map(|s| &s.optimizers[..]))
     }
 
-    /// Where each partition of `meta` lives.
-    pub(super) fn placement(&self, meta: &MatrixMeta) -> Placement {
+    /// Where each partition of `meta` lives; DATA_LOSS when some died with their server.
+    pub(super) fn placement(&self, meta: &MatrixMeta) -> Result<Placement> {
         let mut servers = Placement::new();
         for p in &meta.partitions {
+            let Some(entry) = self.servers.get(&p.server_id) else {
+                let why = self.lost.get(&p.server_id).cloned();
+                return Err(PsError::DataLoss(why.unwrap_or_else(|| {
+                    format!("partition {} of '{}' has no live server", p.id, meta.name)
+                })));
+            };
             servers
                 .entry(p.server_id)
-                .or_insert_with(|| (self.servers[&p.server_id].clone(), Vec::new()))
+                .or_insert_with(|| (entry.clone(), Vec::new()))
                 .1
                 .push(p.id);
         }
-        servers
+        Ok(servers)
     }
 
     /// The servers that heartbeat within `timeout`: the only ones given new partitions, so a
-    /// server that went silent cannot fail every later creation. It stays registered and
-    /// takes partitions again once its heartbeats resume.
-    fn live_servers(&self, timeout: Duration) -> Vec<u32> {
+    /// server that went silent cannot fail every later creation before it is declared dead.
+    pub(super) fn live_servers(&self, timeout: Duration) -> Vec<u32> {
         self.servers
             .iter()
             .filter(|(_, s)| s.last_seen.elapsed() <= timeout)
@@ -150,8 +160,8 @@ pub struct MasterService {
     pub(super) creating: tokio::sync::Mutex<()>,
     partitioners: BTreeMap<String, Arc<dyn Partitioner>>,
     /// See [`super::MasterConfig::server_timeout`].
-    server_timeout: Duration,
-    snapshots: Snapshots,
+    pub(super) server_timeout: Duration,
+    pub(super) snapshots: Snapshots,
 }
 
 impl MasterService {
@@ -343,7 +353,7 @@ impl MasterService {
         Layout::new(&meta).map_err(|e| {
             PsError::InvalidArgument(format!("partitioner '{name}' returned a bad layout: {e}"))
         })?;
-        let servers = state.placement(&meta);
+        let servers = state.placement(&meta)?;
         Ok((meta, servers))
     }
 
@@ -454,6 +464,7 @@ impl MasterService {
             servers: futures::future::join_all(calls).await,
             snapshot_dir: self.snapshot_url(),
             snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
+            recoveries: self.state.lock().recoveries.clone(),
         }
     }
 }
@@ -610,5 +621,14 @@ impl Master for MasterService {
         _request: Request<SnapshotRequest>,
     ) -> std::result::Result<Response<SnapshotReply>, Status> {
         answer(self.snapshot().await)
+    }
+
+    async fn report_unreachable(
+        &self,
+        request: Request<ReportUnreachableRequest>,
+    ) -> std::result::Result<Response<PartitionMap>, Status> {
+        let request = request.into_inner();
+        let error: String = request.error.chars().take(MAX_ADDR * 4).collect();
+        answer(self.report_unreachable(request.server_id, &error).await)
     }
 }

@@ -2,7 +2,8 @@
 //! and heartbeat until shut down.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use angel_proto::master_client::MasterClient;
@@ -106,7 +107,7 @@ impl ServerNode {
             admin_token: admin_token.clone(),
         };
         let parts = Arc::new(Partitions::default());
-        let server_id = Arc::new(OnceLock::new());
+        let server_id = Arc::new(AtomicU32::new(u32::MAX));
         let service = Arc::new(ServerService {
             parts: parts.clone(),
             psfs: functions.psfs,
@@ -129,7 +130,7 @@ impl ServerNode {
         let task = tokio::spawn(async move { net::serve(router, incoming, stop, &label).await });
         let registered = match connect_master(&config).await {
             Ok(mut master) => master
-                .register_server(register)
+                .register_server(register.clone())
                 .await
                 .map(|reply| (master, reply.into_inner()))
                 .map_err(|s| PsError::from_status(s, &format!("master {}", config.master))),
@@ -150,14 +151,14 @@ impl ServerNode {
             tokio::spawn(snapshot_every(service, every, shutdown.clone()));
         }
         let id = reply.server_id;
-        server_id.set(id).expect("the id is set once, here");
-        tokio::spawn(heartbeat(
+        server_id.store(id, Ordering::Relaxed);
+        let beat = Heartbeat {
             master,
-            id,
+            server_id,
             parts,
-            config.heartbeat,
-            shutdown.clone(),
-        ));
+            register,
+        };
+        tokio::spawn(beat.run(config.heartbeat, shutdown.clone()));
         tracing::info!(id, %addr, "server started");
         Ok(ServerNode { id, addr, task })
     }
@@ -206,22 +207,50 @@ async fn snapshot_every(service: Arc<ServerService>, every: Duration, shutdown: 
     }
 }
 
-async fn heartbeat(
-    mut master: MasterClient<tonic::transport::Channel>,
-    server_id: u32,
+/// What a server's heartbeat needs: the master, its id (which changes if it registers again)
+/// and what it registers with.
+struct Heartbeat {
+    master: MasterClient<tonic::transport::Channel>,
+    server_id: Arc<AtomicU32>,
     parts: Arc<Partitions>,
-    every: Duration,
-    shutdown: CancellationToken,
-) {
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
+    register: RegisterServerRequest,
+}
+
+impl Heartbeat {
+    /// Heartbeats every `every` until shut down. A master that answers NOT_FOUND declared this
+    /// server dead and restored its partitions elsewhere: the server drops its copies (clients
+    /// with an old map must not change them) and registers again, empty, under a new id.
+    async fn run(mut self, every: Duration, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let server_id = self.server_id.load(Ordering::Relaxed);
+            match self.master.heartbeat(HeartbeatRequest { server_id }).await {
+                Ok(reply) => self.parts.observe_epoch(reply.into_inner().epoch),
+                Err(status) if status.code() == tonic::Code::NotFound => self.rejoin().await,
+                Err(status) => tracing::warn!(server_id, %status, "heartbeat to master failed"),
+            }
         }
-        match master.heartbeat(HeartbeatRequest { server_id }).await {
-            Ok(reply) => parts.observe_epoch(reply.into_inner().epoch),
-            Err(status) => tracing::warn!(server_id, %status, "heartbeat to master failed"),
+    }
+
+    async fn rejoin(&mut self) {
+        let old = self.server_id.load(Ordering::Relaxed);
+        tracing::warn!(
+            old,
+            "the master declared this server dead; dropping its partitions and registering again"
+        );
+        self.parts.clear();
+        match self.master.register_server(self.register.clone()).await {
+            Ok(reply) => {
+                let reply = reply.into_inner();
+                self.parts.observe_epoch(reply.epoch);
+                self.server_id.store(reply.server_id, Ordering::Relaxed);
+                tracing::info!(id = reply.server_id, "server registered again");
+            }
+            Err(status) => tracing::warn!(%status, "registering again failed; retrying"),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The server's gRPC handlers. Each validates the whole request (value type, rows, keys,
 //! lengths, size) before touching storage, so a bad request changes nothing.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use angel_proto::server_server::Server;
 use angel_proto::value::value_size;
@@ -38,7 +38,7 @@ pub struct ServerService {
     /// Bytes of partition data this server may hold.
     pub memory_budget: u64,
     /// Id the master gave this server, once registered.
-    pub server_id: Arc<OnceLock<u32>>,
+    pub server_id: Arc<std::sync::atomic::AtomicU32>,
     /// The credential of the master's calls (see [`crate::admin`]).
     pub admin_token: String,
     /// Accepted pushes per client and matrix.
@@ -594,7 +594,7 @@ impl Server for ServerService {
             }))
             .collect();
         Ok(Response::new(StatsReply {
-            server_id: self.server_id.get().copied().unwrap_or_default(),
+            server_id: self.server_id.load(std::sync::atomic::Ordering::Relaxed),
             partitions,
             pushes: self.pushes.snapshot(),
         }))

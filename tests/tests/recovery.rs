@@ -1,0 +1,110 @@
+//! Server recovery on real processes: a server killed with SIGKILL is declared dead (on a
+//! client's report, or when its heartbeats stop) and its partitions, of matrices and of
+//! counters, are restored on the live server from their snapshots; calls in flight continue.
+
+use std::time::{Duration, Instant};
+
+use angel_client::{MatrixSpec, PsClient};
+use angel_tests::Cluster;
+
+/// A master snapshotting to a fresh folder every `interval` seconds, and two servers that
+/// heartbeat every 200 ms.
+fn cluster(dir: &std::path::Path, interval: &str, timeout: &str) -> Cluster {
+    let root = dir.display().to_string();
+    let master = [
+        "--snapshot-dir",
+        &root,
+        "--snapshot-interval-secs",
+        interval,
+        "--server-timeout-secs",
+        timeout,
+    ];
+    Cluster::start_flags(2, &master, &["--heartbeat-ms", "200"])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_server_is_replaced_on_the_first_call_that_misses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster(dir.path(), "3600", "3600");
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::sparse("w", 1, 1000))
+        .await
+        .unwrap();
+    let keys: Vec<u64> = (0..1000).step_by(7).collect();
+    let ones = vec![1.0f32; keys.len()];
+    c.push_keys("w", 0, &keys, &ones).await.unwrap();
+    c.create_counter("f").await.unwrap();
+    let words = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    c.counter_increase("f", &words, &[2; 8]).await.unwrap();
+    assert!(c.snapshot().await.unwrap().partitions > 0);
+
+    let dead = cluster.servers[1].addr.clone();
+    cluster.servers[1].kill();
+    let started = Instant::now();
+    let values = c.pull_keys::<f32>("w", 0, &keys).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(values, ones, "every value, from the snapshots");
+    c.push_keys("w", 0, &keys, &ones).await.unwrap();
+    let values = c.pull_keys::<f32>("w", 0, &keys).await.unwrap();
+    assert!(
+        values.iter().all(|&v| v == 2.0),
+        "pushes reach the new owners"
+    );
+    let sealed = c.counter_seal("f", 2).await.unwrap();
+    assert_eq!(sealed.meta.size, 8, "the counter's keys survived");
+
+    let status = c.status().await.unwrap();
+    let recovery = status.recoveries.iter().find(|r| r.addr == dead).unwrap();
+    assert!(
+        recovery.error.is_empty() && recovery.restored > 0,
+        "{recovery:?}"
+    );
+    assert!(recovery.cause.contains("probe"), "{recovery:?}");
+    assert_eq!(status.servers.len(), 1);
+    let shown = angel_ps_cli::status::render(&status);
+    assert!(
+        shown.contains("recoveries") && shown.contains(&dead),
+        "{shown}"
+    );
+    eprintln!("the pull that found the dead server returned after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_whose_heartbeats_stop_is_replaced_without_any_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster(dir.path(), "0.2", "1");
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("d", 1, 64))
+        .await
+        .unwrap();
+    c.push_row("d", 0, &[0.5f32; 64]).await.unwrap();
+    // The periodic snapshot holds the push once every partition is durable.
+    let durable = |status: &angel_proto::StatusReply| {
+        status
+            .servers
+            .iter()
+            .flat_map(|s| &s.partitions)
+            .all(|p| p.durable == p.version && p.version > 0)
+    };
+    wait_for(&c, durable).await;
+    cluster.servers[0].kill();
+    let replaced = |status: &angel_proto::StatusReply| {
+        status.recoveries.len() == 1 && status.recoveries[0].cause.contains("no heartbeat")
+    };
+    wait_for(&c, replaced).await;
+    let row = c.pull_rows::<f32>("d", &[0]).await.unwrap();
+    assert_eq!(row[0], vec![0.5f32; 64]);
+}
+
+/// Polls the status until `done` holds, for at most 20 s.
+async fn wait_for(c: &PsClient, done: impl Fn(&angel_proto::StatusReply) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = c.status().await.unwrap();
+        if done(&status) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not reached: {status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
