@@ -24,8 +24,9 @@ pub struct MasterArgs {
     /// Blocks per server the default range partitioner aims for.
     #[arg(long, env = "ANGEL_PARTS_PER_SERVER", default_value_t = 4)]
     pub parts_per_server: u64,
-    /// Seconds without a heartbeat after which a server is declared dead and its partitions
-    /// are restored on the others from their snapshots (clients' reports are acted on sooner).
+    /// Seconds without a heartbeat after which a server takes no new partitions and, with
+    /// --snapshot-dir, is declared dead and its partitions are restored on the others from
+    /// their snapshots (clients' reports are acted on sooner).
     #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 10)]
     pub server_timeout_secs: u64,
     #[command(flatten)]

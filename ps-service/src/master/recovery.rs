@@ -1,7 +1,8 @@
 //! Failure detection and server recovery.
 //!
-//! A server is declared dead when it has not heartbeat for `--server-timeout-secs`, or sooner
-//! when a client reports it unreachable and the master's own probe fails too. Its partitions
+//! A server is declared dead when it has not heartbeat for `--server-timeout-secs` (with a
+//! snapshot directory only), or sooner when a client reports it unreachable and the master's
+//! own probe fails too. Its partitions
 //! (of matrices and of counter key spaces) go to the live servers with the fewest partitions,
 //! which load them from their newest snapshots; the map's epoch advances, and clients refresh
 //! and resend what the dead server never answered. Without a snapshot directory, or when a
@@ -53,8 +54,13 @@ impl MasterService {
     }
 
     /// Recovers every server silent for longer than the timeout; the master runs it a few
-    /// times per timeout.
+    /// times per timeout. Only with a snapshot directory: without one, declaring a slow server
+    /// dead could only lose its partitions, so silence just keeps new partitions off it and a
+    /// server is declared dead only when a client cannot reach it and the probe agrees.
     pub async fn check_heartbeats(&self) {
+        if self.snapshots.dir.is_none() {
+            return;
+        }
         let silent: Vec<u32> = {
             let state = self.state.lock();
             let live = state.live_servers(self.server_timeout);
