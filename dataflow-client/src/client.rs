@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
-    Caller, DescribeMatrixRequest, DropMatrixRequest, Element, GetPartitionMapRequest, Merge,
-    OptimizerInfo, PartitionMap, PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest,
-    PushRequest, ReportUnreachableRequest, Result, RowSlice, SnapshotReply, SnapshotRequest,
-    StatusReply, StatusRequest, StorageKind, Update, codec, wire,
+    Caller, CounterIncreaseRequest, DescribeMatrixRequest, DropMatrixRequest, Element,
+    GetPartitionMapRequest, Merge, OptimizerInfo, PartitionMap, PsError, PsfBlock, PsfOperand,
+    PsfRequest, PullRequest, PushRequest, ReportUnreachableRequest, Result, RowSlice,
+    SnapshotReply, SnapshotRequest, StatusReply, StatusRequest, StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -32,6 +32,7 @@ use angel_proto::merge::{finish, merge_into};
 use crate::MatrixSpec;
 use crate::counter_space::Counter;
 use crate::matrix::Matrix;
+use crate::replay::{Change, ReplayBuffer};
 use crate::routes::{Routing, SendError, ServerConn, server_of};
 use crate::split::KeySplit;
 
@@ -55,6 +56,9 @@ pub struct ClientConfig {
     pub max_message_bytes: usize,
     /// Identifies this client in requests (idempotent retries, per-client metrics).
     pub worker_id: u64,
+    /// Bytes of changes kept until a snapshot holds them, to replay to a partition restored
+    /// from an older snapshot; past it the oldest are dropped (counted as lost if needed).
+    pub replay_bytes: usize,
 }
 
 impl Default for ClientConfig {
@@ -63,6 +67,7 @@ impl Default for ClientConfig {
             timeout: Duration::from_secs(30),
             max_message_bytes: 256 << 20,
             worker_id: u64::from(std::process::id()) << 20 | next_local_id(),
+            replay_bytes: 256 << 20,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct PsClient {
     config: ClientConfig,
     pub(crate) routing: RwLock<Routing>,
     seq: AtomicU64,
+    /// Changes no snapshot holds yet, for partitions restored elsewhere.
+    pub(crate) replays: ReplayBuffer,
 }
 
 impl PsClient {
@@ -96,6 +103,7 @@ impl PsClient {
 
     /// Connects to the master at `addr` and loads the partition map.
     pub async fn connect_with(addr: &str, config: ClientConfig) -> Result<Arc<Self>> {
+        let replay_bytes = config.replay_bytes;
         let channel = endpoint(addr, &config)?
             .connect()
             .await
@@ -108,6 +116,7 @@ impl PsClient {
             config,
             routing: RwLock::new(Routing::default()),
             seq: AtomicU64::new(0),
+            replays: ReplayBuffer::new(replay_bytes),
         });
         client.refresh().await?;
         Ok(client)
@@ -146,14 +155,18 @@ impl PsClient {
             .await
             .map_err(|s| self.master_error(s))?
             .into_inner();
-        self.install(map)
+        let moved = self.install(map)?;
+        self.replay(moved).await
     }
 
-    fn install(&self, map: PartitionMap) -> Result<()> {
+    /// Installs `map` unless it is older than the cached one; returns the partitions (id,
+    /// partition, version restored at) it shows restored on another server since.
+    fn install(&self, map: PartitionMap) -> Result<Vec<(u32, u32, u64)>> {
         let mut routing = self.routing.write();
         if map.epoch < routing.epoch {
-            return Ok(());
+            return Ok(Vec::new());
         }
+        let moved = moved_partitions(&routing, &map);
         let mut servers = HashMap::new();
         for s in &map.servers {
             let conn = match routing.servers.get(&s.id) {
@@ -188,7 +201,71 @@ impl PsClient {
             counters,
             optimizers: map.optimizers,
         };
+        Ok(moved)
+    }
+
+    /// Resends to each restored partition the changes this client made that its snapshot
+    /// does not hold, marked as replays; the server refuses any it applied already.
+    async fn replay(&self, moved: Vec<(u32, u32, u64)>) -> Result<()> {
+        for (id, pid, restored) in moved {
+            let changes = self.replays.take(id, pid, restored);
+            if changes.is_empty() {
+                continue;
+            }
+            let count = changes.len();
+            let conn = {
+                let routing = self.routing.read();
+                let server = server_of(&routing, id, pid)?;
+                routing.servers.get(&server).cloned()
+            };
+            let Some(mut conn) = conn else { continue };
+            for (caller, change) in changes {
+                let caller = Caller {
+                    replay: true,
+                    map_epoch: self.map_epoch(),
+                    ..caller
+                };
+                let acks = match change.clone() {
+                    Change::Push {
+                        matrix_id,
+                        value_type,
+                        update,
+                        slices,
+                    } => conn
+                        .rpc
+                        .push(PushRequest {
+                            caller: Some(caller),
+                            matrix_id,
+                            value_type,
+                            slices,
+                            update,
+                        })
+                        .await
+                        .map(|r| r.into_inner().acks),
+                    Change::Count { counter_id, part } => conn
+                        .rpc
+                        .counter_increase(CounterIncreaseRequest {
+                            caller: Some(caller),
+                            counter_id,
+                            parts: vec![part],
+                        })
+                        .await
+                        .map(|r| r.into_inner().acks),
+                };
+                let acks = acks.map_err(|s| PsError::from_status(s, &conn.addr))?;
+                for ack in &acks {
+                    self.replays.keep(id, ack, &caller, change.clone());
+                }
+            }
+            tracing::info!(id, pid, count, "changes replayed to a restored partition");
+        }
         Ok(())
+    }
+
+    /// Changes this client replayed to restored partitions, and changes it could not (its
+    /// replay buffer had dropped them for room): lost.
+    pub fn replay_counts(&self) -> (u64, u64) {
+        self.replays.counts()
     }
 
     pub(crate) fn master_error(&self, status: tonic::Status) -> PsError {
@@ -557,20 +634,33 @@ impl PsClient {
             slices,
             |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
             |mut conn, slices, caller| async move {
-                let caller = Some(caller);
                 if let SliceOp::Push(update) = op {
                     let count = slices.len();
                     let request = PushRequest {
-                        caller,
+                        caller: Some(caller),
                         matrix_id,
                         value_type,
-                        slices,
+                        slices: slices.clone(),
                         update: update.cloned(),
                     };
                     check_size(&request, limit, "push to", name, &conn.addr)?;
-                    conn.rpc.push(request).await?;
+                    let reply = conn.rpc.push(request).await?.into_inner();
+                    for ack in &reply.acks {
+                        let change = Change::Push {
+                            matrix_id,
+                            value_type,
+                            update: update.cloned(),
+                            slices: slices
+                                .iter()
+                                .filter(|s| s.partition_id == ack.partition_id)
+                                .cloned()
+                                .collect(),
+                        };
+                        self.replays.keep(matrix_id, ack, &caller, change);
+                    }
                     Ok(vec![RowSlice::default(); count])
                 } else {
+                    let caller = Some(caller);
                     let request = PullRequest {
                         caller,
                         matrix_id,
@@ -710,7 +800,8 @@ impl PsClient {
             .await
             .map_err(|s| self.master_error(s))?
             .into_inner();
-        self.install(map)
+        let moved = self.install(map)?;
+        self.replay(moved).await
     }
 
     fn caller(&self, seq: u64) -> Caller {
@@ -719,8 +810,30 @@ impl PsClient {
             seq,
             clock: 0,
             map_epoch: self.map_epoch(),
+            replay: false,
         }
     }
+}
+
+/// The partitions of `map` that were restored on another server since `routing`'s map, with
+/// the version each was restored at.
+fn moved_partitions(routing: &Routing, map: &PartitionMap) -> Vec<(u32, u32, u64)> {
+    let spaces = map
+        .matrices
+        .iter()
+        .chain(map.counters.iter().filter_map(|c| c.space.as_ref()));
+    let mut moved = Vec::new();
+    for meta in spaces {
+        let Some(old) = routing.by_id.get(&meta.id) else {
+            continue;
+        };
+        for (p, was) in meta.partitions.iter().zip(&old.meta.partitions) {
+            if p.server_id != was.server_id {
+                moved.push((meta.id, p.id, p.restored_version));
+            }
+        }
+    }
+    moved
 }
 
 /// What [`PsClient::send_slices`] does: pull, or push (adding, or through an optimizer).

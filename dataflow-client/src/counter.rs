@@ -19,6 +19,7 @@ use angel_proto::counter_keys::{NO_INDEX, decode_str_keys, encode_str_keys};
 
 use crate::PsClient;
 use crate::counter_space::Counter;
+use crate::replay::Change;
 use crate::routes::{SendError, server_of};
 
 /// Sums deltas by key, so each distinct key is sent once.
@@ -83,9 +84,13 @@ impl PsClient {
                 let request = CounterIncreaseRequest {
                     caller: Some(caller),
                     counter_id,
-                    parts,
+                    parts: parts.clone(),
                 };
-                conn.rpc.counter_increase(request).await?;
+                let reply = conn.rpc.counter_increase(request).await?.into_inner();
+                for (ack, part) in reply.acks.iter().zip(parts) {
+                    let change = Change::Count { counter_id, part };
+                    self.replays.keep(counter_id, ack, &caller, change);
+                }
                 Ok::<_, SendError>(vec![(); count])
             },
         )

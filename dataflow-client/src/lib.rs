@@ -9,6 +9,7 @@
 //! - [`matrix`]: [`MatrixSpec`], what a caller asks for when creating a matrix, and the cached
 //!   view of one.
 //! - [`routes`]: the cached connections and partition map every call routes by.
+//! - `replay`: the changes no snapshot holds yet, resent to a partition restored elsewhere.
 //! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
 //!   and remembering how to put the answers back in request order.
 //!
@@ -19,6 +20,7 @@ pub mod client;
 pub mod counter;
 pub mod counter_space;
 pub mod matrix;
+mod replay;
 pub mod routes;
 pub mod split;
 

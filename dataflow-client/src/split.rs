@@ -100,7 +100,7 @@ mod tests {
                 row_end: 1,
                 col_start: i * step,
                 col_end: ((i + 1) * step).min(cols),
-                server_id: 0,
+                ..Default::default()
             })
             .collect();
         Layout::new(&MatrixMeta {

@@ -181,7 +181,7 @@ mod tests {
                     row_end: r1,
                     col_start: c0,
                     col_end: c1,
-                    server_id: 0,
+                    ..Default::default()
                 })
                 .collect(),
             ..Default::default()

@@ -96,6 +96,59 @@ async fn a_server_whose_heartbeats_stop_is_replaced_without_any_call() {
     assert_eq!(row[0], vec![0.5f32; 64]);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn changes_after_the_last_snapshot_are_replayed_and_none_applies_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster(dir.path(), "3600", "3600");
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::sparse("w", 1, 1000))
+        .await
+        .unwrap();
+    c.create_counter("f").await.unwrap();
+    // A fixed sequence of 40 pushes and counts; a snapshot after the first 20 only.
+    let mut expected = vec![0.0f32; 1000];
+    let mut counts = std::collections::HashMap::new();
+    for i in 0..40u64 {
+        let keys: Vec<u64> = (0..25).map(|j| (i * 37 + j * 41) % 1000).collect();
+        let values: Vec<f32> = keys.iter().map(|&k| 0.5 * (1 + k % 3) as f32).collect();
+        for (k, v) in keys.iter().zip(&values) {
+            expected[*k as usize] += v;
+        }
+        c.push_keys("w", 0, &keys, &values).await.unwrap();
+        let words: Vec<String> = keys.iter().map(|k| format!("k{}", k % 50)).collect();
+        for w in &words {
+            *counts.entry(w.clone()).or_insert(0i64) += 1;
+        }
+        c.counter_increase("f", &words, &vec![1; words.len()])
+            .await
+            .unwrap();
+        if i == 19 {
+            c.snapshot().await.unwrap();
+        }
+    }
+    cluster.servers[1].kill();
+    let all: Vec<u64> = (0..1000).collect();
+    let values = c.pull_keys::<f32>("w", 0, &all).await.unwrap();
+    assert_eq!(
+        values, expected,
+        "every push once: nothing lost, nothing twice"
+    );
+    let (replayed, lost) = c.replay_counts();
+    assert!(
+        replayed > 0 && lost == 0,
+        "replayed {replayed}, lost {lost}"
+    );
+    c.counter_seal("f", 1).await.unwrap();
+    let words: Vec<&String> = counts.keys().collect();
+    let got = c.counter_get("f", &words).await.unwrap();
+    for (w, (count, _)) in words.iter().zip(got) {
+        assert_eq!(count, counts[*w], "count of {w}");
+    }
+    let status = c.status().await.unwrap();
+    let stats: Vec<_> = status.servers.iter().flat_map(|s| &s.partitions).collect();
+    assert!(stats.iter().any(|p| p.replayed > 0), "{stats:?}");
+}
+
 /// Polls the status until `done` holds, for at most 20 s.
 async fn wait_for(c: &PsClient, done: impl Fn(&angel_proto::StatusReply) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);

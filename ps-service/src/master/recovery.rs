@@ -188,7 +188,7 @@ impl MasterService {
                             restore: true,
                         })
                         .await
-                        .map(drop),
+                        .map(|r| r.into_inner().restored),
                     Orphans::Counter(counter, _) => rpc
                         .counter_admin(CounterAdminRequest {
                             op: CounterAdminOp::Create as i32,
@@ -202,13 +202,14 @@ impl MasterService {
                             ..Default::default()
                         })
                         .await
-                        .map(drop),
+                        .map(|r| r.into_inner().restored),
                 };
                 done.map_err(|s| PsError::from_status(s, &format!("server {}", entry.addr)))
             }
         });
+        let mut versions = BTreeMap::new();
         for done in futures::future::join_all(calls).await {
-            done?;
+            versions.extend(done?.into_iter().map(|a| (a.partition_id, a.version)));
         }
         // Only the moved partitions change, and only if the matrix was not dropped meanwhile.
         let mut state = self.state.lock();
@@ -221,8 +222,9 @@ impl MasterService {
         };
         if let Some(current) = current.filter(|c| c.id == meta.id) {
             for &pid in &pids {
-                current.partitions[pid as usize].server_id =
-                    meta.partitions[pid as usize].server_id;
+                let moved = &mut current.partitions[pid as usize];
+                moved.server_id = meta.partitions[pid as usize].server_id;
+                moved.restored_version = versions.get(&pid).copied().unwrap_or_default();
             }
         }
         state.epoch = state.epoch.max(epoch);

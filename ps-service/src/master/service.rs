@@ -337,6 +337,7 @@ impl MasterService {
                 col_start: b.cols.start,
                 col_end: b.cols.end,
                 server_id: ids[i % ids.len()],
+                restored_version: 0,
             })
             .collect();
         let meta = MatrixMeta {

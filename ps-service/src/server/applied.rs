@@ -18,6 +18,8 @@ pub struct Applied {
     pub marks: Marks,
     /// Changes refused as already applied.
     pub duplicates: u64,
+    /// Replayed changes applied after a restore.
+    pub replayed: u64,
 }
 
 impl Applied {
@@ -29,6 +31,7 @@ impl Applied {
             return false;
         }
         self.version += 1;
+        self.replayed += u64::from(caller.replay);
         true
     }
 }

@@ -52,6 +52,12 @@ impl ServerService {
                         },
                     });
                 }
+                if r.restore {
+                    reply.restored = parts
+                        .iter()
+                        .map(|p| ack(p.id, &p.applied.lock(), &p.snapshotted.lock()))
+                        .collect();
+                }
                 self.parts.insert_counter(parts);
                 if !r.restore {
                     self.write_snapshots(&[meta.id])?;

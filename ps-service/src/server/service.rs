@@ -418,12 +418,19 @@ impl ServerService {
                 false => self.new_partition(&meta, pid)?,
             });
         }
+        let restored = match request.restore {
+            true => parts
+                .iter()
+                .map(|p| ack(p.id, &p.applied.lock(), &p.snapshotted.lock()))
+                .collect(),
+            false => Vec::new(),
+        };
         self.parts.insert(parts);
         if !request.restore {
             // A partition always has a snapshot to restore from, even before its first change.
             self.write_snapshots(&[meta.id])?;
         }
-        Ok(CreatePartitionsReply {})
+        Ok(CreatePartitionsReply { restored })
     }
 
     /// Partition `pid` of `meta`, zeroed.
@@ -452,6 +459,7 @@ fn with_log(stats: PartitionStats, applied: &Applied, snapshotted: &Snapshotted)
     PartitionStats {
         version: applied.version,
         duplicates: applied.duplicates,
+        replayed: applied.replayed,
         durable: snapshotted.version,
         snapshot_age_ms: snapshotted
             .at

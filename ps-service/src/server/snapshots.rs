@@ -295,7 +295,7 @@ mod tests {
             row_end: 2,
             col_start: cols.start,
             col_end: cols.end,
-            server_id: 0,
+            ..Default::default()
         };
         MatrixMeta {
             id: 7,
