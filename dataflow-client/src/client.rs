@@ -39,6 +39,9 @@ use crate::split::KeySplit;
 /// Retries after a stale-map answer before giving up.
 const STALE_MAP_RETRIES: usize = 3;
 
+/// How long a call to the master keeps retrying while the master is unreachable (a restart).
+pub const MASTER_WAIT: Duration = Duration::from_secs(60);
+
 /// How long a call keeps resending parts a server did not answer, while the master declares
 /// it dead and restores its partitions elsewhere.
 pub const RECOVERY_WAIT: Duration = Duration::from_secs(30);
@@ -149,12 +152,10 @@ impl PsClient {
     /// Reloads the partition map from the master.
     pub async fn refresh(&self) -> Result<()> {
         let map = self
-            .master
-            .clone()
-            .get_partition_map(GetPartitionMapRequest {})
-            .await
-            .map_err(|s| self.master_error(s))?
-            .into_inner();
+            .on_master(GetPartitionMapRequest {}, |mut m, r| async move {
+                m.get_partition_map(r).await
+            })
+            .await?;
         let moved = self.install(map)?;
         self.replay(moved).await
     }
@@ -272,36 +273,62 @@ impl PsClient {
         PsError::from_status(status, &format!("master {}", self.master_addr))
     }
 
+    /// Calls the master with `request`, retrying with back-off while it answers UNAVAILABLE
+    /// (restarting, or waiting for its servers to register again) for up to [`MASTER_WAIT`].
+    pub(crate) async fn on_master<R, T, Fut>(
+        &self,
+        request: R,
+        call: impl Fn(MasterClient<Channel>, R) -> Fut,
+    ) -> Result<T>
+    where
+        R: Clone,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let deadline = Instant::now() + MASTER_WAIT;
+        let mut wait = Duration::from_millis(50);
+        loop {
+            match call(self.master.clone(), request.clone()).await {
+                Ok(reply) => return Ok(reply.into_inner()),
+                Err(status) => match self.master_error(status) {
+                    PsError::Unavailable(why) if Instant::now() < deadline => {
+                        tracing::debug!(%why, "master unavailable; retrying");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(1));
+                    }
+                    e => return Err(e),
+                },
+            }
+        }
+    }
+
     /// Creates a matrix; fails with ALREADY_EXISTS if the name is taken.
     pub async fn create_matrix(&self, spec: MatrixSpec) -> Result<Arc<Matrix>> {
-        self.master
-            .clone()
-            .create_matrix(spec.to_request())
-            .await
-            .map_err(|s| self.master_error(s))?;
+        self.on_master(spec.to_request(), |mut m, r| async move {
+            m.create_matrix(r).await
+        })
+        .await?;
         self.refresh().await?;
         self.matrix(&spec.name).await
     }
 
     /// Drops a matrix and frees its partitions.
     pub async fn drop_matrix(&self, name: &str) -> Result<()> {
-        self.master
-            .clone()
-            .drop_matrix(DropMatrixRequest { name: name.into() })
-            .await
-            .map_err(|s| self.master_error(s))?;
+        self.on_master(
+            DropMatrixRequest { name: name.into() },
+            |mut m, r| async move { m.drop_matrix(r).await },
+        )
+        .await?;
         self.refresh().await
     }
 
     /// Asks the master for a matrix's current metadata.
     pub async fn describe(&self, name: &str) -> Result<Matrix> {
         let meta = self
-            .master
-            .clone()
-            .describe_matrix(DescribeMatrixRequest { name: name.into() })
-            .await
-            .map_err(|s| self.master_error(s))?
-            .into_inner();
+            .on_master(
+                DescribeMatrixRequest { name: name.into() },
+                |mut m, r| async move { m.describe_matrix(r).await },
+            )
+            .await?;
         Matrix::new(meta)
     }
 
@@ -339,26 +366,22 @@ impl PsClient {
 
     /// Servers, matrices and partition sizes, as the master sees them.
     pub async fn status(&self) -> Result<StatusReply> {
-        Ok(self
-            .master
-            .clone()
-            .status(StatusRequest {})
-            .await
-            .map_err(|s| self.master_error(s))?
-            .into_inner())
+        self.on_master(
+            StatusRequest {},
+            |mut m, r| async move { m.status(r).await },
+        )
+        .await
     }
 
     /// Has every server write a snapshot of the partitions that changed since their last one
     /// (`angel-ps snapshot`, SQL `SNAPSHOT`); WRONG_STATE when the service has no snapshot
     /// directory.
     pub async fn snapshot(&self) -> Result<SnapshotReply> {
-        Ok(self
-            .master
-            .clone()
-            .snapshot(SnapshotRequest {})
-            .await
-            .map_err(|s| self.master_error(s))?
-            .into_inner())
+        self.on_master(
+            SnapshotRequest {},
+            |mut m, r| async move { m.snapshot(r).await },
+        )
+        .await
     }
 
     /// Pulls the values of `keys` in `row`, in request order. Duplicate keys are fetched once;
@@ -794,12 +817,11 @@ impl PsClient {
             error: error.to_string(),
         };
         let map = self
-            .master
-            .clone()
-            .report_unreachable(request)
-            .await
-            .map_err(|s| self.master_error(s))?
-            .into_inner();
+            .on_master(
+                request,
+                |mut m, r| async move { m.report_unreachable(r).await },
+            )
+            .await?;
         let moved = self.install(map)?;
         self.replay(moved).await
     }

@@ -45,11 +45,11 @@ pub fn merge_counts<'a, S: AsRef<str> + 'a>(
 impl PsClient {
     /// Creates a counter in the WRITE state.
     pub async fn create_counter(&self, name: &str) -> Result<Arc<Counter>> {
-        self.master
-            .clone()
-            .create_counter(CounterRequest { name: name.into() })
-            .await
-            .map_err(|s| self.master_error(s))?;
+        self.on_master(
+            CounterRequest { name: name.into() },
+            |mut m, r| async move { m.create_counter(r).await },
+        )
+        .await?;
         self.counter(name).await
     }
 
@@ -101,14 +101,14 @@ impl PsClient {
     /// The barrier: moves the counter from WRITE to READ and gives the keys counted at least
     /// `min_count` times the indices 0..n-1. Returns the sealed metadata (`size` = n).
     pub async fn counter_seal(&self, name: &str, min_count: i64) -> Result<Arc<Counter>> {
-        self.master
-            .clone()
-            .seal_counter(SealCounterRequest {
+        self.on_master(
+            SealCounterRequest {
                 name: name.into(),
                 min_count,
-            })
-            .await
-            .map_err(|s| self.master_error(s))?;
+            },
+            |mut m, r| async move { m.seal_counter(r).await },
+        )
+        .await?;
         self.refresh().await?;
         self.counter(name).await
     }
@@ -154,11 +154,11 @@ impl PsClient {
 
     /// Frees the counter's keys on the servers (READ or WRITE -> CLEAN).
     pub async fn counter_clean(&self, name: &str) -> Result<()> {
-        self.master
-            .clone()
-            .clean_counter(CounterRequest { name: name.into() })
-            .await
-            .map_err(|s| self.master_error(s))?;
+        self.on_master(
+            CounterRequest { name: name.into() },
+            |mut m, r| async move { m.clean_counter(r).await },
+        )
+        .await?;
         self.refresh().await
     }
 

@@ -69,6 +69,7 @@ async fn a_server_the_master_cannot_reach_is_not_registered() {
         addr: addr.into(),
         optimizers: vec![OptimizerInfo::default(); optimizers],
         admin_token: "abc123".into(),
+        ..Default::default()
     };
     let err = status(master.register_server(request("127.0.0.1:1", 0)).await);
     expect(
@@ -120,9 +121,18 @@ async fn a_silent_server_takes_no_new_partitions_and_an_impostor_cannot_register
         addr: live.addr.clone(),
         optimizers: Vec::new(),
         admin_token: "impostor".into(),
+        ..Default::default()
     };
-    let err = status(raw_master.register_server(impostor).await);
+    let err = status(raw_master.register_server(impostor.clone()).await);
     expect(err, Code::Unavailable, &[&live.addr, "permission denied"]);
+    // Nor can it take over a registered server's id by claiming to rejoin.
+    let rejoin = RegisterServerRequest {
+        rejoin: true,
+        previous_id: 0,
+        ..impostor
+    };
+    let err = status(raw_master.register_server(rejoin).await);
+    expect(err, Code::NotFound, &["not awaited"]);
     // A server that stops heartbeating holds up no creation.
     silent.kill();
     tokio::time::sleep(Duration::from_secs(3)).await;

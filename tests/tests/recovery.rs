@@ -1,11 +1,13 @@
-//! Server recovery on real processes: a server killed with SIGKILL is declared dead (on a
-//! client's report, or when its heartbeats stop) and its partitions, of matrices and of
-//! counters, are restored on the live server from their snapshots; calls in flight continue.
+//! Recovery on real processes: a server killed with SIGKILL is declared dead (on a client's
+//! report, or when its heartbeats stop) and its partitions, of matrices and of counters, are
+//! restored on the live server from their snapshots, with the changes since replayed; calls
+//! in flight continue. A master killed and restarted resumes from its saved state.
 
 use std::time::{Duration, Instant};
 
 use angel_client::{MatrixSpec, PsClient};
-use angel_tests::Cluster;
+use angel_ps_cli::local_cluster::free_port;
+use angel_tests::{Cluster, spawn};
 
 /// A master snapshotting to a fresh folder every `interval` seconds, and two servers that
 /// heartbeat every 200 ms.
@@ -147,6 +149,55 @@ async fn changes_after_the_last_snapshot_are_replayed_and_none_applies_twice() {
     let status = c.status().await.unwrap();
     let stats: Vec<_> = status.servers.iter().flat_map(|s| &s.partitions).collect();
     assert!(stats.iter().any(|p| p.replayed > 0), "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_master_resumes_and_its_servers_rejoin_with_their_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let bind = format!("127.0.0.1:{}", free_port().unwrap());
+    let master_args = [
+        "master",
+        "--bind",
+        &bind,
+        "--snapshot-dir",
+        &root,
+        "--snapshot-interval-secs",
+        "3600",
+        "--server-timeout-secs",
+        "30",
+    ];
+    let mut master = spawn(&master_args);
+    let server = ["server", "--master", &bind, "--heartbeat-ms", "200"];
+    let _servers = [spawn(&server), spawn(&server)];
+    let c = PsClient::connect(&bind).await.unwrap();
+    c.create_matrix(MatrixSpec::sparse("w", 1, 1000))
+        .await
+        .unwrap();
+    let keys: Vec<u64> = (0..1000).step_by(3).collect();
+    let ones = vec![1.0f32; keys.len()];
+    c.push_keys("w", 0, &keys, &ones).await.unwrap();
+    c.create_counter("f").await.unwrap();
+    c.counter_increase("f", &["a", "b", "c"], &[1, 1, 1])
+        .await
+        .unwrap();
+
+    master.kill();
+    // Data goes on without the master: the servers hold the partitions.
+    c.push_keys("w", 0, &keys, &ones).await.unwrap();
+    let _master = spawn(&master_args);
+    // Calls to the master wait for it, then for its servers to register again.
+    let sealed = c.counter_seal("f", 1).await.unwrap();
+    assert_eq!(sealed.meta.size, 3, "the counter survived the restart");
+    c.create_matrix(MatrixSpec::dense("d", 1, 8)).await.unwrap();
+    let values = c.pull_keys::<f32>("w", 0, &keys).await.unwrap();
+    assert!(values.iter().all(|&v| v == 2.0), "partitions kept in place");
+    let status = c.status().await.unwrap();
+    assert_eq!(status.servers.len(), 2, "both servers rejoined: {status:?}");
+    assert!(status.recoveries.is_empty(), "{:?}", status.recoveries);
+    let map = status.map.unwrap();
+    let names: Vec<&str> = map.matrices.iter().map(|m| m.name.as_str()).collect();
+    assert!(names.contains(&"w") && names.contains(&"d"), "{names:?}");
 }
 
 /// Polls the status until `done` holds, for at most 20 s.

@@ -10,7 +10,7 @@ use angel_client::MatrixSpec;
 use angel_ps::snapshot::SnapshotDir;
 use angel_tests::{Cluster, binary};
 
-/// Snapshot files below `dir` (one per partition version kept).
+/// Partition snapshot files below `dir` (one per partition version kept).
 fn snapshot_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -19,7 +19,7 @@ fn snapshot_files(dir: &Path) -> Vec<std::path::PathBuf> {
             let path = entry.path();
             match path.is_dir() {
                 true => stack.push(path),
-                false if path.extension().is_some_and(|e| e == "snap") => found.push(path),
+                false if path.ends_with("partition.snap") => found.push(path),
                 false => {}
             }
         }

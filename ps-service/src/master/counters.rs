@@ -57,6 +57,8 @@ impl MasterService {
         let mut state = self.state.lock();
         state.epoch = epoch;
         state.counters.insert(name.to_string(), meta.clone());
+        drop(state);
+        self.persist();
         tracing::info!(%name, "counter created");
         Ok(meta)
     }
@@ -148,6 +150,8 @@ impl MasterService {
         let mut state = self.state.lock();
         state.epoch = epoch;
         state.counters.insert(meta.name.clone(), meta.clone());
+        drop(state);
+        self.persist();
         tracing::info!(name = %meta.name, state = ?meta.state(), size = meta.size, "counter updated");
         Ok(meta)
     }

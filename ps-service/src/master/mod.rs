@@ -7,6 +7,7 @@
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
 //! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
+//! - [`state_file`]: the master's own state, saved after every change and resumed on start.
 //! - [`node`]: [`MasterNode`], which binds and serves.
 
 pub mod counters;
@@ -15,6 +16,7 @@ pub mod optimizers;
 pub mod partitioner;
 pub mod recovery;
 pub mod service;
+pub mod state_file;
 
 pub use node::{MasterConfig, MasterNode};
 pub use partitioner::{BlockRange, Partitioner, RangePartitioner};

@@ -87,6 +87,7 @@ impl MasterNode {
             config.server_timeout,
             config.snapshots,
         ));
+        service.resume()?;
         tokio::spawn(watch_heartbeats(
             service.clone(),
             config.server_timeout,

@@ -64,12 +64,16 @@ impl MasterService {
         let silent: Vec<u32> = {
             let state = self.state.lock();
             let live = state.live_servers(self.server_timeout);
-            state
+            let gone = state
+                .awaiting
+                .iter()
+                .filter_map(|(&id, a)| (a.since.elapsed() > self.server_timeout).then_some(id));
+            let silent = state
                 .servers
                 .keys()
                 .filter(|id| !live.contains(id))
-                .copied()
-                .collect()
+                .copied();
+            silent.chain(gone).collect()
         };
         for id in silent {
             let cause = format!("no heartbeat for {:?}", self.server_timeout);
@@ -84,15 +88,19 @@ impl MasterService {
         let started = Instant::now();
         let (dead, orphans, targets, epoch) = {
             let mut state = self.state.lock();
-            let Some(dead) = state.servers.remove(&id) else {
-                return; // Recovered meanwhile.
+            let dead = match state.servers.remove(&id) {
+                Some(entry) => entry.addr,
+                None => match state.awaiting.remove(&id) {
+                    Some(awaited) => awaited.addr,
+                    None => return, // Recovered meanwhile.
+                },
             };
             let orphans = state.orphans(id);
             let targets = state.by_load(self.server_timeout);
             state.epoch += 1;
             (dead, orphans, targets, state.epoch)
         };
-        tracing::warn!(id, addr = %dead.addr, %cause, "server declared dead");
+        tracing::warn!(id, addr = %dead, %cause, "server declared dead");
         let total: usize = orphans.iter().map(Orphans::len).sum();
         let held: Vec<String> = orphans
             .iter()
@@ -128,7 +136,7 @@ impl MasterService {
             true => String::new(),
             false => format!(
                 "server {id} ({}) died and {} of its {total} partitions ({}) are lost: {}",
-                dead.addr,
+                dead,
                 total - restored,
                 held,
                 errors.join("; ")
@@ -145,7 +153,7 @@ impl MasterService {
         }
         state.recoveries.push(Recovery {
             server_id: id,
-            addr: dead.addr,
+            addr: dead,
             cause,
             at_unix_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -154,6 +162,8 @@ impl MasterService {
             millis,
             error,
         });
+        drop(state);
+        self.persist();
     }
 
     /// Loads one matrix's or counter's orphaned partitions on `targets` (round robin, least

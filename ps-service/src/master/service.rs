@@ -54,7 +54,7 @@ pub(super) struct ServerEntry {
     last_seen: Instant,
     pub(super) rpc: ServerRpc,
     /// The optimizers it runs, as it reported them.
-    optimizers: Vec<OptimizerInfo>,
+    pub(super) optimizers: Vec<OptimizerInfo>,
 }
 
 /// Partition ids of one matrix or counter, grouped by the server that hosts them.
@@ -63,8 +63,8 @@ pub(super) type Placement = BTreeMap<u32, (ServerEntry, Vec<u32>)>;
 #[derive(Debug, Default)]
 pub(super) struct State {
     pub(super) epoch: u64,
-    next_server: u32,
-    next_matrix: u32,
+    pub(super) next_server: u32,
+    pub(super) next_matrix: u32,
     pub(super) servers: BTreeMap<u32, ServerEntry>,
     pub(super) matrices: BTreeMap<String, MatrixMeta>,
     pub(super) counters: BTreeMap<String, CounterMeta>,
@@ -72,18 +72,30 @@ pub(super) struct State {
     pub(super) lost: BTreeMap<u32, String>,
     /// Every server declared dead, oldest first.
     pub(super) recoveries: Vec<Recovery>,
+    /// Servers a restarted master knew, until they register again (or are declared dead
+    /// `server_timeout` after the restart): their partitions stay routed to them.
+    pub(super) awaiting: BTreeMap<u32, Awaiting>,
+}
+
+/// A server known from the master's saved state that has not registered again yet.
+#[derive(Debug, Clone)]
+pub(super) struct Awaiting {
+    pub(super) addr: String,
+    pub(super) optimizers: Vec<OptimizerInfo>,
+    pub(super) since: Instant,
 }
 
 impl State {
     pub(super) fn map(&self) -> PartitionMap {
+        let registered = self.servers.iter().map(|(&id, s)| (id, &s.addr));
+        let awaiting = self.awaiting.iter().map(|(&id, a)| (id, &a.addr));
         PartitionMap {
             epoch: self.epoch,
-            servers: self
-                .servers
-                .iter()
-                .map(|(&id, s)| ServerInfo {
+            servers: registered
+                .chain(awaiting)
+                .map(|(id, addr)| ServerInfo {
                     id,
-                    addr: s.addr.clone(),
+                    addr: addr.clone(),
                 })
                 .collect(),
             matrices: self.matrices.values().cloned().collect(),
@@ -102,6 +114,12 @@ impl State {
         let mut servers = Placement::new();
         for p in &meta.partitions {
             let Some(entry) = self.servers.get(&p.server_id) else {
+                if self.awaiting.contains_key(&p.server_id) {
+                    return Err(PsError::Unavailable(format!(
+                        "server {} has not registered again with the restarted master yet",
+                        p.server_id
+                    )));
+                }
                 let why = self.lost.get(&p.server_id).cloned();
                 return Err(PsError::DataLoss(why.unwrap_or_else(|| {
                     format!("partition {} of '{}' has no live server", p.id, meta.name)
@@ -156,6 +174,8 @@ impl Default for Snapshots {
 /// The master's gRPC service.
 pub struct MasterService {
     pub(super) state: Mutex<State>,
+    /// Held while the state is written, so writes never interleave.
+    pub(super) persisting: Mutex<()>,
     /// Serialises creation and counter sealing so names, ids and indices are decided once.
     pub(super) creating: tokio::sync::Mutex<()>,
     partitioners: BTreeMap<String, Arc<dyn Partitioner>>,
@@ -174,6 +194,7 @@ impl MasterService {
     ) -> Self {
         MasterService {
             state: Mutex::new(State::default()),
+            persisting: Mutex::new(()),
             creating: tokio::sync::Mutex::new(()),
             server_timeout,
             snapshots,
@@ -192,7 +213,18 @@ impl MasterService {
             addr,
             optimizers,
             admin_token,
+            rejoin,
+            previous_id,
         } = request;
+        if rejoin {
+            let awaited = self.state.lock().awaiting.get(&previous_id).cloned();
+            if awaited.is_none_or(|a| a.addr != addr) {
+                return Err(PsError::NotFound(format!(
+                    "server {previous_id} at {addr} is not awaited by this master (declared \
+                     dead meanwhile?); register as a new server"
+                )));
+            }
+        }
         check_registration(&addr, &optimizers)?;
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| PsError::InvalidArgument(format!("bad server address '{addr}': {e}")))?
@@ -222,8 +254,16 @@ impl MasterService {
             &optimizers,
             registered.map(|s| (s.addr.as_str(), &s.optimizers[..])),
         )?;
-        let id = state.next_server;
-        state.next_server += 1;
+        let id = match rejoin {
+            true => {
+                state.awaiting.remove(&previous_id);
+                previous_id
+            }
+            false => {
+                state.next_server += 1;
+                state.next_server - 1
+            }
+        };
         state.epoch += 1;
         state.servers.insert(
             id,
@@ -234,25 +274,37 @@ impl MasterService {
                 optimizers,
             },
         );
-        tracing::info!(id, %addr, "server registered");
-        Ok(RegisterServerReply {
+        tracing::info!(id, %addr, rejoin, "server registered");
+        let reply = RegisterServerReply {
             server_id: id,
             epoch: state.epoch,
             snapshot_dir: self.snapshot_url(),
             snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
-        })
+        };
+        drop(state);
+        self.persist();
+        Ok(reply)
     }
 
     fn heartbeat(&self, server_id: u32) -> Result<HeartbeatReply> {
         let mut state = self.state.lock();
         let epoch = state.epoch;
+        if state.awaiting.contains_key(&server_id) {
+            return Ok(HeartbeatReply {
+                epoch,
+                rejoin: true,
+            });
+        }
         let server = state.servers.get_mut(&server_id).ok_or_else(|| {
             PsError::NotFound(format!(
                 "server {server_id} is not registered with this master"
             ))
         })?;
         server.last_seen = Instant::now();
-        Ok(HeartbeatReply { epoch })
+        Ok(HeartbeatReply {
+            epoch,
+            rejoin: false,
+        })
     }
 
     async fn create(&self, request: CreateMatrixRequest) -> Result<MatrixMeta> {
@@ -286,6 +338,8 @@ impl MasterService {
         let mut state = self.state.lock();
         state.epoch = epoch;
         state.matrices.insert(meta.name.clone(), meta.clone());
+        drop(state);
+        self.persist();
         tracing::info!(name = %meta.name, partitions = meta.partitions.len(), "matrix created");
         Ok(meta)
     }
@@ -384,6 +438,7 @@ impl MasterService {
                 .collect();
             (meta, state.epoch, servers)
         };
+        self.persist();
         let ids: Vec<u32> = servers.keys().copied().collect();
         self.drop_on(&servers, &ids, meta.id, epoch).await;
         tracing::info!(%name, "matrix dropped");

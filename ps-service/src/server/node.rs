@@ -105,6 +105,8 @@ impl ServerNode {
             addr: addr.clone(),
             optimizers: functions.optimizers.infos(),
             admin_token: admin_token.clone(),
+            rejoin: false,
+            previous_id: 0,
         };
         let parts = Arc::new(Partitions::default());
         let server_id = Arc::new(AtomicU32::new(u32::MAX));
@@ -217,9 +219,10 @@ struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Heartbeats every `every` until shut down. A master that answers NOT_FOUND declared this
-    /// server dead and restored its partitions elsewhere: the server drops its copies (clients
-    /// with an old map must not change them) and registers again, empty, under a new id.
+    /// Heartbeats every `every` until shut down. A restarted master asks the server to
+    /// register again under its id, keeping its partitions. A master that answers NOT_FOUND
+    /// declared this server dead and restored its partitions elsewhere: the server drops its
+    /// copies (clients with an old map must not change them) and registers as a new server.
     async fn run(mut self, every: Duration, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(every);
         loop {
@@ -229,26 +232,40 @@ impl Heartbeat {
             }
             let server_id = self.server_id.load(Ordering::Relaxed);
             match self.master.heartbeat(HeartbeatRequest { server_id }).await {
+                Ok(reply) if reply.get_ref().rejoin => self.register(Some(server_id)).await,
                 Ok(reply) => self.parts.observe_epoch(reply.into_inner().epoch),
-                Err(status) if status.code() == tonic::Code::NotFound => self.rejoin().await,
+                Err(status) if status.code() == tonic::Code::NotFound => {
+                    tracing::warn!(
+                        server_id,
+                        "the master declared this server dead; dropping its partitions and \
+                         registering again"
+                    );
+                    self.parts.clear();
+                    self.register(None).await;
+                }
                 Err(status) => tracing::warn!(server_id, %status, "heartbeat to master failed"),
             }
         }
     }
 
-    async fn rejoin(&mut self) {
-        let old = self.server_id.load(Ordering::Relaxed);
-        tracing::warn!(
-            old,
-            "the master declared this server dead; dropping its partitions and registering again"
-        );
-        self.parts.clear();
-        match self.master.register_server(self.register.clone()).await {
+    /// Registers again: under `previous` id keeping the partitions, or (None, or when the
+    /// master no longer awaits that id) as a new, empty server.
+    async fn register(&mut self, previous: Option<u32>) {
+        let request = RegisterServerRequest {
+            rejoin: previous.is_some(),
+            previous_id: previous.unwrap_or_default(),
+            ..self.register.clone()
+        };
+        match self.master.register_server(request).await {
             Ok(reply) => {
                 let reply = reply.into_inner();
                 self.parts.observe_epoch(reply.epoch);
                 self.server_id.store(reply.server_id, Ordering::Relaxed);
                 tracing::info!(id = reply.server_id, "server registered again");
+            }
+            Err(status) if previous.is_some() && status.code() == tonic::Code::NotFound => {
+                self.parts.clear();
+                Box::pin(self.register(None)).await;
             }
             Err(status) => tracing::warn!(%status, "registering again failed; retrying"),
         }

@@ -1,21 +1,24 @@
-//! Snapshots: partitions written to a directory on any store
+//! Snapshots: partitions and the master's state written to a directory on any store
 //! (a local path, `s3://`, `hdfs://`), read back to restore them.
 //!
 //! - [`file`]: the bytes of one snapshot file (magic, message, checksum).
 //! - [`SnapshotDir`]: where each file lives. Every partition has its own versioned directory
 //!   (`partitions/<matrix id>/<partition id>/v000007/partition.snap` and `_CURRENT`, see
 //!   [`angel_storage::versions`]), so a partition restores on any server and a snapshot
-//!   half-written when its server died is never read.
+//!   half-written when its server died is never read. The master's state is `master/`.
 
 pub mod file;
 
-use angel_proto::{PartitionSnapshot, PsError, Result};
+use angel_proto::{MasterSnapshot, PartitionSnapshot, PsError, Result};
 use angel_storage::versions::Versions;
 use angel_storage::{Location, StorageError};
 use bytes::Bytes;
+use file::Kind;
 
 /// File name of a partition snapshot inside its version directory.
 const PARTITION_FILE: &str = "partition.snap";
+/// File name of the master's state inside its version directory.
+const MASTER_FILE: &str = "master.snap";
 
 /// The root of a service's snapshots.
 #[derive(Debug, Clone)]
@@ -44,13 +47,45 @@ impl SnapshotDir {
     /// Commits `snapshot` as the newest of its partition. Blocking.
     pub fn write_partition(&self, id: u32, snapshot: &PartitionSnapshot) -> Result<u64> {
         let versions = self.partition_dir(id, snapshot.partition_id);
-        write(&versions, PARTITION_FILE, file::encode(snapshot))
+        write(
+            &versions,
+            PARTITION_FILE,
+            file::encode(Kind::Partition, snapshot),
+        )
     }
 
     /// The newest committed snapshot of partition `partition_id` of matrix (or counter) `id`.
     /// DATA_LOSS when there is none, or it is corrupt. Blocking.
     pub fn read_partition(&self, id: u32, partition_id: u32) -> Result<PartitionSnapshot> {
-        read(&self.partition_dir(id, partition_id), PARTITION_FILE)
+        read(
+            &self.partition_dir(id, partition_id),
+            PARTITION_FILE,
+            Kind::Partition,
+        )
+    }
+}
+
+impl SnapshotDir {
+    fn master_dir(&self) -> Versions {
+        Versions::new(self.root.child("master"))
+    }
+
+    /// Commits the master's state. Blocking.
+    pub fn write_master(&self, state: &MasterSnapshot) -> Result<u64> {
+        write(
+            &self.master_dir(),
+            MASTER_FILE,
+            file::encode(Kind::Master, state),
+        )
+    }
+
+    /// The master's committed state; None when this directory has none yet. Blocking.
+    pub fn read_master(&self) -> Result<Option<MasterSnapshot>> {
+        match read(&self.master_dir(), MASTER_FILE, Kind::Master) {
+            Ok(state) => Ok(Some(state)),
+            Err(PsError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -65,10 +100,10 @@ fn write(versions: &Versions, name: &str, bytes: Bytes) -> Result<u64> {
 
 /// The message in the committed version of `versions`: NOT_FOUND when there is no file,
 /// DATA_LOSS when it cannot be read whole.
-fn read<M: prost::Message + Default>(versions: &Versions, name: &str) -> Result<M> {
+fn read<M: prost::Message + Default>(versions: &Versions, name: &str, kind: Kind) -> Result<M> {
     let location = versions.current().map_err(unavailable)?.child(name);
     match angel_storage::read::read_all(&location) {
-        Ok(bytes) => file::decode(&bytes, &location.to_string()),
+        Ok(bytes) => file::decode(kind, &bytes, &location.to_string()),
         Err(e) if e.is_not_found() => Err(PsError::NotFound(format!("no snapshot at {location}"))),
         Err(e) => Err(unavailable(e)),
     }
