@@ -160,7 +160,8 @@ pub fn print_report(report: &StatementReport) {
     }
 }
 
-/// Prints the time per statement and the rows readers skipped.
+/// Prints the time per statement, changes replayed after a server died, and the rows readers
+/// skipped.
 pub fn print_summary(reports: &[StatementReport]) {
     let mut table = Table::new();
     table.set_header(["line", "statement", "seconds"]);
@@ -178,6 +179,14 @@ pub fn print_summary(reports: &[StatementReport]) {
         format!("{:.3}", total.as_secs_f64()),
     ]);
     println!("{table}");
+    for r in reports.iter().filter(|r| r.replayed != (0, 0)) {
+        let (replayed, lost) = r.replayed;
+        println!(
+            "line {}: a parameter server died; {replayed} changes replayed to its restored \
+             partitions, {lost} lost",
+            r.line
+        );
+    }
     for r in reports.iter().filter(|r| r.skipped.count > 0) {
         println!(
             "line {}: skipped {} bad input rows; the first:",

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use angel_client::{MatrixSpec, PsClient};
 use angel_ps_cli::local_cluster::free_port;
-use angel_tests::{Cluster, spawn};
+use angel_tests::{Cluster, binary, printed_row, repo, spawn};
 
 /// A master snapshotting to a fresh folder every `interval` seconds, and two servers that
 /// heartbeat every 200 ms.
@@ -88,12 +88,12 @@ async fn a_server_whose_heartbeats_stop_is_replaced_without_any_call() {
             .flat_map(|s| &s.partitions)
             .all(|p| p.durable == p.version && p.version > 0)
     };
-    wait_for(&c, durable).await;
+    wait_for(&c, durable, Duration::from_secs(20)).await;
     cluster.servers[0].kill();
     let replaced = |status: &angel_proto::StatusReply| {
         status.recoveries.len() == 1 && status.recoveries[0].cause.contains("no heartbeat")
     };
-    wait_for(&c, replaced).await;
+    wait_for(&c, replaced, Duration::from_secs(20)).await;
     let row = c.pull_rows::<f32>("d", &[0]).await.unwrap();
     assert_eq!(row[0], vec![0.5f32; 64]);
 }
@@ -200,9 +200,92 @@ async fn a_restarted_master_resumes_and_its_servers_rejoin_with_their_partitions
     assert!(names.contains(&"w") && names.contains(&"d"), "{names:?}");
 }
 
-/// Polls the status until `done` holds, for at most 20 s.
-async fn wait_for(c: &PsClient, done: impl Fn(&angel_proto::StatusReply) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Starts the CTR job (3 epochs) on `data` against the service at `master`.
+fn ctr_job(master: &str, data: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(binary())
+        .args(["run", repo("examples/ctr/job.sql").to_str().unwrap()])
+        .args(["--master", master, "--var", "epochs=3"])
+        .arg("--var")
+        .arg(format!("data={}", data.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The holdout AUC of the job's last result (holdout_auc, holdout_logloss); the epoch table
+/// before it has a holdout_auc column too, but no holdout_logloss.
+fn holdout_auc(stdout: &str) -> f64 {
+    printed_row(stdout, "holdout_logloss")[0]
+}
+
+/// Waits (at most 10 minutes) for the job to end; returns its stdout after checking it
+/// succeeded.
+fn finished(job: std::process::Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut job = job;
+    while job.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the job did not finish");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let output = job.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_is_killed_mid_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ctr.csv");
+    angel_etl::ctr_data::generate(&data, 100_000, 7).unwrap();
+
+    let reference = Cluster::start(2);
+    let stdout = finished(ctr_job(&reference.master.addr, &data));
+    let expected = holdout_auc(&stdout);
+
+    let snapshots = dir.path().join("snapshots");
+    let mut cluster = cluster(&snapshots, "3600", "3600");
+    let job = ctr_job(&cluster.master.addr, &data);
+    let c = cluster.client().await;
+    let training = |status: &angel_proto::StatusReply| {
+        let map = status.map.clone().unwrap_or_default();
+        let Some(model) = map.matrices.iter().find(|m| m.name == "ctr") else {
+            return false;
+        };
+        let stats = status.servers.iter().flat_map(|s| &s.partitions);
+        let pushes: u64 = stats
+            .filter(|p| p.matrix_id == model.id)
+            .map(|p| p.version)
+            .sum();
+        pushes > 50
+    };
+    wait_for(&c, training, Duration::from_secs(300)).await;
+    cluster.servers[1].kill();
+    let stdout = finished(job);
+    let auc = holdout_auc(&stdout);
+    assert!(
+        (auc - expected).abs() < 0.002,
+        "AUC {auc} with a server killed, {expected} without"
+    );
+    assert!(stdout.contains(", 0 lost"), "{stdout}");
+    eprintln!("holdout AUC {auc:.4} with a server killed mid-job, {expected:.4} without");
+    for line in stdout.lines().filter(|l| l.contains("replayed")) {
+        eprintln!("{line}");
+    }
+    let status = c.status().await.unwrap();
+    assert_eq!(status.recoveries.len(), 1, "{:?}", status.recoveries);
+    assert!(
+        status.recoveries[0].error.is_empty(),
+        "{:?}",
+        status.recoveries
+    );
+}
+
+/// Polls the status until `done` holds, for at most `limit`.
+async fn wait_for(c: &PsClient, done: impl Fn(&angel_proto::StatusReply) -> bool, limit: Duration) {
+    let deadline = Instant::now() + limit;
     loop {
         let status = c.status().await.unwrap();
         if done(&status) {

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use angel_client::PsClient;
 use angel_etl::bad_rows::Skipped;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -44,6 +45,9 @@ pub struct StatementReport {
     pub output: Vec<RecordBatch>,
     /// Input rows its readers skipped (`bad_rows=skip`).
     pub skipped: Skipped,
+    /// Changes this process's client replayed to partitions restored from snapshots during
+    /// the statement, and changes it could not replay (lost).
+    pub replayed: (u64, u64),
 }
 
 impl StatementReport {
@@ -101,6 +105,14 @@ impl Job {
         self.binding.reports()
     }
 
+    /// What this process's client of the service has replayed and lost so far (zeros when
+    /// the service cannot be reached).
+    async fn replay_counts(&self) -> (u64, u64) {
+        PsClient::shared(self.binding.master())
+            .await
+            .map_or((0, 0), |client| client.replay_counts())
+    }
+
     /// Runs the job text (after substituting `vars`), calling `each` after every statement.
     /// An error names the file and line of the statement that failed.
     pub async fn run(
@@ -114,6 +126,7 @@ impl Job {
         let mut reports = Vec::new();
         for (line, sql) in script::statements(&text) {
             let started = Instant::now();
+            let replays_before = self.replay_counts().await;
             let output = self.execute(&sql).await.map_err(|e| {
                 let e = if self.stage.is_some() {
                     crate::cluster::explain(e)
@@ -135,6 +148,10 @@ impl Job {
                 output,
                 sql,
                 skipped: self.reports().bad_rows.take(),
+                replayed: {
+                    let (replayed, lost) = self.replay_counts().await;
+                    (replayed - replays_before.0, lost - replays_before.1)
+                },
             };
             each(&report);
             reports.push(report);
