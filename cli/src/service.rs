@@ -91,6 +91,10 @@ pub struct ServerArgs {
     /// Seconds a request may take, body included; a stalled upload is cut off after it.
     #[arg(long, env = "ANGEL_REQUEST_TIMEOUT_SECS", default_value_t = net::DEFAULT_REQUEST_TIMEOUT.as_secs())]
     pub request_timeout_secs: u64,
+    /// Wait, empty, to take the place of a server that dies (its partitions are restored
+    /// here from their snapshots) instead of taking partitions of new matrices.
+    #[arg(long, env = "ANGEL_STANDBY")]
+    pub standby: bool,
 }
 
 /// Flags of `angel-ps standalone`.
@@ -139,6 +143,7 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
         memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
         request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
+        standby: args.standby,
         ..ServerConfig::new(args.master)
     };
     let node = ServerNode::start(config, Functions::default(), shutdown).await?;

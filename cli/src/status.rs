@@ -42,7 +42,9 @@ pub fn render(status: &StatusReply) -> String {
             (m.0, m.1) = (m.0 + p.elements, m.1 + p.bytes);
             (e + p.elements, b + p.bytes)
         });
-        let state = if s.reachable {
+        let state = if s.reachable && s.standby {
+            "standby".to_string()
+        } else if s.reachable {
             "up".to_string()
         } else {
             format!("unreachable: {}", s.error)

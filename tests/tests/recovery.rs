@@ -200,6 +200,53 @@ async fn a_restarted_master_resumes_and_its_servers_rejoin_with_their_partitions
     assert!(names.contains(&"w") && names.contains(&"d"), "{names:?}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_standby_takes_no_new_partitions_and_takes_a_dead_servers_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster(dir.path(), "3600", "3600");
+    let master = cluster.master.addr.clone();
+    let standby = spawn(&["server", "--master", &master, "--standby"]);
+    let c = cluster.client().await;
+    let m = c
+        .create_matrix(MatrixSpec::sparse("w", 1, 1000))
+        .await
+        .unwrap();
+    let status = c.status().await.unwrap();
+    let id_of = |addr: &str| {
+        let server = status.servers.iter().find(|s| s.addr == addr).unwrap();
+        server.server_id
+    };
+    let (spare, doomed) = (id_of(&standby.addr), id_of(&cluster.servers[1].addr));
+    assert!(m.meta.partitions.iter().all(|p| p.server_id != spare));
+    let moving: Vec<u32> = m
+        .meta
+        .partitions
+        .iter()
+        .filter(|p| p.server_id == doomed)
+        .map(|p| p.id)
+        .collect();
+    assert!(!moving.is_empty());
+    let keys: Vec<u64> = (0..1000).step_by(11).collect();
+    let ones = vec![1.0f32; keys.len()];
+    c.push_keys("w", 0, &keys, &ones).await.unwrap();
+    cluster.servers[1].kill();
+    assert_eq!(c.pull_keys::<f32>("w", 0, &keys).await.unwrap(), ones);
+    let moved = c.matrix("w").await.unwrap();
+    for pid in moving {
+        assert_eq!(
+            moved.meta.partitions[pid as usize].server_id, spare,
+            "partition {pid}"
+        );
+    }
+    let status = c.status().await.unwrap();
+    let now = status
+        .servers
+        .iter()
+        .find(|s| s.server_id == spare)
+        .unwrap();
+    assert!(!now.standby, "it serves like the others now");
+}
+
 /// Starts the CTR job (3 epochs) on `data` against the service at `master`.
 fn ctr_job(master: &str, data: &std::path::Path) -> std::process::Child {
     std::process::Command::new(binary())

@@ -96,7 +96,11 @@ impl MasterService {
                 },
             };
             let orphans = state.orphans(id);
-            let targets = state.by_load(self.server_timeout);
+            // A standby takes the dead server's place whole; else the least loaded share.
+            let targets = match state.by_load(self.server_timeout) {
+                t if t.first().is_some_and(|f| state.servers[f].standby) => t[..1].to_vec(),
+                t => t,
+            };
             state.epoch += 1;
             (dead, orphans, targets, state.epoch)
         };
@@ -150,6 +154,14 @@ impl MasterService {
         let mut state = self.state.lock();
         if !error.is_empty() {
             state.lost.insert(id, error.clone());
+        }
+        if restored > 0 {
+            // A standby that took partitions serves like any other server from now on.
+            for t in &targets {
+                if let Some(server) = state.servers.get_mut(t) {
+                    server.standby = false;
+                }
+            }
         }
         state.recoveries.push(Recovery {
             server_id: id,
@@ -287,7 +299,7 @@ impl super::service::State {
         matrices.chain(counters).collect()
     }
 
-    /// The live servers, those holding the fewest partitions first.
+    /// The live servers: standbys first, then those holding the fewest partitions.
     fn by_load(&self, timeout: Duration) -> Vec<u32> {
         let mut load: BTreeMap<u32, usize> = self
             .live_servers(timeout)
@@ -304,7 +316,7 @@ impl super::service::State {
             }
         }
         let mut ids: Vec<u32> = load.keys().copied().collect();
-        ids.sort_by_key(|id| (load[id], *id));
+        ids.sort_by_key(|id| (!self.servers[id].standby, load[id], *id));
         ids
     }
 }

@@ -55,6 +55,8 @@ pub(super) struct ServerEntry {
     pub(super) rpc: ServerRpc,
     /// The optimizers it runs, as it reported them.
     pub(super) optimizers: Vec<OptimizerInfo>,
+    /// Held in reserve for a dead server's partitions, until it takes some.
+    pub(super) standby: bool,
 }
 
 /// Partition ids of one matrix or counter, grouped by the server that hosts them.
@@ -82,6 +84,7 @@ pub(super) struct State {
 pub(super) struct Awaiting {
     pub(super) addr: String,
     pub(super) optimizers: Vec<OptimizerInfo>,
+    pub(super) standby: bool,
     pub(super) since: Instant,
 }
 
@@ -215,6 +218,7 @@ impl MasterService {
             admin_token,
             rejoin,
             previous_id,
+            standby,
         } = request;
         if rejoin {
             let awaited = self.state.lock().awaiting.get(&previous_id).cloned();
@@ -254,14 +258,14 @@ impl MasterService {
             &optimizers,
             registered.map(|s| (s.addr.as_str(), &s.optimizers[..])),
         )?;
-        let id = match rejoin {
+        let (id, standby) = match rejoin {
             true => {
-                state.awaiting.remove(&previous_id);
-                previous_id
+                let awaited = state.awaiting.remove(&previous_id);
+                (previous_id, awaited.is_some_and(|a| a.standby))
             }
             false => {
                 state.next_server += 1;
-                state.next_server - 1
+                (state.next_server - 1, standby)
             }
         };
         state.epoch += 1;
@@ -272,6 +276,7 @@ impl MasterService {
                 last_seen: Instant::now(),
                 rpc,
                 optimizers,
+                standby,
             },
         );
         tracing::info!(id, %addr, rejoin, "server registered");
@@ -369,11 +374,17 @@ impl MasterService {
                 r.name
             )));
         }
-        let ids = state.live_servers(self.server_timeout);
+        let ids: Vec<u32> = state
+            .live_servers(self.server_timeout)
+            .into_iter()
+            .filter(|id| !state.servers[id].standby)
+            .collect();
         if ids.is_empty() {
             return Err(PsError::Unavailable(format!(
-                "no live servers: {} registered, none heard from in the last {:?}",
+                "no live servers to hold partitions: {} registered ({} standby), none other \
+                 heard from in the last {:?}",
                 state.servers.len(),
+                state.servers.values().filter(|s| s.standby).count(),
                 self.server_timeout
             )));
         }
@@ -499,6 +510,7 @@ impl MasterService {
             let mut status = ServerStatus {
                 server_id: id,
                 addr: s.addr.clone(),
+                standby: s.standby,
                 last_heartbeat_ms: s.last_seen.elapsed().as_millis() as u64,
                 ..Default::default()
             };

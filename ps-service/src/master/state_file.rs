@@ -55,21 +55,22 @@ impl State {
         let registered = self
             .servers
             .iter()
-            .map(|(&id, s)| (id, &s.addr, &s.optimizers));
+            .map(|(&id, s)| (id, &s.addr, &s.optimizers, s.standby));
         let awaiting = self
             .awaiting
             .iter()
-            .map(|(&id, a)| (id, &a.addr, &a.optimizers));
+            .map(|(&id, a)| (id, &a.addr, &a.optimizers, a.standby));
         MasterSnapshot {
             epoch: self.epoch,
             next_server: self.next_server,
             next_matrix: self.next_matrix,
             servers: registered
                 .chain(awaiting)
-                .map(|(id, addr, optimizers)| ServerRecord {
+                .map(|(id, addr, optimizers, standby)| ServerRecord {
                     id,
                     addr: addr.clone(),
                     optimizers: optimizers.clone(),
+                    standby,
                 })
                 .collect(),
             matrices: self.matrices.values().cloned().collect(),
@@ -107,6 +108,7 @@ impl State {
                     let awaited = Awaiting {
                         addr: s.addr,
                         optimizers: s.optimizers,
+                        standby: s.standby,
                         since,
                     };
                     (s.id, awaited)

@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub memory_budget: u64,
     /// Longest a request may take, body included; a stalled upload is cut off after it.
     pub request_timeout: Duration,
+    /// Wait empty for a dead server's partitions instead of taking new matrices' (`--standby`).
+    pub standby: bool,
 }
 
 impl ServerConfig {
@@ -53,6 +55,7 @@ impl ServerConfig {
             register_timeout: Duration::from_secs(10),
             memory_budget: default_memory_budget(),
             request_timeout: net::DEFAULT_REQUEST_TIMEOUT,
+            standby: false,
         }
     }
 }
@@ -107,6 +110,7 @@ impl ServerNode {
             admin_token: admin_token.clone(),
             rejoin: false,
             previous_id: 0,
+            standby: config.standby,
         };
         let parts = Arc::new(Partitions::default());
         let server_id = Arc::new(AtomicU32::new(u32::MAX));
