@@ -3,11 +3,13 @@
 //! - [`ps`]: PS pull/push throughput against a raw TCP bound.
 //! - [`e2e`]: the demo CTR job end to end, phase by phase, with peak memory.
 //! - [`codec`]: SketchML bytes per pair and throughput on mini-batch gradients.
+//! - [`recovery`]: snapshot cost, and a server killed under a training loop.
 
 pub mod codec;
 pub mod e2e;
 pub mod link;
 pub mod ps;
+pub mod recovery;
 
 use std::error::Error;
 use std::path::Path;
@@ -23,6 +25,9 @@ pub enum BenchCommand {
     E2e(e2e::E2eBenchArgs),
     /// SketchML on mini-batch gradients: bytes per pair against raw and zstd, throughput.
     Codec(codec::CodecBenchArgs),
+    /// Snapshot write time and pause, a server killed mid-training (detection, restore, first
+    /// step after), and the overhead of periodic snapshots.
+    Recovery(recovery::RecoveryBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -31,6 +36,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::Ps(args) => Ok(ps::ps(args).await?),
         BenchCommand::E2e(args) => e2e::run(args).await,
         BenchCommand::Codec(args) => codec::run(args),
+        BenchCommand::Recovery(args) => recovery::run(args).await,
     }
 }
 

@@ -45,6 +45,8 @@ pub struct Snapshotted {
     pub at: Option<Instant>,
     pub bytes: u64,
     pub pause: Duration,
+    /// Snapshots of it this server has written (the bench counts them).
+    pub count: u64,
 }
 
 /// The answer to one partition's part of a change.

@@ -466,6 +466,7 @@ fn with_log(stats: PartitionStats, applied: &Applied, snapshotted: &Snapshotted)
             .map_or(0, |at| at.elapsed().as_millis() as u64),
         snapshot_bytes: snapshotted.bytes,
         snapshot_pause_us: snapshotted.pause.as_micros() as u64,
+        snapshots: snapshotted.count,
         ..stats
     }
 }

@@ -45,11 +45,13 @@ impl ServerService {
         let mut reply = SnapshotReply::default();
         let mut record = |image: Image, snapshotted: &parking_lot::Mutex<Snapshotted>| {
             let bytes = dir.write_partition(image.id, &image.snapshot)?;
-            *snapshotted.lock() = Snapshotted {
+            let mut snapshotted = snapshotted.lock();
+            *snapshotted = Snapshotted {
                 version: image.snapshot.version,
                 at: Some(Instant::now()),
                 bytes,
                 pause: image.pause,
+                count: snapshotted.count + 1,
             };
             reply.partitions += 1;
             reply.bytes += bytes;
