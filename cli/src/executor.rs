@@ -1,18 +1,25 @@
 //! `angel-ps executor`: a Ballista executor, started as a library, whose function registry
 //! and plan codecs hold every angel-ps function. Tasks of any job find their PS master in the
 //! plan, so an executor is started once, without per-job flags; its tasks share one PS client
-//! per master.
+//! per master. Each task's plan names the changes its PS aggregates send after the job, stage
+//! and partition ([`angel_sql::cluster::task_names`]), so a task run again is not applied twice.
 
 use std::error::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use angel_sql::binding::Binding;
-use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
+use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec, name_tasks};
 use angel_sql::object_stores::runtime_env;
+use ballista_core::JobId;
 use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_executor::execution_engine::{
+    DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor,
+};
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use clap::Args;
+use datafusion::common::Result as DfResult;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionConfig;
 
 /// Flags of `angel-ps executor`.
@@ -99,6 +106,7 @@ pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
         override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
             runtime_env(temp_dir.as_deref())
         })),
+        override_execution_engine: Some(Arc::new(NamingEngine(DefaultExecutionEngine::new()))),
         override_logical_codec: Some(Arc::new(AngelLogicalCodec::default())),
         override_physical_codec: Some(Arc::new(AngelPhysicalCodec::default())),
         ..defaults
@@ -115,4 +123,38 @@ pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
     start_executor_process(Arc::new(config)).await?;
     eprintln!("angel-ps executor stopped");
     Ok(())
+}
+
+/// Ballista's execution engine, with each task's PS aggregates named after its job, stage and
+/// partitions first. (Ballista's default also pools Flight clients for shuffle reads; its
+/// pool type is private, so shuffle reads here open their own connections.)
+struct NamingEngine(DefaultExecutionEngine);
+
+impl ExecutionEngine for NamingEngine {
+    fn create_query_stage_exec(
+        &self,
+        job_id: JobId,
+        stage_id: usize,
+        task_id: usize,
+        global_output_partition_ids: Vec<usize>,
+        plan: Arc<dyn ExecutionPlan>,
+        work_dir: &str,
+        config: &SessionConfig,
+    ) -> DfResult<Arc<dyn QueryStageExecutor>> {
+        let plan = name_tasks(
+            plan,
+            job_id.as_ref(),
+            stage_id,
+            &global_output_partition_ids,
+        )?;
+        self.0.create_query_stage_exec(
+            job_id,
+            stage_id,
+            task_id,
+            global_output_partition_ids,
+            plan,
+            work_dir,
+            config,
+        )
+    }
 }

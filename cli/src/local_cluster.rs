@@ -115,6 +115,16 @@ pub fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
+/// What a [`LocalCluster`] runs with beyond its size.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Added to the scheduler's and executors' environment (the `AWS_*` settings of an S3
+    /// stage, for example).
+    pub env: Vec<(String, String)>,
+    /// More flags of `angel-ps scheduler` (`--executor-timeout-secs`, for example).
+    pub scheduler_args: Vec<String>,
+}
+
 /// A PS service and a Ballista cluster as separate processes.
 pub struct LocalCluster {
     /// The PS master.
@@ -136,24 +146,25 @@ impl LocalCluster {
         executors: usize,
         slots: usize,
     ) -> Result<LocalCluster, String> {
-        Self::start_with_env(binary, servers, executors, slots, &[])
+        Self::start_with(binary, servers, executors, slots, &Options::default())
     }
 
-    /// [`LocalCluster::start`] with `env` added to the scheduler's and executors'
-    /// environment (the `AWS_*` settings of an S3 stage, for example).
-    pub fn start_with_env(
+    /// [`LocalCluster::start`] with `options`.
+    pub fn start_with(
         binary: &Path,
         servers: usize,
         executors: usize,
         slots: usize,
-        env: &[(String, String)],
+        options: &Options,
     ) -> Result<LocalCluster, String> {
+        let env = options.env.as_slice();
         let master = Process::spawn(binary, &["master", "--bind", "127.0.0.1:0"])?;
         let servers = (0..servers)
             .map(|_| Process::spawn(binary, &["server", "--master", &master.addr]))
             .collect::<Result<Vec<_>, _>>()?;
-        let scheduler =
-            Process::spawn_with_env(binary, &["scheduler", "--bind", "127.0.0.1:0"], env)?;
+        let mut args = vec!["scheduler", "--bind", "127.0.0.1:0"];
+        args.extend(options.scheduler_args.iter().map(String::as_str));
+        let scheduler = Process::spawn_with_env(binary, &args, env)?;
         let scheduler_addr = scheduler.addr.trim_start_matches("df://").to_string();
         let executors = (0..executors)
             .map(|_| executor(binary, &scheduler_addr, slots, env))
@@ -201,6 +212,9 @@ fn executor(
             &grpc,
             "--concurrent-tasks",
             &slots,
+            // Often, so a scheduler told to declare executors dead quickly keeps live ones.
+            "--heartbeat-secs",
+            "1",
         ];
         let mut process = Process::spawn_with_env(binary, &args, env)?;
         let deadline = Instant::now() + START_TIMEOUT;

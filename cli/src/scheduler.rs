@@ -71,6 +71,8 @@ pub async fn run(args: SchedulerArgs) -> Result<(), Box<dyn Error>> {
         // executor should share the pushes.
         task_distribution: TaskDistributionPolicy::RoundRobin,
         executor_timeout_seconds: args.executor_timeout_secs,
+        // Checked a few times per timeout, so a dead executor's tasks run again soon after.
+        expire_dead_executor_interval_seconds: (args.executor_timeout_secs / 3).clamp(1, 15),
         task_max_failures: args.task_max_failures,
         override_session_builder: Some(Arc::new(session_with_functions)),
         override_logical_codec: Some(Arc::new(AngelLogicalCodec::default())),

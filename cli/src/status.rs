@@ -121,7 +121,8 @@ pub fn render(status: &StatusReply) -> String {
     )
 }
 
-/// Servers declared dead and what became of their partitions; nothing when none died.
+/// Servers declared dead and what became of their partitions and of the changes clients had
+/// made since their snapshots (as the clients reported); nothing when none died.
 fn recoveries_table(status: &StatusReply) -> String {
     if status.recoveries.is_empty() {
         return String::new();
@@ -133,7 +134,9 @@ fn recoveries_table(status: &StatusReply) -> String {
         "cause",
         "restored",
         "took",
-        "lost",
+        "partitions lost",
+        "changes replayed",
+        "changes lost",
     ]);
     for r in &status.recoveries {
         table.add_row([
@@ -146,6 +149,8 @@ fn recoveries_table(status: &StatusReply) -> String {
                 true => "nothing".to_string(),
                 false => r.error.clone(),
             },
+            r.changes_replayed.to_string(),
+            r.changes_lost.to_string(),
         ]);
     }
     format!("recoveries\n{table}\n")
@@ -165,6 +170,7 @@ fn snapshots_table(status: &StatusReply, names: &HashMap<u32, &str>) -> String {
         "changes",
         "in snapshot",
         "duplicates",
+        "too old",
         "replayed",
         "snapshot age",
         "snapshot bytes",
@@ -186,6 +192,7 @@ fn snapshots_table(status: &StatusReply, names: &HashMap<u32, &str>) -> String {
             p.version.to_string(),
             p.durable.to_string(),
             p.duplicates.to_string(),
+            p.below_window.to_string(),
             p.replayed.to_string(),
             format!("{:.1} s", p.snapshot_age_ms as f64 / 1e3),
             p.snapshot_bytes.to_string(),

@@ -18,7 +18,7 @@ use angel_proto::server_client::ServerClient;
 use angel_proto::{
     Caller, CounterIncreaseRequest, DescribeMatrixRequest, DropMatrixRequest, Element,
     GetPartitionMapRequest, Merge, OptimizerInfo, PartitionMap, PsError, PsfBlock, PsfOperand,
-    PsfRequest, PullRequest, PushRequest, ReportUnreachableRequest, Result, RowSlice,
+    PsfRequest, PullRequest, PushRequest, ReplayReport, ReportUnreachableRequest, Result, RowSlice,
     SnapshotReply, SnapshotRequest, StatusReply, StatusRequest, StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
@@ -35,6 +35,7 @@ use crate::matrix::Matrix;
 use crate::replay::{Change, ReplayBuffer};
 use crate::routes::{Routing, SendError, ServerConn, server_of};
 use crate::split::KeySplit;
+use crate::task_change::TaskChange;
 
 /// Retries after a stale-map answer before giving up.
 const STALE_MAP_RETRIES: usize = 3;
@@ -160,9 +161,9 @@ impl PsClient {
         self.replay(moved).await
     }
 
-    /// Installs `map` unless it is older than the cached one; returns the partitions (id,
-    /// partition, version restored at) it shows restored on another server since.
-    fn install(&self, map: PartitionMap) -> Result<Vec<(u32, u32, u64)>> {
+    /// Installs `map` unless it is older than the cached one; returns the partitions it shows
+    /// restored on another server since.
+    fn install(&self, map: PartitionMap) -> Result<Vec<Moved>> {
         let mut routing = self.routing.write();
         if map.epoch < routing.epoch {
             return Ok(Vec::new());
@@ -206,60 +207,97 @@ impl PsClient {
     }
 
     /// Resends to each restored partition the changes this client made that its snapshot
-    /// does not hold, marked as replays; the server refuses any it applied already.
-    async fn replay(&self, moved: Vec<(u32, u32, u64)>) -> Result<()> {
-        for (id, pid, restored) in moved {
-            let changes = self.replays.take(id, pid, restored);
-            if changes.is_empty() {
+    /// does not hold, marked as replays (the server refuses any it applied already), and
+    /// tells the master how many it replayed and lost per dead server.
+    async fn replay(&self, moved: Vec<Moved>) -> Result<()> {
+        let mut by_server: HashMap<u32, (u64, u64)> = HashMap::new();
+        for m in moved {
+            let before = self.replays.counts();
+            let result = self.replay_partition(&m).await;
+            let after = self.replays.counts();
+            let tally = by_server.entry(m.from_server).or_default();
+            tally.0 += after.0 - before.0;
+            tally.1 += after.1 - before.1;
+            result?;
+        }
+        for (server_id, (replayed, lost)) in by_server {
+            if replayed + lost == 0 {
                 continue;
             }
-            let count = changes.len();
-            let conn = {
-                let routing = self.routing.read();
-                let server = server_of(&routing, id, pid)?;
-                routing.servers.get(&server).cloned()
+            let report = ReplayReport {
+                server_id,
+                replayed,
+                lost,
             };
-            let Some(mut conn) = conn else { continue };
-            for (caller, change) in changes {
-                let caller = Caller {
-                    replay: true,
-                    map_epoch: self.map_epoch(),
-                    ..caller
-                };
-                let acks = match change.clone() {
-                    Change::Push {
+            self.on_master(report, |mut m, r| async move { m.report_replay(r).await })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Resends the changes partition `m` needs again; if a resend fails, the changes not yet
+    /// resent are counted as lost and the error returned.
+    async fn replay_partition(&self, m: &Moved) -> Result<()> {
+        let (id, pid) = (m.id, m.pid);
+        let changes = self.replays.take(id, pid, m.restored);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let count = changes.len();
+        let conn = {
+            let routing = self.routing.read();
+            let server = server_of(&routing, id, pid)?;
+            routing.servers.get(&server).cloned()
+        };
+        let Some(mut conn) = conn else {
+            self.replays.lose(count as u64, id, pid);
+            return Ok(());
+        };
+        for (sent, (caller, change)) in changes.into_iter().enumerate() {
+            let caller = Caller {
+                replay: true,
+                map_epoch: self.map_epoch(),
+                ..caller
+            };
+            let acks = match change.clone() {
+                Change::Push {
+                    matrix_id,
+                    value_type,
+                    update,
+                    slices,
+                } => conn
+                    .rpc
+                    .push(PushRequest {
+                        caller: Some(caller),
                         matrix_id,
                         value_type,
-                        update,
                         slices,
-                    } => conn
-                        .rpc
-                        .push(PushRequest {
-                            caller: Some(caller),
-                            matrix_id,
-                            value_type,
-                            slices,
-                            update,
-                        })
-                        .await
-                        .map(|r| r.into_inner().acks),
-                    Change::Count { counter_id, part } => conn
-                        .rpc
-                        .counter_increase(CounterIncreaseRequest {
-                            caller: Some(caller),
-                            counter_id,
-                            parts: vec![part],
-                        })
-                        .await
-                        .map(|r| r.into_inner().acks),
-                };
-                let acks = acks.map_err(|s| PsError::from_status(s, &conn.addr))?;
-                for ack in &acks {
-                    self.replays.keep(id, ack, &caller, change.clone());
+                        update,
+                    })
+                    .await
+                    .map(|r| r.into_inner().acks),
+                Change::Count { counter_id, part } => conn
+                    .rpc
+                    .counter_increase(CounterIncreaseRequest {
+                        caller: Some(caller),
+                        counter_id,
+                        parts: vec![part],
+                    })
+                    .await
+                    .map(|r| r.into_inner().acks),
+            };
+            let acks = match acks {
+                Ok(acks) => acks,
+                Err(status) => {
+                    self.replays.lose((count - sent) as u64, id, pid);
+                    return Err(PsError::from_status(status, &conn.addr));
                 }
+            };
+            for ack in &acks {
+                self.replays.keep(id, ack, &caller, change.clone());
             }
-            tracing::info!(id, pid, count, "changes replayed to a restored partition");
         }
+        tracing::info!(id, pid, count, "changes replayed to a restored partition");
         Ok(())
     }
 
@@ -471,7 +509,7 @@ impl PsClient {
         keys: &[u64],
         values: &[T],
     ) -> Result<()> {
-        self.push_keyed(name, row, keys, values, None).await
+        self.push_keyed(name, row, keys, values, None, None).await
     }
 
     /// Sends gradients of row 0 of a model matrix; the servers apply `update`'s optimizer per
@@ -483,7 +521,22 @@ impl PsClient {
         grads: &[T],
         update: &Update,
     ) -> Result<()> {
-        self.push_keyed(name, 0, keys, grads, Some(update)).await
+        self.push_keyed(name, 0, keys, grads, Some(update), None)
+            .await
+    }
+
+    /// [`PsClient::push_update`] as `change` of a SQL task: if the task runs again and resends
+    /// it, the servers that applied it refuse it.
+    pub async fn push_task_update<T: Element>(
+        &self,
+        change: TaskChange,
+        name: &str,
+        keys: &[u64],
+        grads: &[T],
+        update: &Update,
+    ) -> Result<()> {
+        self.push_keyed(name, 0, keys, grads, Some(update), Some(change))
+            .await
     }
 
     async fn push_keyed<T: Element>(
@@ -493,6 +546,7 @@ impl PsClient {
         keys: &[u64],
         values: &[T],
         update: Option<&Update>,
+        change: Option<TaskChange>,
     ) -> Result<()> {
         if keys.len() != values.len() {
             return Err(PsError::InvalidArgument(format!(
@@ -519,7 +573,7 @@ impl PsClient {
                 }
             })
             .collect();
-        self.send_slices(&m, slices, SliceOp::Push(update))
+        self.send_slices(&m, slices, SliceOp::Push(update, change))
             .await
             .map(drop)
     }
@@ -547,7 +601,7 @@ impl PsClient {
                 }
             })
             .collect();
-        self.send_slices(&m, slices, SliceOp::Push(None))
+        self.send_slices(&m, slices, SliceOp::Push(None, None))
             .await
             .map(drop)
     }
@@ -605,6 +659,7 @@ impl PsClient {
         let results = self
             .scatter(
                 blocks,
+                None,
                 |routing, block: &PsfBlock| server_of(routing, lead_id, block.partition_ids[0]),
                 |mut conn, blocks, caller| {
                     let request = PsfRequest {
@@ -653,11 +708,16 @@ impl PsClient {
         let (matrix_id, value_type) = (m.meta.id, m.meta.value_type);
         let limit = self.config.max_message_bytes;
         let name = m.meta.name.as_str();
+        let change = match op {
+            SliceOp::Push(_, change) => change,
+            SliceOp::Pull => None,
+        };
         self.scatter(
             slices,
+            change,
             |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
             |mut conn, slices, caller| async move {
-                if let SliceOp::Push(update) = op {
+                if let SliceOp::Push(update, _) = op {
                     let count = slices.len();
                     let request = PushRequest {
                         caller: Some(caller),
@@ -703,10 +763,12 @@ impl PsClient {
     /// after a refresh; items a server never answered (it is unreachable, or gone from the map)
     /// are reported to the master, which probes the server and restores its partitions
     /// elsewhere, and are resent to the new owners for up to [`RECOVERY_WAIT`]. Resends keep
-    /// the call's seq, so servers apply each part once; nothing a server accepted is resent.
+    /// the call's seq (or `change`'s name), so servers apply each part once; nothing a server
+    /// accepted is resent.
     pub(crate) async fn scatter<I, R, Fut>(
         &self,
         items: Vec<I>,
+        change: Option<TaskChange>,
         route: impl Fn(&Routing, &I) -> Result<u32>,
         send: impl Fn(ServerConn, Vec<I>, Caller) -> Fut,
     ) -> Result<Vec<R>>
@@ -716,7 +778,10 @@ impl PsClient {
     {
         let mut answers: Vec<Option<R>> = items.iter().map(|_| None).collect();
         let mut pending: Vec<usize> = (0..items.len()).collect();
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let (task, seq) = match change {
+            Some(c) => (c.task, c.seq),
+            None => (0, self.seq.fetch_add(1, Ordering::Relaxed)),
+        };
         let deadline = Instant::now() + RECOVERY_WAIT;
         let (mut stale_left, mut waits) = (STALE_MAP_RETRIES, 0u32);
         loop {
@@ -743,7 +808,7 @@ impl PsClient {
             let calls = by_server.into_iter().map(|(server, (conn, idx))| {
                 let addr = conn.addr.clone();
                 let batch = idx.iter().map(|&i| items[i].clone()).collect();
-                let fut = send(conn, batch, self.caller(seq));
+                let fut = send(conn, batch, self.caller(task, seq));
                 async move { (server, idx, addr, fut.await) }
             });
             pending = unrouted;
@@ -826,9 +891,10 @@ impl PsClient {
         self.replay(moved).await
     }
 
-    fn caller(&self, seq: u64) -> Caller {
+    fn caller(&self, task: u64, seq: u64) -> Caller {
         Caller {
             worker_id: self.config.worker_id,
+            task,
             seq,
             clock: 0,
             map_epoch: self.map_epoch(),
@@ -837,9 +903,17 @@ impl PsClient {
     }
 }
 
-/// The partitions of `map` that were restored on another server since `routing`'s map, with
-/// the version each was restored at.
-fn moved_partitions(routing: &Routing, map: &PartitionMap) -> Vec<(u32, u32, u64)> {
+/// A partition restored on another server: matrix or counter space `id`, partition `pid`,
+/// the version its snapshot held, and the server it was on.
+struct Moved {
+    id: u32,
+    pid: u32,
+    restored: u64,
+    from_server: u32,
+}
+
+/// The partitions of `map` that were restored on another server since `routing`'s map.
+fn moved_partitions(routing: &Routing, map: &PartitionMap) -> Vec<Moved> {
     let spaces = map
         .matrices
         .iter()
@@ -851,7 +925,12 @@ fn moved_partitions(routing: &Routing, map: &PartitionMap) -> Vec<(u32, u32, u64
         };
         for (p, was) in meta.partitions.iter().zip(&old.meta.partitions) {
             if p.server_id != was.server_id {
-                moved.push((meta.id, p.id, p.restored_version));
+                moved.push(Moved {
+                    id: meta.id,
+                    pid: p.id,
+                    restored: p.restored_version,
+                    from_server: was.server_id,
+                });
             }
         }
     }
@@ -862,7 +941,8 @@ fn moved_partitions(routing: &Routing, map: &PartitionMap) -> Vec<(u32, u32, u64
 #[derive(Debug, Clone, Copy)]
 enum SliceOp<'a> {
     Pull,
-    Push(Option<&'a Update>),
+    /// A push, applied with an optimizer's update or added; named by a task or by the client.
+    Push(Option<&'a Update>, Option<TaskChange>),
 }
 
 fn check_size(

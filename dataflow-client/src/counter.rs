@@ -21,6 +21,7 @@ use crate::PsClient;
 use crate::counter_space::Counter;
 use crate::replay::Change;
 use crate::routes::{SendError, server_of};
+use crate::task_change::TaskChange;
 
 /// Sums deltas by key, so each distinct key is sent once.
 pub fn merge_counts<'a, S: AsRef<str> + 'a>(
@@ -60,6 +61,28 @@ impl PsClient {
         keys: &[S],
         deltas: &[i64],
     ) -> Result<()> {
+        self.increase(name, keys, deltas, None).await
+    }
+
+    /// [`PsClient::counter_increase`] as `change` of a SQL task: if the task runs again and
+    /// resends it, the servers that applied it refuse it.
+    pub async fn task_counter_increase<S: AsRef<str>>(
+        &self,
+        change: TaskChange,
+        name: &str,
+        keys: &[S],
+        deltas: &[i64],
+    ) -> Result<()> {
+        self.increase(name, keys, deltas, Some(change)).await
+    }
+
+    async fn increase<S: AsRef<str>>(
+        &self,
+        name: &str,
+        keys: &[S],
+        deltas: &[i64],
+        change: Option<TaskChange>,
+    ) -> Result<()> {
         let merged = merge_counts(keys, deltas)?;
         let (keys, deltas): (Vec<&str>, Vec<i64>) = merged.into_iter().unzip();
         let c = self.live_counter(name).await?;
@@ -78,6 +101,7 @@ impl PsClient {
         let counter_id = c.space.meta.id;
         self.scatter(
             parts,
+            change,
             |routing, p: &CounterKeys| server_of(routing, counter_id, p.partition_id),
             |mut conn, parts, caller| async move {
                 let count = parts.len();
@@ -208,6 +232,7 @@ impl PsClient {
         let counter_id = c.space.meta.id;
         self.scatter(
             parts,
+            None,
             |routing, p: &CounterKeys| server_of(routing, counter_id, p.partition_id),
             |mut conn, parts, caller| async move {
                 let request = CounterGetRequest {

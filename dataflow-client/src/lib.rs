@@ -10,6 +10,8 @@
 //!   view of one.
 //! - [`routes`]: the cached connections and partition map every call routes by.
 //! - `replay`: the changes no snapshot holds yet, resent to a partition restored elsewhere.
+//! - [`task_change`]: [`TaskChange`], a change named by the SQL task making it, so a retried
+//!   task's resends are recognised.
 //! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
 //!   and remembering how to put the answers back in request order.
 //!
@@ -23,6 +25,7 @@ pub mod matrix;
 mod replay;
 pub mod routes;
 pub mod split;
+pub mod task_change;
 
 pub use angel_proto::{
     Compression, CounterState, Element, Layout, Merge, PsError, Result, SnapshotReply, StorageKind,
@@ -31,3 +34,4 @@ pub use angel_proto::{
 pub use client::{ClientConfig, PsClient, worker_pid};
 pub use counter_space::Counter;
 pub use matrix::MatrixSpec;
+pub use task_change::TaskChange;

@@ -145,6 +145,14 @@ impl ReplayBuffer {
         again
     }
 
+    /// Counts `n` changes to partition `pid` of `id` as lost: taken to be replayed, they
+    /// could not be resent.
+    pub(crate) fn lose(&self, n: u64, id: u32, pid: u32) {
+        self.replayed.fetch_sub(n, Ordering::Relaxed);
+        self.lost.fetch_add(n, Ordering::Relaxed);
+        tracing::error!(id, pid, n, "changes lost: they could not be replayed");
+    }
+
     /// Changes replayed so far, and changes lost.
     pub(crate) fn counts(&self) -> (u64, u64) {
         (

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use angel_client::matrix::Matrix;
-use angel_client::{Compression, MatrixSpec, PsClient, Update};
+use angel_client::{Compression, MatrixSpec, PsClient, TaskChange, Update};
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 
 use crate::bridge::{block_on, client, ps_error};
@@ -320,13 +320,26 @@ impl Model {
     }
 
     /// Sends gradients of `keys`; the servers apply the model's optimizer. `step` counts the
-    /// caller's updates, from 1 (Adam's bias correction uses it).
-    pub fn update(&self, keys: &[u64], grads: &[f32], step: u64) -> Result<()> {
+    /// caller's updates, from 1 (Adam's bias correction uses it). A task's `change` name makes
+    /// the push one a rerun of the task repeats without effect.
+    pub fn update(
+        &self,
+        keys: &[u64],
+        grads: &[f32],
+        step: u64,
+        change: Option<TaskChange>,
+    ) -> Result<()> {
         let update = Update {
             step,
             ..self.spec.update.clone()
         };
-        block_on(self.client.push_update(&self.name, keys, grads, &update))
+        let (client, name) = (&self.client, self.name.as_str());
+        block_on(async {
+            match change {
+                Some(c) => client.push_task_update(c, name, keys, grads, &update).await,
+                None => client.push_update(name, keys, grads, &update).await,
+            }
+        })
     }
 }
 

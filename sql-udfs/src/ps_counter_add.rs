@@ -24,6 +24,7 @@ use datafusion::logical_expr::{
 use crate::args::{Arg, DOC_SECTION, Features, arity, const_str, features_type, name_type};
 use crate::binding::{Binding, PsBound};
 use crate::bridge::block_on;
+use crate::cluster::ChangeNames;
 
 const COUNTER: Arg = Arg::new("ps_counter_add", 0, "counter");
 const FEATURES: Arg = Arg::new("ps_counter_add", 1, "features");
@@ -83,6 +84,7 @@ impl AggregateUDFImpl for PsCounterAdd {
             counter: const_str(COUNTER, COUNTER.literal_expr(args.exprs))?,
             pending: HashMap::default(),
             counted: 0,
+            names: None,
         }))
     }
 
@@ -120,6 +122,8 @@ struct CounterAdd {
     counter: String,
     pending: HashMap<String, i64, RandomState>,
     counted: i64,
+    /// Names of its flushes in a Ballista task, so a rerun of the task repeats them.
+    names: Option<ChangeNames>,
 }
 
 impl CounterAdd {
@@ -128,7 +132,7 @@ impl CounterAdd {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let counter = &self.counter;
+        let (counter, names) = (&self.counter, &mut self.names);
         let client = self.binding.client()?;
         let (keys, deltas): (Vec<&str>, Vec<i64>) =
             self.pending.iter().map(|(k, &v)| (k.as_str(), v)).unzip();
@@ -139,7 +143,14 @@ impl CounterAdd {
                     Err(e) => return Err(e),
                 }
             }
-            client.counter_increase(counter, &keys, &deltas).await
+            match names.as_mut().map(ChangeNames::next_change) {
+                Some(c) => {
+                    client
+                        .task_counter_increase(c, counter, &keys, &deltas)
+                        .await
+                }
+                None => client.counter_increase(counter, &keys, &deltas).await,
+            }
         })?;
         self.pending.clear();
         Ok(())
@@ -148,6 +159,9 @@ impl CounterAdd {
 
 impl Accumulator for CounterAdd {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if self.names.is_none() && self.counted == 0 {
+            self.names = ChangeNames::for_accumulator();
+        }
         let features = Features::from_array(FEATURES.function, FEATURES.column(values)?)?;
         for f in features.all() {
             match self.pending.get_mut(f) {

@@ -25,7 +25,10 @@ use crate::args::{
     Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, arity, const_str, indices_type,
     label_type, name_type,
 };
+use angel_client::TaskChange;
+
 use crate::binding::{Binding, PsBound};
+use crate::cluster::ChangeNames;
 use crate::mean::Mean;
 use crate::model::Model;
 use crate::sparse::SparseRows;
@@ -91,6 +94,7 @@ impl AggregateUDFImpl for PsTrain {
             binding: self.binding.clone(),
             name: const_str(MODEL, MODEL.literal_expr(args.exprs))?,
             model: None,
+            names: None,
             mean: Mean::default(),
         }))
     }
@@ -129,6 +133,8 @@ struct Train {
     /// The model's name; the model is opened on the first rows.
     name: String,
     model: Option<Model>,
+    /// Names of its pushes in a Ballista task, so a rerun of the task repeats them.
+    names: Option<ChangeNames>,
     /// Summed loss and rows trained.
     mean: Mean,
 }
@@ -148,8 +154,15 @@ fn next_step(model: &str) -> u64 {
 }
 
 impl Train {
-    /// Trains on one mini-batch of `rows`; returns the summed loss of its rows.
-    fn step(&self, model: &Model, rows: &SparseRows, range: std::ops::Range<usize>) -> Result<f64> {
+    /// Trains on one mini-batch of `rows`, pushing its gradients as `change`; returns the
+    /// summed loss of its rows.
+    fn step(
+        &self,
+        model: &Model,
+        rows: &SparseRows,
+        range: std::ops::Range<usize>,
+        change: Option<TaskChange>,
+    ) -> Result<f64> {
         let g = rows.gather(range.clone(), model.spec.bias_key());
         let weights = model.weights(&g.keys)?;
         let mut grads = vec![0.0f64; g.keys.len()];
@@ -167,7 +180,7 @@ impl Train {
         }
         let scale = 1.0 / range.len() as f64;
         let grads: Vec<f32> = grads.iter().map(|&x| (x * scale) as f32).collect();
-        model.update(&g.keys, &grads, next_step(&model.name))?;
+        model.update(&g.keys, &grads, next_step(&model.name), change)?;
         self.binding
             .reports()
             .progress
@@ -189,12 +202,15 @@ impl Accumulator for Train {
         }
         if self.model.is_none() {
             self.model = Some(Model::open(self.binding.master(), &self.name)?);
+            self.names = ChangeNames::for_accumulator();
         }
         let model = self.model.as_ref().expect("opened above");
         rows.check(MODEL.function, &model.name, model.spec.dim)?;
         let batch = model.spec.batch_size;
         for start in (0..rows.len()).step_by(batch) {
-            self.mean.sum += self.step(model, &rows, start..(start + batch).min(rows.len()))?;
+            let change = self.names.as_mut().map(ChangeNames::next_change);
+            let range = start..(start + batch).min(rows.len());
+            self.mean.sum += self.step(model, &rows, range, change)?;
         }
         self.mean.rows += rows.len() as i64;
         Ok(())

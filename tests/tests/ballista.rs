@@ -8,7 +8,7 @@ use std::process::Output;
 use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
-use angel_ps_cli::local_cluster::{LocalCluster, Process};
+use angel_ps_cli::local_cluster::{LocalCluster, Options, Process};
 use angel_tests::{binary, printed_row, repo, run_job, stock_scheduler};
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
@@ -174,4 +174,131 @@ fn a_job_finishes_on_the_executors_left_when_one_dies() {
             .is_some_and(|&n| n > 0),
         "the surviving executor trained: {pushes:?}"
     );
+}
+
+/// Trains a hashed-feature model for one epoch, then runs one more pass that also counts
+/// three columns' values, and seals the counter so its counts can be read.
+const RERUN_JOB: &str = "
+CREATE TABLE train AS SELECT label,
+  ps_hash(make_array(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13), 18) AS idx,
+  make_array(c1, c2, c3) AS features
+FROM read_csv('${data}', 'header=true');
+CREATE MODEL m OPTIONS (kind = 'logistic', dim = 262144, epochs = 1, batch_size = 256)
+  AS SELECT label, idx FROM train;
+SELECT ps_train('m', label, idx) AS loss, ps_counter_add('seen', features) AS counted FROM train;
+SELECT ps_counter_seal('seen', 1) AS seen;
+";
+
+/// What a run of [`RERUN_JOB`] left on the PS: the counter's (key, count) pairs, the changes
+/// the model's partitions applied, and the duplicates servers refused (model and counter).
+async fn rerun_job_effects(master: &str) -> (Vec<(String, i64)>, u64, u64) {
+    let c = PsClient::connect(master).await.unwrap();
+    let mut counts: Vec<(String, i64)> = c
+        .counter_indexed("seen")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(key, count, _)| (key, count))
+        .collect();
+    counts.sort();
+    let status = c.status().await.unwrap();
+    let model = c.matrix("m").await.unwrap().meta.id;
+    let stats: Vec<_> = status.servers.iter().flat_map(|s| &s.partitions).collect();
+    let applied = stats
+        .iter()
+        .filter(|p| p.matrix_id == model)
+        .map(|p| p.version)
+        .sum();
+    let duplicates = stats.iter().map(|p| p.duplicates).sum();
+    (counts, applied, duplicates)
+}
+
+/// Starts [`RERUN_JOB`] on `cluster` over `data`, 8 partitions.
+fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> std::process::Child {
+    let job = dir.join("rerun.sql");
+    std::fs::write(&job, RERUN_JOB).unwrap();
+    std::process::Command::new(binary())
+        .arg("run")
+        .arg(&job)
+        .args(["--ballista", cluster.scheduler_url()])
+        .args(["--master", &cluster.master.addr, "--partitions", "8"])
+        .arg("--var")
+        .arg(format!("data={}", data.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most 5 minutes) for `job` to succeed.
+fn succeeded(mut job: std::process::Child) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    while job.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            job.kill().unwrap();
+            panic!("the job did not finish within 5 minutes");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let output = job.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_run_again_after_its_executor_dies_counts_and_trains_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ctr.csv");
+    angel_etl::ctr_data::generate(&data, 60_000, 11).unwrap();
+    let options = Options {
+        scheduler_args: vec!["--executor-timeout-secs".into(), "3".into()],
+        ..Options::default()
+    };
+
+    let reference = LocalCluster::start_with(&binary(), 2, 2, 1, &options).unwrap();
+    succeeded(start_rerun_job(&reference, dir.path(), &data));
+    let (counts, applied, duplicates) = rerun_job_effects(&reference.master.addr).await;
+    assert_eq!(duplicates, 0, "nothing ran twice without a failure");
+    assert!(!counts.is_empty() && applied > 0);
+
+    let mut cluster = LocalCluster::start_with(&binary(), 2, 2, 1, &options).unwrap();
+    let job = start_rerun_job(&cluster, dir.path(), &data);
+    // Kill an executor once the counting pass has finished tasks: its finished tasks' output
+    // is lost with it, and its running task stops halfway; Ballista runs them again.
+    let c = PsClient::connect(&cluster.master.addr).await.unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        assert!(Instant::now() < deadline, "the counting pass never started");
+        let status = c.status().await.unwrap();
+        let map = status.map.clone().unwrap_or_default();
+        let flushed: u64 = match map.counters.iter().find(|k| k.name == "seen") {
+            Some(seen) => status
+                .servers
+                .iter()
+                .flat_map(|s| &s.partitions)
+                .filter(|p| p.matrix_id == seen.space.as_ref().map_or(0, |s| s.id))
+                .map(|p| p.version)
+                .max()
+                .unwrap_or(0),
+            None => 0,
+        };
+        if flushed >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    cluster.executors[1].kill();
+    succeeded(job);
+    let (rerun_counts, rerun_applied, rerun_duplicates) =
+        rerun_job_effects(&cluster.master.addr).await;
+    assert!(
+        rerun_duplicates > 0,
+        "a task ran again and its resends were refused"
+    );
+    assert_eq!(rerun_counts, counts, "every value counted once");
+    assert_eq!(rerun_applied, applied, "every mini-batch applied once");
 }

@@ -149,6 +149,12 @@ async fn changes_after_the_last_snapshot_are_replayed_and_none_applies_twice() {
     let status = c.status().await.unwrap();
     let stats: Vec<_> = status.servers.iter().flat_map(|s| &s.partitions).collect();
     assert!(stats.iter().any(|p| p.replayed > 0), "{stats:?}");
+    let reported = &status.recoveries[0];
+    assert_eq!(
+        (reported.changes_replayed, reported.changes_lost),
+        (replayed, lost),
+        "the status shows what the client replayed and lost"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

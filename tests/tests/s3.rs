@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use angel_ps_cli::local_cluster::LocalCluster;
+use angel_ps_cli::local_cluster::{LocalCluster, Options};
 use angel_tests::s3_server::{S3Server, SECRET};
 use angel_tests::{binary, printed_row, repo, run_job};
 
@@ -244,8 +244,17 @@ fn adult_on_ballista_stages_its_tables_on_s3_without_a_shared_folder() {
         &local_data.join("adult.data.gz"),
         "data/adult/adult.data.gz",
     );
-    let cluster =
-        LocalCluster::start_with_env(&binary(), 2, 2, 2, &s3.env(SECRET)).expect("cluster starts");
+    let cluster = LocalCluster::start_with(
+        &binary(),
+        2,
+        2,
+        2,
+        &Options {
+            env: s3.env(SECRET),
+            ..Options::default()
+        },
+    )
+    .expect("cluster starts");
     let work = tempfile::tempdir().unwrap();
     let (local_auc, _) = adult(
         &["--partitions", "4"],

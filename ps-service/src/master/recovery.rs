@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use angel_proto::{
     CounterAdminOp, CounterAdminRequest, CounterMeta, CreatePartitionsRequest, MatrixMeta,
-    PartitionMap, PsError, Recovery, Result, StatsRequest,
+    PartitionMap, PsError, Recovery, ReplayReport, Result, StatsRequest,
 };
 use tonic::Request;
 
@@ -51,6 +51,24 @@ impl MasterService {
             Some(why) => Err(PsError::DataLoss(why.clone())),
             None => Ok(state.map()),
         }
+    }
+
+    /// Adds what a client replayed to, and lost on, the partitions restored from dead server
+    /// `report.server_id` to its latest recovery.
+    pub(super) fn report_replay(&self, report: &ReplayReport) {
+        let mut state = self.state.lock();
+        let Some(recovery) = state
+            .recoveries
+            .iter_mut()
+            .rev()
+            .find(|r| r.server_id == report.server_id)
+        else {
+            return;
+        };
+        recovery.changes_replayed += report.replayed;
+        recovery.changes_lost += report.lost;
+        drop(state);
+        self.persist();
     }
 
     /// Recovers every server silent for longer than the timeout; the master runs it a few
@@ -173,6 +191,7 @@ impl MasterService {
             restored: restored as u32,
             millis,
             error,
+            ..Recovery::default()
         });
         drop(state);
         self.persist();

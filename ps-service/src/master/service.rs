@@ -13,9 +13,9 @@ use angel_proto::{
     DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest, DropPartitionsRequest,
     GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo,
     Partition, PartitionMap, PsError, Recovery, RegisterServerReply, RegisterServerRequest,
-    ReportUnreachableRequest, Result, SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply,
-    SnapshotRequest, StatsRequest, StatusReply, StatusRequest, StorageKind, ValueType,
-    WriteSnapshotRequest,
+    ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result, SealCounterRequest,
+    ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest, StatusReply,
+    StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use tonic::codegen::InterceptedService;
@@ -698,5 +698,13 @@ impl Master for MasterService {
         let request = request.into_inner();
         let error: String = request.error.chars().take(MAX_ADDR * 4).collect();
         answer(self.report_unreachable(request.server_id, &error).await)
+    }
+
+    async fn report_replay(
+        &self,
+        request: Request<ReplayReport>,
+    ) -> std::result::Result<Response<ReplayReportReply>, Status> {
+        self.report_replay(&request.into_inner());
+        Ok(Response::new(ReplayReportReply {}))
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use angel_proto::{Ack, Caller};
 
-use super::marks::Marks;
+use super::marks::{Marks, Seen, WINDOW};
 
 /// Changed only under the partition's data write lock, so a snapshot taken under its read lock
 /// sees data, version and marks that agree.
@@ -18,6 +18,8 @@ pub struct Applied {
     pub marks: Marks,
     /// Changes refused as already applied.
     pub duplicates: u64,
+    /// Changes refused as older than their writer's window (applied long ago, or lost).
+    pub below_window: u64,
     /// Replayed changes applied after a restore.
     pub replayed: u64,
 }
@@ -26,13 +28,30 @@ impl Applied {
     /// Counts in `caller`'s change and returns true, or returns false (counted as a duplicate)
     /// when the partition applied it before.
     pub fn admit(&mut self, caller: &Caller) -> bool {
-        if !self.marks.first_time(caller.worker_id, caller.seq) {
-            self.duplicates += 1;
-            return false;
+        let writer = match caller.task {
+            0 => caller.worker_id,
+            task => task,
+        };
+        match self.marks.see(writer, caller.seq) {
+            Seen::First => {
+                self.version += 1;
+                self.replayed += u64::from(caller.replay);
+                true
+            }
+            Seen::Again => {
+                self.duplicates += 1;
+                false
+            }
+            Seen::BelowWindow => {
+                tracing::warn!(
+                    writer,
+                    seq = caller.seq,
+                    "change refused: older than its writer's window of {WINDOW} changes"
+                );
+                self.below_window += 1;
+                false
+            }
         }
-        self.version += 1;
-        self.replayed += u64::from(caller.replay);
-        true
     }
 }
 

@@ -23,6 +23,19 @@ struct Window {
     last_used: u64,
 }
 
+/// Whether a partition applied a change before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// Not before: apply it.
+    First,
+    /// It was applied: a resend, replay or retried task's repeat.
+    Again,
+    /// Its seq is below the writer's window: either applied long ago, or so late that
+    /// [`WINDOW`] newer changes of its writer came first. Refused, and counted apart, since it
+    /// may be a change lost.
+    BelowWindow,
+}
+
 /// See the module documentation.
 #[derive(Debug, Clone, Default)]
 pub struct Marks {
@@ -31,11 +44,11 @@ pub struct Marks {
 }
 
 impl Marks {
-    /// Records `(writer, seq)`; false when it was applied before. Writer 0 is anonymous and
-    /// never deduplicated.
-    pub fn first_time(&mut self, writer: u64, seq: u64) -> bool {
+    /// Records `(writer, seq)` and says whether it was seen before. Writer 0 is anonymous
+    /// and never deduplicated.
+    pub fn see(&mut self, writer: u64, seq: u64) -> Seen {
         if writer == 0 {
-            return true;
+            return Seen::First;
         }
         self.tick += 1;
         if !self.writers.contains_key(&writer) && self.writers.len() >= MAX_WRITERS {
@@ -43,14 +56,17 @@ impl Marks {
         }
         let window = self.writers.entry(writer).or_default();
         window.last_used = self.tick;
-        if seq < window.floor || !window.seen.insert(seq) {
-            return false;
+        if seq < window.floor {
+            return Seen::BelowWindow;
+        }
+        if !window.seen.insert(seq) {
+            return Seen::Again;
         }
         while window.seen.len() > WINDOW {
             let oldest = window.seen.pop_first().expect("over the window");
             window.floor = oldest + 1;
         }
-        true
+        Seen::First
     }
 
     /// Drops the eighth of the writers seen longest ago.
@@ -104,40 +120,45 @@ mod tests {
     fn a_change_applies_once_in_any_order() {
         let mut marks = Marks::default();
         for seq in [5, 1, 3, 2, 4] {
-            assert!(marks.first_time(9, seq));
+            assert_eq!(marks.see(9, seq), Seen::First);
         }
         for seq in 1..=5 {
-            assert!(!marks.first_time(9, seq), "seq {seq} twice");
+            assert_eq!(marks.see(9, seq), Seen::Again, "seq {seq} twice");
         }
-        assert!(marks.first_time(8, 1), "another writer's seq 1");
-        assert!(
-            marks.first_time(0, 1) && marks.first_time(0, 1),
-            "anonymous"
+        assert_eq!(marks.see(8, 1), Seen::First, "another writer's seq 1");
+        assert_eq!(
+            (marks.see(0, 1), marks.see(0, 1)),
+            (Seen::First, Seen::First)
         );
     }
 
     #[test]
     fn old_seqs_fold_into_the_floor_and_survive_a_snapshot() {
         let mut marks = Marks::default();
-        for seq in 0..(WINDOW as u64 + 10) {
-            assert!(marks.first_time(1, seq));
+        for seq in 1..(WINDOW as u64 + 10) {
+            assert_eq!(marks.see(1, seq), Seen::First);
         }
-        let back = Marks::from_proto(&marks.to_proto()).unwrap();
-        let mut back = back;
-        assert!(!back.first_time(1, 0), "folded into the floor");
-        assert!(!back.first_time(1, WINDOW as u64 + 9), "in the window");
-        assert!(back.first_time(1, WINDOW as u64 + 10), "new");
+        let mut back = Marks::from_proto(&marks.to_proto()).unwrap();
+        assert_eq!(back.see(1, 1), Seen::BelowWindow, "folded into the floor");
+        assert_eq!(
+            back.see(1, 0),
+            Seen::BelowWindow,
+            "never seen, but too late"
+        );
+        assert_eq!(back.see(1, WINDOW as u64 + 9), Seen::Again, "in the window");
+        assert_eq!(back.see(1, WINDOW as u64 + 10), Seen::First, "new");
     }
 
     #[test]
     fn writers_past_the_limit_forget_the_oldest() {
         let mut marks = Marks::default();
         for writer in 1..=(MAX_WRITERS as u64 + 1) {
-            marks.first_time(writer, 0);
+            marks.see(writer, 0);
         }
         assert!(marks.writers.len() <= MAX_WRITERS);
-        assert!(
-            !marks.first_time(MAX_WRITERS as u64 + 1, 0),
+        assert_eq!(
+            marks.see(MAX_WRITERS as u64 + 1, 0),
+            Seen::Again,
             "the newest is kept"
         );
     }

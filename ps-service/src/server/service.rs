@@ -241,7 +241,7 @@ impl ServerService {
             .sum();
         let optimizer = match &request.update {
             None => None,
-            Some(update) => Some(self.check_update(&checked, update)?),
+            Some(update) => Some((self.check_update(&checked, update)?, update)),
         };
         let mut acks = Vec::new();
         for (part, slices) in by_partition(checked) {
@@ -250,14 +250,14 @@ impl ServerService {
             if applied.admit(&caller) {
                 for c in slices {
                     let keys = c.keys.as_deref();
-                    match (&optimizer, &request.update) {
-                        (Some(optimizer), Some(update)) => {
+                    match &optimizer {
+                        Some((optimizer, update)) => {
                             let mut step =
                                 |slot: &mut [f64], g: f64| optimizer.step(slot, g, update);
                             let keys = keys.unwrap_or_default();
                             with_block!(&mut *block, b => b.update(keys, &c.values, &mut step))?
                         }
-                        _ => with_block!(&mut *block, b => b.push(c.row, keys, &c.values))?,
+                        None => with_block!(&mut *block, b => b.push(c.row, keys, &c.values))?,
                     }
                 }
             }
@@ -459,6 +459,7 @@ fn with_log(stats: PartitionStats, applied: &Applied, snapshotted: &Snapshotted)
     PartitionStats {
         version: applied.version,
         duplicates: applied.duplicates,
+        below_window: applied.below_window,
         replayed: applied.replayed,
         durable: snapshotted.version,
         snapshot_age_ms: snapshotted

@@ -8,9 +8,12 @@
 //!
 //! - [`codec`]: logical and physical codecs (Ballista's, plus PS master addresses).
 //! - [`stage`]: where a job's tables live as Parquet, since a cluster cannot ship memory tables.
+//! - [`task_names`]: names for the changes tasks send that a task run again repeats, so the
+//!   servers apply them once (executors put them on each task's plan).
 
 pub mod codec;
 pub mod stage;
+pub mod task_names;
 
 use std::sync::Arc;
 
@@ -21,6 +24,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use codec::{AngelLogicalCodec, AngelPhysicalCodec};
 pub use stage::Stage;
+pub use task_names::{ChangeNames, TaskNamesExec, name_tasks};
 
 /// A session whose queries run on the Ballista scheduler at `url` (`df://host:port`), with
 /// `partitions` target partitions. Register the functions on it afterwards (Ballista 55
