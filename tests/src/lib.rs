@@ -10,8 +10,9 @@
 pub mod s3_server;
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use angel_client::{ClientConfig, PsClient, PsError};
 use angel_proto::server_client::ServerClient;
@@ -83,16 +84,39 @@ pub fn spawn(args: &[&str]) -> Node {
 
 /// Runs `angel-ps run args...` to the end with `env` added; returns its pid and output.
 pub fn run_job(args: &[&str], env: &[(String, String)]) -> (u32, Output) {
-    let child = Command::new(binary())
+    let child = start_job(args, env);
+    let pid = child.id();
+    (pid, child.wait_with_output().expect("angel-ps run ends"))
+}
+
+/// Starts `angel-ps run args...` with `env` added, its output piped.
+pub fn start_job(args: &[&str], env: &[(String, String)]) -> Child {
+    Command::new(binary())
         .arg("run")
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("angel-ps run starts");
-    let pid = child.id();
-    (pid, child.wait_with_output().expect("angel-ps run ends"))
+        .expect("angel-ps run starts")
+}
+
+/// Waits (at most 10 minutes, then kills it) for a job from [`start_job`] to end; returns its
+/// stdout after checking it succeeded.
+pub fn finished(mut job: Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while job.try_wait().expect("job status").is_none() {
+        if Instant::now() > deadline {
+            let _ = job.kill();
+            panic!("the job did not finish within 10 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let output = job.wait_with_output().expect("angel-ps run ends");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    stdout
 }
 
 /// `path` inside the repository (an example job, a data file).

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
 use angel_ps_cli::local_cluster::{LocalCluster, Options, Process};
-use angel_tests::{binary, printed_row, repo, run_job, stock_scheduler};
+use angel_tests::{binary, finished, printed_row, repo, run_job, start_job, stock_scheduler};
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
 fn run(args: &[&str]) -> (u32, Output) {
@@ -217,36 +217,19 @@ async fn rerun_job_effects(master: &str) -> (Vec<(String, i64)>, u64, u64) {
 fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> std::process::Child {
     let job = dir.join("rerun.sql");
     std::fs::write(&job, RERUN_JOB).unwrap();
-    std::process::Command::new(binary())
-        .arg("run")
-        .arg(&job)
-        .args(["--ballista", cluster.scheduler_url()])
-        .args(["--master", &cluster.master.addr, "--partitions", "8"])
-        .arg("--var")
-        .arg(format!("data={}", data.display()))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits (at most 5 minutes) for `job` to succeed.
-fn succeeded(mut job: std::process::Child) {
-    let deadline = Instant::now() + std::time::Duration::from_secs(300);
-    while job.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            job.kill().unwrap();
-            panic!("the job did not finish within 5 minutes");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let output = job.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let data = format!("data={}", data.display());
+    let args = [
+        job.to_str().unwrap(),
+        "--ballista",
+        cluster.scheduler_url(),
+        "--master",
+        &cluster.master.addr,
+        "--partitions",
+        "8",
+        "--var",
+        &data,
+    ];
+    start_job(&args, &[])
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -260,7 +243,7 @@ async fn a_task_run_again_after_its_executor_dies_counts_and_trains_once() {
     };
 
     let reference = LocalCluster::start_with(&binary(), 2, 2, 1, &options).unwrap();
-    succeeded(start_rerun_job(&reference, dir.path(), &data));
+    finished(start_rerun_job(&reference, dir.path(), &data));
     let (counts, applied, duplicates) = rerun_job_effects(&reference.master.addr).await;
     assert_eq!(duplicates, 0, "nothing ran twice without a failure");
     assert!(!counts.is_empty() && applied > 0);
@@ -292,7 +275,7 @@ async fn a_task_run_again_after_its_executor_dies_counts_and_trains_once() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     cluster.executors[1].kill();
-    succeeded(job);
+    finished(job);
     let (rerun_counts, rerun_applied, rerun_duplicates) =
         rerun_job_effects(&cluster.master.addr).await;
     assert!(

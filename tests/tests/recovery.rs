@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use angel_client::{MatrixSpec, PsClient};
 use angel_ps_cli::local_cluster::free_port;
-use angel_tests::{Cluster, binary, printed_row, repo, spawn};
+use angel_tests::{Cluster, finished, printed_row, repo, spawn, start_job};
 
 /// A master snapshotting to a fresh folder every `interval` seconds, and two servers that
 /// heartbeat every 200 ms.
@@ -255,15 +255,16 @@ async fn a_standby_takes_no_new_partitions_and_takes_a_dead_servers_place() {
 
 /// Starts the CTR job (3 epochs) on `data` against the service at `master`.
 fn ctr_job(master: &str, data: &std::path::Path) -> std::process::Child {
-    std::process::Command::new(binary())
-        .args(["run", repo("examples/ctr/job.sql").to_str().unwrap()])
-        .args(["--master", master, "--var", "epochs=3"])
-        .arg("--var")
-        .arg(format!("data={}", data.display()))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
+    let job = repo("examples/ctr/job.sql");
+    let data = format!("data={}", data.display());
+    let args = [
+        job.to_str().unwrap(),
+        "--master",
+        master,
+        "--var",
+        "epochs=3",
+    ];
+    start_job(&[&args[..], &["--var", &data]].concat(), &[])
 }
 
 /// The holdout AUC of the job's last result (holdout_auc, holdout_logloss); the epoch table
@@ -272,24 +273,22 @@ fn holdout_auc(stdout: &str) -> f64 {
     printed_row(stdout, "holdout_logloss")[0]
 }
 
-/// Waits (at most 10 minutes) for the job to end; returns its stdout after checking it
-/// succeeded.
-fn finished(job: std::process::Child) -> String {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let mut job = job;
-    while job.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the job did not finish");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let output = job.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
-    stdout
+/// The CTR job is training: its model has taken more than 50 changes.
+fn training(status: &angel_proto::StatusReply) -> bool {
+    let map = status.map.clone().unwrap_or_default();
+    let Some(model) = map.matrices.iter().find(|m| m.name == "ctr") else {
+        return false;
+    };
+    let stats = status.servers.iter().flat_map(|s| &s.partitions);
+    let pushes: u64 = stats
+        .filter(|p| p.matrix_id == model.id)
+        .map(|p| p.version)
+        .sum();
+    pushes > 50
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_is_killed_mid_epoch() {
+async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_or_the_master_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("ctr.csv");
     angel_etl::ctr_data::generate(&data, 100_000, 7).unwrap();
@@ -302,18 +301,6 @@ async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_is_killed_mid_epoc
     let mut cluster = cluster(&snapshots, "3600", "3600");
     let job = ctr_job(&cluster.master.addr, &data);
     let c = cluster.client().await;
-    let training = |status: &angel_proto::StatusReply| {
-        let map = status.map.clone().unwrap_or_default();
-        let Some(model) = map.matrices.iter().find(|m| m.name == "ctr") else {
-            return false;
-        };
-        let stats = status.servers.iter().flat_map(|s| &s.partitions);
-        let pushes: u64 = stats
-            .filter(|p| p.matrix_id == model.id)
-            .map(|p| p.version)
-            .sum();
-        pushes > 50
-    };
     wait_for(&c, training, Duration::from_secs(300)).await;
     cluster.servers[1].kill();
     let stdout = finished(job);
@@ -334,6 +321,34 @@ async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_is_killed_mid_epoc
         "{:?}",
         status.recoveries
     );
+
+    // The master killed mid-training and started again on its address and directory.
+    let root = dir.path().join("master");
+    let bind = format!("127.0.0.1:{}", free_port().unwrap());
+    let master_args = [
+        "master",
+        "--bind",
+        &bind,
+        "--snapshot-dir",
+        root.to_str().unwrap(),
+        "--server-timeout-secs",
+        "30",
+    ];
+    let mut master = spawn(&master_args);
+    let server = ["server", "--master", &bind, "--heartbeat-ms", "200"];
+    let _servers = [spawn(&server), spawn(&server)];
+    let job = ctr_job(&bind, &data);
+    let c = PsClient::connect(&bind).await.unwrap();
+    wait_for(&c, training, Duration::from_secs(300)).await;
+    master.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _master = spawn(&master_args);
+    let auc = holdout_auc(&finished(job));
+    assert!(
+        (auc - expected).abs() < 0.002,
+        "AUC {auc} with the master killed and restarted, {expected} without"
+    );
+    eprintln!("holdout AUC {auc:.4} with the master restarted mid-job");
 }
 
 /// Polls the status until `done` holds, for at most `limit`.
