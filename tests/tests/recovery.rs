@@ -157,22 +157,29 @@ async fn changes_after_the_last_snapshot_are_replayed_and_none_applies_twice() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_restarted_master_resumes_and_its_servers_rejoin_with_their_partitions() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().display().to_string();
+/// The address and flags of a master with snapshots under `root` on a fixed free port, so it
+/// can be killed and started again as the same master.
+fn restartable_master(root: &std::path::Path) -> (String, Vec<String>) {
     let bind = format!("127.0.0.1:{}", free_port().unwrap());
-    let master_args = [
+    let args = [
         "master",
         "--bind",
         &bind,
         "--snapshot-dir",
-        &root,
+        root.to_str().unwrap(),
         "--snapshot-interval-secs",
         "3600",
         "--server-timeout-secs",
         "30",
     ];
+    (bind.clone(), args.map(String::from).to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_master_resumes_and_its_servers_rejoin_with_their_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bind, master_args) = restartable_master(dir.path());
+    let master_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
     let mut master = spawn(&master_args);
     let server = ["server", "--master", &bind, "--heartbeat-ms", "200"];
     let _servers = [spawn(&server), spawn(&server)];
@@ -323,17 +330,8 @@ async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_or_the_master_is_k
     );
 
     // The master killed mid-training and started again on its address and directory.
-    let root = dir.path().join("master");
-    let bind = format!("127.0.0.1:{}", free_port().unwrap());
-    let master_args = [
-        "master",
-        "--bind",
-        &bind,
-        "--snapshot-dir",
-        root.to_str().unwrap(),
-        "--server-timeout-secs",
-        "30",
-    ];
+    let (bind, master_args) = restartable_master(&dir.path().join("master"));
+    let master_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
     let mut master = spawn(&master_args);
     let server = ["server", "--master", &bind, "--heartbeat-ms", "200"];
     let _servers = [spawn(&server), spawn(&server)];
