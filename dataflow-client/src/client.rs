@@ -76,6 +76,27 @@ impl Default for ClientConfig {
     }
 }
 
+/// The variable that sizes the replay buffer of the clients SQL jobs and executors share.
+pub const REPLAY_MB_VAR: &str = "ANGEL_REPLAY_MB";
+
+impl ClientConfig {
+    /// The defaults, with [`ClientConfig::replay_bytes`] from `ANGEL_REPLAY_MB` (megabytes)
+    /// when it is set; an error naming the variable when it is not a whole number.
+    pub fn from_env() -> Result<Self> {
+        let mut config = ClientConfig::default();
+        if let Ok(text) = std::env::var(REPLAY_MB_VAR) {
+            let mb: usize = text.trim().parse().map_err(|_| {
+                PsError::InvalidArgument(format!(
+                    "{REPLAY_MB_VAR}='{text}': give the replay buffer's size as a whole number \
+                     of megabytes"
+                ))
+            })?;
+            config.replay_bytes = mb.saturating_mul(1 << 20);
+        }
+        Ok(config)
+    }
+}
+
 /// The process id inside a default [`ClientConfig::worker_id`], so a status can name the
 /// process (a Ballista executor, a job's client) behind each push.
 pub fn worker_pid(worker_id: u64) -> u64 {
@@ -127,7 +148,8 @@ impl PsClient {
     }
 
     /// The process-wide client for the master at `addr`, created on first use. Every task of a
-    /// process shares it, and with it the connections and the cached map.
+    /// process shares it, and with it the connections and the cached map. Its replay buffer
+    /// holds `ANGEL_REPLAY_MB` megabytes when that is set ([`ClientConfig::from_env`]).
     pub async fn shared(addr: &str) -> Result<Arc<Self>> {
         static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, Arc<PsClient>>>> =
             OnceLock::new();
@@ -135,7 +157,7 @@ impl PsClient {
         if let Some(client) = clients.get(addr) {
             return Ok(client.clone());
         }
-        let client = Self::connect(addr).await?;
+        let client = Self::connect_with(addr, ClientConfig::from_env()?).await?;
         clients.insert(addr.to_string(), client.clone());
         Ok(client)
     }

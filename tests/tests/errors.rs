@@ -3,7 +3,7 @@
 
 use angel_client::{ClientConfig, MatrixSpec, ValueType};
 use angel_proto::{PullRequest, PushRequest, RowSlice, Update, wire};
-use angel_tests::{Cluster, expect, raw_server, status};
+use angel_tests::{Cluster, expect, raw_server, run_job, status};
 use bytes::Bytes;
 use tonic::Code;
 
@@ -329,4 +329,22 @@ async fn random_payloads_never_take_a_server_down() {
     c.push_keys("fuzz", 1, &[3], &[2.0f32]).await.unwrap();
     let after = c.pull_keys::<f32>("fuzz", 1, &[3]).await.unwrap()[0];
     assert_eq!(after - before, 2.0, "the server still serves correctly");
+}
+
+#[tokio::test]
+async fn a_bad_replay_buffer_size_is_refused_naming_the_variable() {
+    let cluster = Cluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("count.sql");
+    std::fs::write(
+        &job,
+        "SELECT ps_counter_add('c', make_array(x)) AS n FROM (VALUES ('a')) AS t(x);",
+    )
+    .unwrap();
+    let env = [("ANGEL_REPLAY_MB".to_string(), "lots".to_string())];
+    let args = [job.to_str().unwrap(), "--master", &cluster.master.addr];
+    let (_, output) = run_job(&args, &env);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("ANGEL_REPLAY_MB='lots'"), "{stderr}");
 }
