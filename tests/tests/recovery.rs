@@ -5,9 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use angel_client::{MatrixSpec, PsClient};
+use angel_client::{MatrixSpec, PsClient, ValueType};
+use angel_proto::{Caller, PushRequest, RowSlice, wire};
 use angel_ps_cli::local_cluster::free_port;
-use angel_tests::{Cluster, finished, printed_row, repo, spawn, start_job};
+use angel_tests::{Cluster, finished, printed_row, raw_server, repo, spawn, start_job};
 
 /// A master snapshotting to a fresh folder every `interval` seconds, and two servers that
 /// heartbeat every 200 ms.
@@ -360,4 +361,53 @@ async fn wait_for(c: &PsClient, done: impl Fn(&angel_proto::StatusReply) -> bool
         assert!(Instant::now() < deadline, "not reached: {status:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_sent_twice_with_the_same_writer_and_seq_applies_once() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    let m = c
+        .create_matrix(MatrixSpec::sparse("w", 1, 100))
+        .await
+        .unwrap();
+    let key = m.meta.partitions[0].col_start;
+    let push = |task: u64, seq: u64| PushRequest {
+        caller: Some(Caller {
+            worker_id: 7,
+            task,
+            seq,
+            map_epoch: c.map_epoch(),
+            ..Caller::default()
+        }),
+        matrix_id: m.meta.id,
+        value_type: ValueType::F32 as i32,
+        slices: vec![RowSlice {
+            partition_id: m.meta.partitions[0].id,
+            row: 0,
+            keys: wire::encode_keys(&[key]),
+            values: wire::encode_values(&[1.0f32]),
+            codec: 0,
+        }],
+        update: None,
+    };
+    let mut server = raw_server(&cluster.servers[0].addr).await;
+    // (writer 7, seq 1) twice; a task's (writer, seq) is its own, even with the same seq.
+    for request in [push(0, 1), push(0, 1), push(0, 2), push(99, 1), push(99, 1)] {
+        server.push(request).await.unwrap();
+    }
+    let value = c.pull_keys::<f32>("w", 0, &[key]).await.unwrap();
+    assert_eq!(
+        value,
+        vec![3.0],
+        "seq 1 and 2 of writer 7 and seq 1 of task 99, once each"
+    );
+    let status = c.status().await.unwrap();
+    let duplicates: u64 = status
+        .servers
+        .iter()
+        .flat_map(|s| &s.partitions)
+        .map(|p| p.duplicates)
+        .sum();
+    assert_eq!(duplicates, 2);
 }
