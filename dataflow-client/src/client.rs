@@ -234,13 +234,10 @@ impl PsClient {
     async fn replay(&self, moved: Vec<Moved>) -> Result<()> {
         let mut by_server: HashMap<u32, (u64, u64)> = HashMap::new();
         for m in moved {
-            let before = self.replays.counts();
-            let result = self.replay_partition(&m).await;
-            let after = self.replays.counts();
+            let (replayed, lost) = self.replay_partition(&m).await?;
             let tally = by_server.entry(m.from_server).or_default();
-            tally.0 += after.0 - before.0;
-            tally.1 += after.1 - before.1;
-            result?;
+            tally.0 += replayed;
+            tally.1 += lost;
         }
         for (server_id, (replayed, lost)) in by_server {
             if replayed + lost == 0 {
@@ -257,13 +254,14 @@ impl PsClient {
         Ok(())
     }
 
-    /// Resends the changes partition `m` needs again; if a resend fails, the changes not yet
-    /// resent are counted as lost and the error returned.
-    async fn replay_partition(&self, m: &Moved) -> Result<()> {
+    /// Resends the changes partition `m` needs again; returns how many it replayed and how
+    /// many were lost. If a resend fails, the changes not yet resent are counted as lost and
+    /// the error returned.
+    async fn replay_partition(&self, m: &Moved) -> Result<(u64, u64)> {
         let (id, pid) = (m.id, m.pid);
-        let changes = self.replays.take(id, pid, m.restored);
+        let (changes, dropped) = self.replays.take(id, pid, m.restored);
         if changes.is_empty() {
-            return Ok(());
+            return Ok((0, dropped));
         }
         let count = changes.len();
         let conn = {
@@ -273,7 +271,7 @@ impl PsClient {
         };
         let Some(mut conn) = conn else {
             self.replays.lose(count as u64, id, pid);
-            return Ok(());
+            return Ok((0, dropped + count as u64));
         };
         for (sent, (caller, change)) in changes.into_iter().enumerate() {
             let caller = Caller {
@@ -320,7 +318,7 @@ impl PsClient {
             }
         }
         tracing::info!(id, pid, count, "changes replayed to a restored partition");
-        Ok(())
+        Ok((count as u64, dropped))
     }
 
     /// Changes this client replayed to restored partitions, and changes it could not (its

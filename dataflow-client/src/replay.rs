@@ -116,12 +116,12 @@ impl ReplayBuffer {
     }
 
     /// The changes partition `pid` of `id`, restored at version `restored`, needs again, oldest
-    /// first; counts as lost those dropped for room that the snapshot does not hold.
-    pub(crate) fn take(&self, id: u32, pid: u32, restored: u64) -> Vec<(Caller, Change)> {
+    /// first, and how many are lost: dropped for room, and not held by the snapshot.
+    pub(crate) fn take(&self, id: u32, pid: u32, restored: u64) -> (Vec<(Caller, Change)>, u64) {
         let mut guard = self.held.lock();
         let (held, bytes) = &mut *guard;
         let Some(part) = held.remove(&(id, pid)) else {
-            return Vec::new();
+            return (Vec::new(), 0);
         };
         let lost = part.dropped.iter().filter(|&&v| v > restored).count() as u64;
         if lost > 0 {
@@ -142,7 +142,7 @@ impl ReplayBuffer {
             .collect();
         self.replayed
             .fetch_add(again.len() as u64, Ordering::Relaxed);
-        again
+        (again, lost)
     }
 
     /// Counts `n` changes to partition `pid` of `id` as lost: taken to be replayed, they
@@ -199,11 +199,12 @@ mod tests {
             buffer.keep(1, &ack(v, 1), &caller(v), count(v as u8));
         }
         buffer.keep(1, &ack(5, 3), &caller(5), count(5));
-        let again = buffer.take(1, 0, 4);
+        let (again, lost) = buffer.take(1, 0, 4);
+        assert_eq!(lost, 0);
         let seqs: Vec<u64> = again.iter().map(|(c, _)| c.seq).collect();
         assert_eq!(seqs, [5], "4 and below are in the restored snapshot");
         assert_eq!(buffer.counts(), (1, 0));
-        assert!(buffer.take(1, 0, 0).is_empty(), "taken once");
+        assert!(buffer.take(1, 0, 0).0.is_empty(), "taken once");
     }
 
     #[test]
@@ -213,12 +214,17 @@ mod tests {
             buffer.keep(1, &ack(v, 0), &caller(v), count(v as u8));
         }
         // 10 bytes each: the first was dropped to stay under 25.
-        assert_eq!(buffer.take(1, 0, 0).len(), 2);
+        assert_eq!(buffer.take(1, 0, 0).0.len(), 2);
         assert_eq!(buffer.counts(), (2, 1));
         for v in 1..=3 {
             buffer.keep(2, &ack(v, 0), &caller(v), count(v as u8));
         }
-        assert_eq!(buffer.take(2, 0, 1).len(), 2);
+        let (again, lost) = buffer.take(2, 0, 1);
+        assert_eq!(
+            (again.len(), lost),
+            (2, 0),
+            "the dropped change is in the snapshot"
+        );
         assert_eq!(
             buffer.counts().1,
             1,
