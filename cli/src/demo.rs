@@ -107,7 +107,7 @@ pub fn start_cluster(args: &DemoArgs) -> Result<LocalCluster, Box<dyn Error>> {
 }
 
 /// The path of the click logs, generated unless a default-path file already holds them.
-fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
+pub fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
     let default =
         std::env::temp_dir().join(format!("angel-ps-ctr-{}-{}.csv", args.rows, args.seed));
     let path = args.data.clone().unwrap_or(default);

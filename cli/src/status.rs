@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use angel_client::{PsClient, Result, worker_pid};
-use angel_proto::StatusReply;
+use angel_proto::pulls::lead;
+use angel_proto::{StatusReply, StatusRequest};
 use clap::Args;
 use comfy_table::Table;
 
@@ -13,12 +14,21 @@ pub struct StatusArgs {
     /// Master address (host:port).
     #[arg(long, env = "ANGEL_MASTER")]
     pub master: String,
+    /// Also read the servers' records of training pulls and show, per model, how far ahead of
+    /// the slowest worker still training any worker pulled.
+    #[arg(long)]
+    pub pulls: bool,
 }
 
 /// Prints the service's status.
 pub async fn run(args: StatusArgs) -> Result<()> {
     let client = PsClient::connect(&args.master).await?;
-    print!("{}", render(&client.status().await?));
+    let request = StatusRequest { pulls: args.pulls };
+    let status = client.status_with(request).await?;
+    print!("{}", render(&status));
+    if args.pulls {
+        print!("{}", leads_table(&status));
+    }
     Ok(())
 }
 
@@ -113,12 +123,74 @@ pub fn render(status: &StatusReply) -> String {
     let mut names = names;
     names.extend(map.counters.iter().map(|c| (c.id, c.name.as_str())));
     format!(
-        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n{}\n{}",
+        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n{}\n{}{}",
         map.epoch,
         pushes_table(status, &names),
         snapshots_table(status, &names),
-        recoveries_table(status)
+        recoveries_table(status),
+        workers_table(status)
     )
+}
+
+/// Training workers of each model's current or last round: clock, rate, waits, slow flag;
+/// nothing when no model trained.
+fn workers_table(status: &StatusReply) -> String {
+    if status.workers.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new();
+    table.set_header([
+        "model",
+        "rank",
+        "clock",
+        "steps/s",
+        "waited",
+        "others waited for it",
+        "state",
+    ]);
+    for w in &status.workers {
+        let state = match (w.slow, w.left, w.evicted) {
+            (_, _, true) => "dropped (silent)",
+            (true, true, _) => "SLOW, finished",
+            (true, false, _) => "SLOW",
+            (false, true, _) => "finished",
+            (false, false, _) => "training",
+        };
+        table.add_row([
+            w.model.clone(),
+            w.rank.to_string(),
+            w.clock.to_string(),
+            format!("{:.1}", w.steps_per_sec),
+            format!("{:.1} s", w.waited_ms as f64 / 1e3),
+            format!("{:.1} s", w.caused_wait_ms as f64 / 1e3),
+            state.to_string(),
+        ]);
+    }
+    format!("training workers\n{table}\n")
+}
+
+/// Per model and server: training pulls recorded and the largest lead of a pull over a
+/// worker still training (what SSP's staleness bounds).
+fn leads_table(status: &StatusReply) -> String {
+    let map = status.map.clone().unwrap_or_default();
+    let mut table = Table::new();
+    table.set_header(["model", "server", "pulls recorded", "largest lead (clocks)"]);
+    for m in &map.matrices {
+        for s in &status.servers {
+            let pulls: Vec<_> = s.pulls.iter().filter(|p| p.matrix_id == m.id).collect();
+            if pulls.is_empty() {
+                continue;
+            }
+            let count = pulls.len();
+            table.add_row([
+                m.name.clone(),
+                s.server_id.to_string(),
+                count.to_string(),
+                lead(pulls).max.to_string(),
+            ]);
+        }
+    }
+    format!("training pulls\n{table}\n")
 }
 
 /// Servers declared dead and what became of their partitions and of the changes clients had

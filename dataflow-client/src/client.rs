@@ -16,13 +16,14 @@ use std::time::{Duration, Instant};
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
-    Caller, CounterIncreaseRequest, DescribeMatrixRequest, DropMatrixRequest, Element,
-    GetPartitionMapRequest, Merge, OptimizerInfo, PartitionMap, PsError, PsfBlock, PsfOperand,
-    PsfRequest, PullRequest, PushRequest, ReplayReport, ReportUnreachableRequest, Result, RowSlice,
-    SnapshotReply, SnapshotRequest, StatusReply, StatusRequest, StorageKind, Update, codec, wire,
+    Ack, Caller, ClockReply, ClockRequest, CounterIncreaseRequest, DescribeMatrixRequest,
+    DropMatrixRequest, Element, GetPartitionMapRequest, Merge, OptimizerInfo, PartitionMap,
+    PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, ReplayReport,
+    ReportUnreachableRequest, Result, RowSlice, SnapshotReply, SnapshotRequest, StatusReply,
+    StatusRequest, StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use prost::Message;
 use tonic::transport::{Channel, Endpoint};
 
@@ -35,6 +36,7 @@ use crate::matrix::Matrix;
 use crate::replay::{Change, ReplayBuffer};
 use crate::routes::{Routing, SendError, ServerConn, server_of};
 use crate::split::KeySplit;
+use crate::step::{Step, StepPush};
 use crate::task_change::TaskChange;
 
 /// Retries after a stale-map answer before giving up.
@@ -293,6 +295,8 @@ impl PsClient {
                         value_type,
                         slices,
                         update,
+                        // A replayed DynSGD update applies unscaled by staleness.
+                        bases: Vec::new(),
                     })
                     .await
                     .map(|r| r.into_inner().acks),
@@ -424,11 +428,27 @@ impl PsClient {
 
     /// Servers, matrices and partition sizes, as the master sees them.
     pub async fn status(&self) -> Result<StatusReply> {
-        self.on_master(
-            StatusRequest {},
-            |mut m, r| async move { m.status(r).await },
-        )
-        .await
+        self.status_with(StatusRequest::default()).await
+    }
+
+    /// [`PsClient::status`], asking for more (each server's record of training pulls).
+    pub async fn status_with(&self, request: StatusRequest) -> Result<StatusReply> {
+        self.on_master(request, |mut m, r| async move { m.status(r).await })
+            .await
+    }
+
+    /// A training worker's clock report (see [`ClockRequest`]): returns when the model's
+    /// consistency model lets the worker go on. The master bounds each wait; this asks again
+    /// until the answer is ready.
+    pub async fn clock(&self, request: ClockRequest) -> Result<ClockReply> {
+        loop {
+            let reply = self
+                .on_master(request.clone(), |mut m, r| async move { m.clock(r).await })
+                .await?;
+            if reply.ready {
+                return Ok(reply);
+            }
+        }
     }
 
     /// Has every server write a snapshot of the partitions that changed since their last one
@@ -450,6 +470,18 @@ impl PsClient {
         row: u64,
         keys: &[u64],
     ) -> Result<Vec<T>> {
+        Ok(self.pull_step(name, row, keys, None).await?.0)
+    }
+
+    /// [`PsClient::pull_keys`] by a training worker at its clock (`step`, which the servers
+    /// record); also returns the version of each partition read, for a DynSGD push.
+    pub async fn pull_step<T: Element>(
+        &self,
+        name: &str,
+        row: u64,
+        keys: &[u64],
+        step: Option<Step>,
+    ) -> Result<(Vec<T>, Vec<Ack>)> {
         let m = self.typed_matrix::<T>(name).await?;
         let band = m.layout.band(row)?;
         let split = KeySplit::new(&m.layout, band, keys)?;
@@ -467,13 +499,16 @@ impl PsClient {
                 }
             })
             .collect();
-        let replies = self.send_slices(&m, slices, SliceOp::Pull).await?;
+        let versions = Mutex::new(Vec::new());
+        let replies = self
+            .send_slices(&m, slices, SliceOp::Pull(step, Some(&versions)))
+            .await?;
         let answers = replies
             .iter()
             .zip(&split.groups)
             .map(|(reply, g)| decode_exact::<T>(&reply.values, g.keys.len(), &m))
             .collect::<Result<Vec<_>>>()?;
-        Ok(split.reassemble(&answers))
+        Ok((split.reassemble(&answers), versions.into_inner()))
     }
 
     /// Pulls whole rows as dense vectors of `cols` values (absent sparse keys read as zero).
@@ -499,7 +534,9 @@ impl PsClient {
                 places.push((i, band.cols(pos)));
             }
         }
-        let replies = self.send_slices(&m, slices, SliceOp::Pull).await?;
+        let replies = self
+            .send_slices(&m, slices, SliceOp::Pull(None, None))
+            .await?;
         let mut out = vec![vec![T::default(); cols as usize]; rows.len()];
         for (reply, (i, range)) in replies.iter().zip(places) {
             let width = (range.end - range.start) as usize;
@@ -529,7 +566,8 @@ impl PsClient {
         keys: &[u64],
         values: &[T],
     ) -> Result<()> {
-        self.push_keyed(name, row, keys, values, None, None).await
+        self.push_step(name, row, keys, values, StepPush::default())
+            .await
     }
 
     /// Sends gradients of row 0 of a model matrix; the servers apply `update`'s optimizer per
@@ -541,32 +579,24 @@ impl PsClient {
         grads: &[T],
         update: &Update,
     ) -> Result<()> {
-        self.push_keyed(name, 0, keys, grads, Some(update), None)
-            .await
+        let how = StepPush {
+            update: Some(update),
+            ..Default::default()
+        };
+        self.push_step(name, 0, keys, grads, how).await
     }
 
-    /// [`PsClient::push_update`] as `change` of a SQL task: if the task runs again and resends
-    /// it, the servers that applied it refuse it.
-    pub async fn push_task_update<T: Element>(
-        &self,
-        change: TaskChange,
-        name: &str,
-        keys: &[u64],
-        grads: &[T],
-        update: &Update,
-    ) -> Result<()> {
-        self.push_keyed(name, 0, keys, grads, Some(update), Some(change))
-            .await
-    }
-
-    async fn push_keyed<T: Element>(
+    /// Pushes `values` to `keys` of `row` as a training step: added, or (`how.update`) applied
+    /// with an optimizer; named by a SQL task's change, so a rerun of the task repeats it
+    /// without effect; stating the partition versions it was computed from (DynSGD).
+    /// Duplicate keys are summed before sending.
+    pub async fn push_step<T: Element>(
         &self,
         name: &str,
         row: u64,
         keys: &[u64],
         values: &[T],
-        update: Option<&Update>,
-        change: Option<TaskChange>,
+        how: StepPush<'_>,
     ) -> Result<()> {
         if keys.len() != values.len() {
             return Err(PsError::InvalidArgument(format!(
@@ -593,7 +623,7 @@ impl PsClient {
                 }
             })
             .collect();
-        self.send_slices(&m, slices, SliceOp::Push(update, change))
+        self.send_slices(&m, slices, SliceOp::Push(how))
             .await
             .map(drop)
     }
@@ -621,7 +651,7 @@ impl PsClient {
                 }
             })
             .collect();
-        self.send_slices(&m, slices, SliceOp::Push(None, None))
+        self.send_slices(&m, slices, SliceOp::Push(StepPush::default()))
             .await
             .map(drop)
     }
@@ -674,7 +704,7 @@ impl PsClient {
                 row: *row,
             })
             .collect();
-        let merge_kind = Arc::new(parking_lot::Mutex::new(Merge::Sum));
+        let merge_kind = Arc::new(Mutex::new(Merge::Sum));
         let lead_id = lead.meta.id;
         let results = self
             .scatter(
@@ -729,22 +759,30 @@ impl PsClient {
         let limit = self.config.max_message_bytes;
         let name = m.meta.name.as_str();
         let change = match op {
-            SliceOp::Push(_, change) => change,
-            SliceOp::Pull => None,
+            SliceOp::Push(how) => how.change,
+            SliceOp::Pull(..) => None,
         };
         self.scatter(
             slices,
             change,
             |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
-            |mut conn, slices, caller| async move {
-                if let SliceOp::Push(update, _) = op {
+            |mut conn, slices, mut caller| async move {
+                if let SliceOp::Push(how) = op {
+                    let update = how.update;
                     let count = slices.len();
+                    let bases = how
+                        .bases
+                        .iter()
+                        .filter(|b| slices.iter().any(|s| s.partition_id == b.partition_id))
+                        .cloned()
+                        .collect();
                     let request = PushRequest {
                         caller: Some(caller),
                         matrix_id,
                         value_type,
                         slices: slices.clone(),
                         update: update.cloned(),
+                        bases,
                     };
                     check_size(&request, limit, "push to", name, &conn.addr)?;
                     let reply = conn.rpc.push(request).await?.into_inner();
@@ -763,15 +801,26 @@ impl PsClient {
                     }
                     Ok(vec![RowSlice::default(); count])
                 } else {
-                    let caller = Some(caller);
+                    let (step, versions) = match op {
+                        SliceOp::Pull(step, versions) => (step, versions),
+                        SliceOp::Push(_) => (None, None),
+                    };
+                    if let Some(step) = step {
+                        caller.step_worker = step.worker;
+                        caller.clock = step.clock;
+                    }
                     let request = PullRequest {
-                        caller,
+                        caller: Some(caller),
                         matrix_id,
                         value_type,
                         slices,
                     };
                     check_size(&request, limit, "pull from", name, &conn.addr)?;
-                    Ok(conn.rpc.pull(request).await?.into_inner().slices)
+                    let reply = conn.rpc.pull(request).await?.into_inner();
+                    if let Some(versions) = versions {
+                        versions.lock().extend(reply.versions);
+                    }
+                    Ok(reply.slices)
                 }
             },
         )
@@ -916,9 +965,8 @@ impl PsClient {
             worker_id: self.config.worker_id,
             task,
             seq,
-            clock: 0,
             map_epoch: self.map_epoch(),
-            replay: false,
+            ..Default::default()
         }
     }
 }
@@ -960,9 +1008,9 @@ fn moved_partitions(routing: &Routing, map: &PartitionMap) -> Vec<Moved> {
 /// What [`PsClient::send_slices`] does: pull, or push (adding, or through an optimizer).
 #[derive(Debug, Clone, Copy)]
 enum SliceOp<'a> {
-    Pull,
-    /// A push, applied with an optimizer's update or added; named by a task or by the client.
-    Push(Option<&'a Update>, Option<TaskChange>),
+    /// A pull, by a training worker at its clock or not; collecting partition versions or not.
+    Pull(Option<Step>, Option<&'a Mutex<Vec<Ack>>>),
+    Push(StepPush<'a>),
 }
 
 fn check_size(

@@ -12,6 +12,7 @@
 //! - `replay`: the changes no snapshot holds yet, resent to a partition restored elsewhere.
 //! - [`task_change`]: [`TaskChange`], a change named by the SQL task making it, so a retried
 //!   task's resends are recognised.
+//! - [`step`]: [`Step`] and [`StepPush`], a training worker's pull (at its clock) and push.
 //! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
 //!   and remembering how to put the answers back in request order.
 //!
@@ -25,13 +26,15 @@ pub mod matrix;
 mod replay;
 pub mod routes;
 pub mod split;
+pub mod step;
 pub mod task_change;
 
 pub use angel_proto::{
-    Compression, CounterState, Element, Layout, Merge, PsError, Result, SnapshotReply, StorageKind,
-    Update, ValueType, update,
+    Ack, ClockPhase, ClockReply, ClockRequest, Compression, CounterState, Element, Layout, Merge,
+    PsError, Result, SnapshotReply, StorageKind, Update, ValueType, update,
 };
 pub use client::{ClientConfig, PsClient, worker_pid};
 pub use counter_space::Counter;
 pub use matrix::MatrixSpec;
+pub use step::{Step, StepPush};
 pub use task_change::TaskChange;

@@ -16,6 +16,7 @@
 //! - [`merge`]: how per-partition results of a PS function combine.
 //! - [`update`]: an optimizer step with the usual defaults.
 //! - [`pushes`]: per-client push counters, summed the same way by servers and readers.
+//! - [`pulls`]: how far ahead of the slowest worker training pulls went (consistency checks).
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses, both ways.
 //! - [`limits`]: HTTP/2 window and frame sizes both sides set.
 //!
@@ -27,6 +28,7 @@ pub mod counter_keys;
 pub mod error;
 pub mod limits;
 pub mod merge;
+pub mod pulls;
 pub mod pushes;
 pub mod routing;
 pub mod sketchml;

@@ -16,6 +16,9 @@
 //!   S3, HDFS URLs in SQL).
 //! - [`model`]: [`model::ModelSpec`] (kind, optimizer, dimension) and the task-side
 //!   [`model::Model`]; [`sparse`]: feature rows as a sparse design matrix.
+//! - [`sync`]: [`sync::SyncSpec`], a model's consistency model (BSP/SSP/ASP), workers and
+//!   update rule; [`worker`]: a `ps_train` task in its model's clock table;
+//!   [`local_model`]: model averaging's local rounds.
 //! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`.
 //! - [`binding`]: what a PS-bound function is bound to (master, the job's reports), and
 //!   [`binding::PsBound`], the base those functions share; [`ps_functions`]: the one list of
@@ -35,6 +38,7 @@ pub mod bridge;
 pub mod cluster;
 pub mod index_cache;
 pub mod job;
+pub mod local_model;
 pub mod mean;
 pub mod model;
 pub mod object_stores;
@@ -51,6 +55,8 @@ pub mod read_file;
 pub mod read_model;
 pub mod reports;
 pub mod sparse;
+pub mod sync;
+pub mod worker;
 
 use std::sync::Arc;
 

@@ -7,15 +7,18 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Range;
 use std::str::FromStr;
 
 use std::sync::Arc;
 
 use angel_client::matrix::Matrix;
-use angel_client::{Compression, MatrixSpec, PsClient, TaskChange, Update};
+use angel_client::{Ack, Compression, MatrixSpec, PsClient, Step, StepPush, TaskChange, Update};
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 
 use crate::bridge::{block_on, client, ps_error};
+use crate::sparse::{Gathered, SparseRows};
+use crate::sync::{Rule, SyncSpec};
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
 const MAX_DENSE_DIM: u64 = 1 << 26;
@@ -126,6 +129,8 @@ pub struct ModelSpec {
     /// How gradient pushes are encoded (`none` or `sketchml(...)`); stored as the matrix's
     /// `compression` attribute, so every process pushing to the model uses it.
     pub compression: Compression,
+    /// How its workers keep in step, and the update rule.
+    pub sync: SyncSpec,
 }
 
 impl ModelSpec {
@@ -139,6 +144,7 @@ impl ModelSpec {
             batch_size: 256,
             counter: None,
             compression: Compression::None,
+            sync: SyncSpec::default(),
         }
     }
 
@@ -146,8 +152,12 @@ impl ModelSpec {
     /// the option's range with an error naming the option, the value and what is allowed.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let option = OptionValue { key, value };
+        let key = &key.to_ascii_lowercase();
+        if self.sync.set(key, value)? {
+            return Ok(());
+        }
         let u = &mut self.update;
-        match key.to_ascii_lowercase().as_str() {
+        match key.as_str() {
             "kind" => self.kind = value.parse()?,
             "dim" => self.dim = option.whole(1, MAX_DIM)?,
             "optimizer" => u.optimizer = value.to_ascii_lowercase(),
@@ -195,6 +205,12 @@ impl ModelSpec {
         if let Some(c) = &self.counter {
             attrs.insert("counter".into(), c.clone());
         }
+        attrs.extend(
+            self.sync
+                .to_attrs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        );
         attrs
     }
 
@@ -316,30 +332,84 @@ impl Model {
 
     /// Current weights of `keys` (a pruned pull).
     pub fn weights(&self, keys: &[u64]) -> Result<Vec<f32>> {
-        block_on(self.client.pull_keys(&self.name, 0, keys))
+        Ok(self.pull(keys, None)?.0)
     }
 
-    /// Sends gradients of `keys`; the servers apply the model's optimizer. `step` counts the
-    /// caller's updates, from 1 (Adam's bias correction uses it). A task's `change` name makes
-    /// the push one a rerun of the task repeats without effect.
+    /// [`Model::weights`] pulled by a training worker at its clock (`step`), with the
+    /// versions of the partitions read (a DynSGD push states them back).
+    pub fn pull(&self, keys: &[u64], step: Option<Step>) -> Result<(Vec<f32>, Vec<Ack>)> {
+        block_on(self.client.pull_step(&self.name, 0, keys, step))
+    }
+
+    /// Sends gradients of `keys`, computed from the partition versions `bases`; the servers
+    /// apply the model's optimizer, with the change scaled as its update rule says (ConSGD:
+    /// 1/W; DynSGD: by staleness). `step` counts the caller's updates, from 1 (Adam's bias
+    /// correction uses it). A task's `change` name makes the push one a rerun of the task
+    /// repeats without effect.
     pub fn update(
         &self,
         keys: &[u64],
         grads: &[f32],
         step: u64,
         change: Option<TaskChange>,
+        bases: &[Ack],
     ) -> Result<()> {
+        let sync = &self.spec.sync;
         let update = Update {
             step,
+            scale: match sync.rule {
+                Rule::ConSgd => 1.0 / f64::from(sync.workers.max(1)),
+                _ => 1.0,
+            },
+            dynamic: sync.rule == Rule::DynSgd,
             ..self.spec.update.clone()
         };
-        let (client, name) = (&self.client, self.name.as_str());
-        block_on(async {
-            match change {
-                Some(c) => client.push_task_update(c, name, keys, grads, &update).await,
-                None => client.push_update(name, keys, grads, &update).await,
+        let how = StepPush {
+            update: Some(&update),
+            change,
+            bases,
+        };
+        block_on(self.client.push_step(&self.name, 0, keys, grads, how))
+    }
+
+    /// Adds `deltas` to the weights of `keys`, bypassing the optimizer (model averaging).
+    pub fn add(&self, keys: &[u64], deltas: &[f32], change: Option<TaskChange>) -> Result<()> {
+        let how = StepPush {
+            change,
+            ..Default::default()
+        };
+        block_on(self.client.push_step(&self.name, 0, keys, deltas, how))
+    }
+
+    /// The summed loss of rows `range` of `rows` under `weights` (of `g.keys`), and the
+    /// gradient of their mean loss per key.
+    pub fn gradients(
+        &self,
+        rows: &SparseRows,
+        range: Range<usize>,
+        g: &Gathered,
+        weights: &[f32],
+    ) -> (f64, Vec<f32>) {
+        let mut grads = vec![0.0f64; g.keys.len()];
+        let mut loss = 0.0;
+        for r in range.clone() {
+            let (l, d) = self
+                .spec
+                .kind
+                .loss(rows.label(r), rows.margin(r, g, weights));
+            loss += l;
+            if d != 0.0 {
+                rows.row(r, g).for_each(|(s, v)| grads[s] += d * v);
+                grads[g.keys.len() - 1] += d;
             }
-        })
+        }
+        let scale = 1.0 / range.len() as f64;
+        (loss, grads.iter().map(|&x| (x * scale) as f32).collect())
+    }
+
+    /// The process's client of the model's service.
+    pub fn client(&self) -> &Arc<PsClient> {
+        &self.client
     }
 }
 

@@ -10,8 +10,10 @@
 //! per task from the call's literal.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+use std::time::Instant;
 
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
@@ -29,9 +31,12 @@ use angel_client::TaskChange;
 
 use crate::binding::{Binding, PsBound};
 use crate::cluster::ChangeNames;
+use crate::local_model::LocalModel;
 use crate::mean::Mean;
 use crate::model::Model;
 use crate::sparse::SparseRows;
+use crate::sync::Rule;
+use crate::worker::Worker;
 
 const MODEL: Arg = Arg::new("ps_train", 0, "model");
 const LABEL: Arg = Arg::new("ps_train", 1, "label");
@@ -93,8 +98,9 @@ impl AggregateUDFImpl for PsTrain {
         Ok(Box::new(Train {
             binding: self.binding.clone(),
             name: const_str(MODEL, MODEL.literal_expr(args.exprs))?,
-            model: None,
+            open: None,
             names: None,
+            local: LocalModel::default(),
             mean: Mean::default(),
         }))
     }
@@ -132,9 +138,12 @@ struct Train {
     binding: Binding,
     /// The model's name; the model is opened on the first rows.
     name: String,
-    model: Option<Model>,
+    /// The model and this task's place in its clock table, from the first rows on.
+    open: Option<(Model, Worker)>,
     /// Names of its pushes in a Ballista task, so a rerun of the task repeats them.
     names: Option<ChangeNames>,
+    /// Model averaging: the round being trained locally.
+    local: LocalModel,
     /// Summed loss and rows trained.
     mean: Mean,
 }
@@ -153,39 +162,74 @@ fn next_step(model: &str) -> u64 {
     counter.fetch_add(1, Ordering::Relaxed) + 1
 }
 
+/// One mini-batch of SGD, ConSGD or DynSGD: pull at the worker's clock, push the gradients
+/// as `change`; returns the summed loss of its rows.
+fn sgd_step(
+    (model, worker): (&Model, &mut Worker),
+    rows: &SparseRows,
+    range: Range<usize>,
+    change: Option<TaskChange>,
+) -> Result<f64> {
+    let started = Instant::now();
+    let g = rows.gather(range.clone(), model.spec.bias_key());
+    let at = worker.before_pull()?;
+    let (weights, versions) = model.pull(&g.keys, Some(at))?;
+    let (loss, grads) = model.gradients(rows, range, &g, &weights);
+    worker.before_push()?;
+    let bases = match model.spec.sync.rule {
+        Rule::DynSgd => &versions[..],
+        _ => &[],
+    };
+    model.update(&g.keys, &grads, next_step(&model.name), change, bases)?;
+    worker.after_step(started);
+    Ok(loss)
+}
+
 impl Train {
-    /// Trains on one mini-batch of `rows`, pushing its gradients as `change`; returns the
-    /// summed loss of its rows.
-    fn step(
-        &self,
-        model: &Model,
-        rows: &SparseRows,
-        range: std::ops::Range<usize>,
-        change: Option<TaskChange>,
-    ) -> Result<f64> {
-        let g = rows.gather(range.clone(), model.spec.bias_key());
-        let weights = model.weights(&g.keys)?;
-        let mut grads = vec![0.0f64; g.keys.len()];
-        let mut loss = 0.0;
-        for r in range.clone() {
-            let (l, d) = model
-                .spec
-                .kind
-                .loss(rows.label(r), rows.margin(r, &g, &weights));
-            loss += l;
-            if d != 0.0 {
-                rows.row(r, &g).for_each(|(s, v)| grads[s] += d * v);
-                grads[g.keys.len() - 1] += d;
+    /// Opens the model and joins its clock table, ordered by the task's first mini-batch.
+    fn open(&mut self, rows: &SparseRows) -> Result<()> {
+        let model = Model::open(self.binding.master(), &self.name)?;
+        self.names = ChangeNames::for_accumulator();
+        let first = 0..model.spec.batch_size.min(rows.len());
+        let keys = rows.gather(first, model.spec.bias_key()).keys;
+        let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+        let worker = Worker::join(
+            model.client().clone(),
+            &self.name,
+            &model.spec.sync,
+            self.names.as_ref().map_or(0, ChangeNames::task),
+            xxhash_rust::xxh3::xxh3_64(&bytes),
+        )?;
+        self.open = Some((model, worker));
+        Ok(())
+    }
+
+    /// Trains on mini-batch `range` of `rows`; returns the summed loss of its rows.
+    fn train(&mut self, rows: &SparseRows, range: Range<usize>) -> Result<f64> {
+        let Some((model, worker)) = self.open.as_mut() else {
+            return Ok(0.0);
+        };
+        let n = range.len() as u64;
+        let loss = match model.spec.sync.rule {
+            Rule::Average => self
+                .local
+                .step((model, worker), rows, range, &mut self.names)?,
+            _ => {
+                let change = self.names.as_mut().map(ChangeNames::next_change);
+                sgd_step((model, worker), rows, range, change)?
             }
-        }
-        let scale = 1.0 / range.len() as f64;
-        let grads: Vec<f32> = grads.iter().map(|&x| (x * scale) as f32).collect();
-        model.update(&g.keys, &grads, next_step(&model.name), change)?;
-        self.binding
-            .reports()
-            .progress
-            .add(range.len() as u64, loss);
+        };
+        self.binding.reports().progress.add(n, loss);
         Ok(loss)
+    }
+
+    /// The task's data ended: pushes what model averaging holds, and leaves the clock table.
+    fn finish(&mut self) -> Result<()> {
+        if let Some((model, worker)) = self.open.as_mut() {
+            self.local.flush((model, worker), &mut self.names)?;
+            worker.leave()?;
+        }
+        Ok(())
     }
 }
 
@@ -200,23 +244,22 @@ impl Accumulator for Train {
         if rows.is_empty() {
             return Ok(());
         }
-        if self.model.is_none() {
-            self.model = Some(Model::open(self.binding.master(), &self.name)?);
-            self.names = ChangeNames::for_accumulator();
+        if self.open.is_none() {
+            self.open(&rows)?;
         }
-        let model = self.model.as_ref().expect("opened above");
-        rows.check(MODEL.function, &model.name, model.spec.dim)?;
-        let batch = model.spec.batch_size;
+        let spec = &self.open.as_ref().expect("opened above").0.spec;
+        rows.check(MODEL.function, &self.name, spec.dim)?;
+        let batch = spec.batch_size;
         for start in (0..rows.len()).step_by(batch) {
-            let change = self.names.as_mut().map(ChangeNames::next_change);
             let range = start..(start + batch).min(rows.len());
-            self.mean.sum += self.step(model, &rows, range, change)?;
+            self.mean.sum += self.train(&rows, range)?;
         }
         self.mean.rows += rows.len() as i64;
         Ok(())
     }
 
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.finish()?;
         Ok(self.mean.state())
     }
 
@@ -226,6 +269,7 @@ impl Accumulator for Train {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
+        self.finish()?;
         Ok(self.mean.evaluate())
     }
 

@@ -285,3 +285,56 @@ async fn a_task_run_again_after_its_executor_dies_counts_and_trains_once() {
     assert_eq!(rerun_counts, counts, "every value counted once");
     assert_eq!(rerun_applied, applied, "every mini-batch applied once");
 }
+
+/// a9a trained by two workers on the executors under SSP with staleness 1.
+const SSP_JOB: &str = "
+CREATE TABLE train AS SELECT label, idx, val FROM read_libsvm('${data}/a9a_train.libsvm.gz');
+CREATE MODEL ssp OPTIONS (kind = 'logistic', dim = 123, batch_size = 32, epochs = 1,
+  sync = 'ssp', staleness = 1, workers = 2) AS SELECT * FROM train;
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ssp_bounds_pulls_and_flags_a_slow_worker_on_the_executors() {
+    let options = Options {
+        env: vec![("ANGEL_SLOW_WORKER".into(), "1:4".into())],
+        ..Options::default()
+    };
+    let cluster = LocalCluster::start_with(&binary(), 2, 2, 2, &options).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("ssp.sql");
+    std::fs::write(&job, SSP_JOB).unwrap();
+    let data = format!("data={}", repo("examples/data/a9a").display());
+    let (_, output) = run(&[
+        job.to_str().unwrap(),
+        "--ballista",
+        cluster.scheduler_url(),
+        "--master",
+        &cluster.master.addr,
+        "--partitions",
+        "2",
+        "--var",
+        &data,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let c = PsClient::connect(&cluster.master.addr).await.unwrap();
+    let status = c
+        .status_with(angel_proto::StatusRequest { pulls: true })
+        .await
+        .unwrap();
+    let workers: Vec<_> = status.workers.iter().filter(|w| w.model == "ssp").collect();
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let slow: Vec<u32> = workers.iter().filter(|w| w.slow).map(|w| w.rank).collect();
+    assert_eq!(slow, [1], "{workers:?}");
+    let model = c.matrix("ssp").await.unwrap().meta.id;
+    let lead = status
+        .servers
+        .iter()
+        .map(|s| angel_proto::pulls::lead(s.pulls.iter().filter(|p| p.matrix_id == model)))
+        .max_by_key(|l| l.pairs)
+        .unwrap();
+    assert!(lead.pairs > 300 && lead.max <= 1, "{lead:?}");
+}

@@ -150,6 +150,7 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
         value_type: ValueType::F32 as i32,
         slices: vec![slice(&[0, 1], wire::encode_values(&[1.0f32]))],
         update: None,
+        bases: Vec::new(),
     };
     let err = status(raw_server(host).await.push(push.clone()).await);
     expect(
@@ -294,8 +295,15 @@ async fn random_payloads_never_take_a_server_down() {
             slices: vec![slice.clone()],
             update: (next() % 2 == 0).then(|| Update {
                 optimizer: ["sgd", "adam", "nope"][(next() % 3) as usize].into(),
+                dynamic: next() % 2 == 0,
+                scale: f64::from_bits(next()),
                 ..Default::default()
             }),
+            bases: vec![angel_proto::Ack {
+                partition_id: (next() % 4) as u32,
+                version: next(),
+                durable: 0,
+            }],
         };
         if let Err(s) = server.push(request).await {
             assert!(

@@ -217,6 +217,7 @@ async fn sizes_from_requests_cannot_overflow() {
             codec: codec::RAW,
         }],
         update: None,
+        bases: Vec::new(),
     };
     let addr = &c.status().await.unwrap().servers[0].addr;
     let err = status(raw_server(addr).await.push(push).await);
@@ -274,6 +275,7 @@ async fn work_and_memory_are_bounded_by_what_was_sent() {
             codec: encoded.codec,
         }],
         update: None,
+        bases: Vec::new(),
     };
     let err = status(raw_server(host).await.push(bomb).await);
     expect(err, Code::ResourceExhausted, &["300000 pairs"]);

@@ -390,6 +390,7 @@ async fn a_push_sent_twice_with_the_same_writer_and_seq_applies_once() {
             codec: 0,
         }],
         update: None,
+        bases: Vec::new(),
     };
     let mut server = raw_server(&cluster.servers[0].addr).await;
     // (writer 7, seq 1) twice; a task's (writer, seq) is its own, even with the same seq.

@@ -4,12 +4,14 @@
 //! - [`e2e`]: the demo CTR job end to end, phase by phase, with peak memory.
 //! - [`codec`]: SketchML bytes per pair and throughput on mini-batch gradients.
 //! - [`recovery`]: snapshot cost, and a server killed under a training loop.
+//! - [`sync`]: consistency models and update rules on the CTR job with a slow worker.
 
 pub mod codec;
 pub mod e2e;
 pub mod link;
 pub mod ps;
 pub mod recovery;
+pub mod sync;
 
 use std::error::Error;
 use std::path::Path;
@@ -28,6 +30,9 @@ pub enum BenchCommand {
     /// Snapshot write time and pause, a server killed mid-training (detection, restore, first
     /// step after), and the overhead of periodic snapshots.
     Recovery(recovery::RecoveryBenchArgs),
+    /// BSP, SSP, ASP, model averaging, ConSGD and DynSGD on the CTR job with one slow worker,
+    /// with and without backup workers: time and epochs to a target AUC, final log loss.
+    Sync(sync::SyncBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -37,6 +42,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::E2e(args) => e2e::run(args).await,
         BenchCommand::Codec(args) => codec::run(args),
         BenchCommand::Recovery(args) => recovery::run(args).await,
+        BenchCommand::Sync(args) => sync::run(args).await,
     }
 }
 

@@ -4,12 +4,14 @@
 //!   [`RangePartitioner`].
 //! - [`service`]: the gRPC handlers: server registration and heartbeats, matrix
 //!   create/drop/describe, the partition map (with its epoch) and status.
+//! - [`clocks`]: training workers' clocks: BSP, SSP and ASP, and slow-worker flags.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
 //! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
 //! - [`state_file`]: the master's own state, saved after every change and resumed on start.
 //! - [`node`]: [`MasterNode`], which binds and serves.
 
+pub mod clocks;
 pub mod counters;
 pub mod node;
 pub mod optimizers;

@@ -342,7 +342,7 @@ impl super::service::State {
 
 /// Asks `server` for its statistics within [`PROBE_TIMEOUT`].
 async fn probe(server: &ServerEntry) -> std::result::Result<(), String> {
-    let mut request = Request::new(StatsRequest {});
+    let mut request = Request::new(StatsRequest::default());
     request.set_timeout(PROBE_TIMEOUT);
     match tokio::time::timeout(PROBE_TIMEOUT, server.rpc.clone().stats(request)).await {
         Ok(Ok(_)) => Ok(()),

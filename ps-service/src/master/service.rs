@@ -9,19 +9,20 @@ use angel_proto::limits::WINDOW;
 use angel_proto::master_server::Master;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
-    CounterMeta, CounterRequest, CreateMatrixRequest, CreatePartitionsRequest,
-    DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest, DropPartitionsRequest,
-    GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo,
-    Partition, PartitionMap, PsError, Recovery, RegisterServerReply, RegisterServerRequest,
-    ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result, SealCounterRequest,
-    ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest, StatusReply,
-    StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
+    ClockReply, ClockRequest, CounterMeta, CounterRequest, CreateMatrixRequest,
+    CreatePartitionsRequest, DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest,
+    DropPartitionsRequest, GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout,
+    MatrixMeta, OptimizerInfo, Partition, PartitionMap, PsError, Recovery, RegisterServerReply,
+    RegisterServerRequest, ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result,
+    SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest,
+    StatusReply, StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use tonic::codegen::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
+use super::clocks::Clocks;
 use super::{Partitioner, optimizers};
 use crate::admin::AdminToken;
 use crate::snapshot::SnapshotDir;
@@ -185,6 +186,8 @@ pub struct MasterService {
     /// See [`super::MasterConfig::server_timeout`].
     pub(super) server_timeout: Duration,
     pub(super) snapshots: Snapshots,
+    /// Training workers' clocks, per model.
+    pub(super) clocks: Clocks,
 }
 
 impl MasterService {
@@ -201,6 +204,7 @@ impl MasterService {
             creating: tokio::sync::Mutex::new(()),
             server_timeout,
             snapshots,
+            clocks: Clocks::default(),
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -240,7 +244,8 @@ impl MasterService {
             ServerClient::with_interceptor(endpoint.connect_lazy(), AdminToken::new(&admin_token)?)
                 .max_decoding_message_size(usize::MAX)
                 .max_encoding_message_size(usize::MAX);
-        let probe = tokio::time::timeout(REGISTER_PROBE_TIMEOUT, rpc.stats(StatsRequest {})).await;
+        let probe =
+            tokio::time::timeout(REGISTER_PROBE_TIMEOUT, rpc.stats(StatsRequest::default())).await;
         if let Err(why) = probe.map_err(|_| "no answer".to_string()).and_then(|r| {
             r.map(drop)
                 .map_err(|s| PsError::from_status(s, &addr).to_string())
@@ -501,7 +506,8 @@ impl MasterService {
         Ok(total)
     }
 
-    async fn status(&self) -> StatusReply {
+    /// The service's state; with `pulls`, each server's record of training pulls too.
+    async fn status(&self, pulls: bool) -> StatusReply {
         let (map, servers) = {
             let state = self.state.lock();
             (state.map(), state.servers.clone())
@@ -514,7 +520,7 @@ impl MasterService {
                 last_heartbeat_ms: s.last_seen.elapsed().as_millis() as u64,
                 ..Default::default()
             };
-            let mut request = Request::new(StatsRequest {});
+            let mut request = Request::new(StatsRequest { pulls });
             request.set_timeout(STATUS_TIMEOUT);
             match s.rpc.clone().stats(request).await {
                 Ok(reply) => {
@@ -522,6 +528,7 @@ impl MasterService {
                     status.reachable = true;
                     status.partitions = reply.partitions;
                     status.pushes = reply.pushes;
+                    status.pulls = reply.pulls;
                 }
                 Err(e) => status.error = PsError::from_status(e, &s.addr).to_string(),
             }
@@ -533,6 +540,7 @@ impl MasterService {
             snapshot_dir: self.snapshot_url(),
             snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
             recoveries: self.state.lock().recoveries.clone(),
+            workers: self.clocks.status(),
         }
     }
 }
@@ -657,9 +665,9 @@ impl Master for MasterService {
 
     async fn status(
         &self,
-        _request: Request<StatusRequest>,
+        request: Request<StatusRequest>,
     ) -> std::result::Result<Response<StatusReply>, Status> {
-        Ok(Response::new(self.status().await))
+        Ok(Response::new(self.status(request.get_ref().pulls).await))
     }
 
     async fn create_counter(
@@ -706,5 +714,19 @@ impl Master for MasterService {
     ) -> std::result::Result<Response<ReplayReportReply>, Status> {
         self.report_replay(&request.into_inner());
         Ok(Response::new(ReplayReportReply {}))
+    }
+
+    async fn clock(
+        &self,
+        request: Request<ClockRequest>,
+    ) -> std::result::Result<Response<ClockReply>, Status> {
+        let request = request.into_inner();
+        if request.model.len() > MAX_ADDR {
+            return Err(Status::invalid_argument(format!(
+                "clock report: model name of {} bytes (at most {MAX_ADDR})",
+                request.model.len()
+            )));
+        }
+        Ok(Response::new(self.clocks.clock(&request).await))
     }
 }

@@ -4,6 +4,7 @@
 //!   [`partition::Partitions`], everything this server hosts.
 //! - [`service`]: the gRPC handlers (validation first, then storage).
 //! - [`push_metrics`]: accepted pushes per client and matrix, reported in the status.
+//! - [`pull_log`]: the training pulls seen, with worker and clock (consistency checks).
 //! - [`counters`]: the handlers of distributed counters.
 //! - [`marks`]: which changes (writer, seq) a partition applied, so none applies twice.
 //! - [`applied`]: a partition's version and marks, and what its newest snapshot holds.
@@ -15,6 +16,7 @@ pub mod counters;
 pub mod marks;
 pub mod node;
 pub mod partition;
+pub mod pull_log;
 pub mod push_metrics;
 pub mod service;
 pub mod snapshots;

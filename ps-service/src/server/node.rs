@@ -123,6 +123,7 @@ impl ServerNode {
             server_id: server_id.clone(),
             admin_token,
             pushes: Default::default(),
+            pulls: Default::default(),
             snapshot_dir: Default::default(),
             snapshot_writer: Default::default(),
         });

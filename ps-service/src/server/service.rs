@@ -6,7 +6,7 @@ use std::sync::Arc;
 use angel_proto::server_server::Server;
 use angel_proto::value::value_size;
 use angel_proto::{
-    ClientPushes, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
+    Ack, ClientPushes, CounterAdminReply, CounterAdminRequest, CounterGetReply, CounterGetRequest,
     CounterIncreaseReply, CounterIncreaseRequest, CreatePartitionsReply, CreatePartitionsRequest,
     DropPartitionsReply, DropPartitionsRequest, MatrixMeta, PartitionStats, PsError, PsfReply,
     PsfRequest, PsfValues, PullReply, PullRequest, PushReply, PushRequest, Result, RowSlice,
@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status};
 
 use super::applied::{Applied, Snapshotted, ack};
 use super::partition::{Partition, Partitions};
+use super::pull_log::PullLog;
 use super::push_metrics::PushMetrics;
 use crate::optim::{Optimizer, OptimizerRegistry};
 use crate::psf::{PsfContext, PsfRegistry};
@@ -43,6 +44,8 @@ pub struct ServerService {
     pub admin_token: String,
     /// Accepted pushes per client and matrix.
     pub pushes: PushMetrics,
+    /// Training pulls, with worker and clock.
+    pub pulls: PullLog,
     /// Where partitions are snapshotted, as the master said at registration.
     pub snapshot_dir: parking_lot::RwLock<Option<SnapshotDir>>,
     /// Held while snapshots are written: one writer per partition directory at a time.
@@ -160,7 +163,7 @@ impl ServerService {
 
     pub(super) fn pull_checked(&self, mut request: PullRequest) -> Result<PullReply> {
         self.check_size(&request, "pull")?;
-        let epoch = request.caller.map_or(0, |c| c.map_epoch);
+        let caller = request.caller.unwrap_or_default();
         decode_slices(
             &mut request.slices,
             request.value_type,
@@ -169,10 +172,15 @@ impl ServerService {
         let checked = self.check_slices(
             request.matrix_id,
             request.value_type,
-            epoch,
+            caller.map_epoch,
             request.slices,
             false,
         )?;
+        if caller.step_worker != 0 {
+            self.pulls
+                .record(request.matrix_id, caller.step_worker, caller.clock);
+        }
+        let mut versions: Vec<Ack> = Vec::new();
         let mut whole_rows = std::collections::HashSet::new();
         for c in checked.iter().filter(|c| c.keys.is_none()) {
             if !whole_rows.insert((c.part.id, c.row)) {
@@ -187,6 +195,13 @@ impl ServerService {
         let mut reply_bytes = 0usize;
         for c in checked {
             let block = c.part.data.read();
+            if !versions.iter().any(|a| a.partition_id == c.part.id) {
+                versions.push(Ack {
+                    partition_id: c.part.id,
+                    version: c.part.applied.lock().version,
+                    durable: 0,
+                });
+            }
             let (keys, values) = with_block!(&*block, b => b.pull(c.row, c.keys.as_deref()));
             // A small request naming one large slice many times must not buy a huge reply.
             reply_bytes += keys.len() + values.len();
@@ -206,7 +221,7 @@ impl ServerService {
                 codec: codec::RAW,
             });
         }
-        Ok(PullReply { slices })
+        Ok(PullReply { slices, versions })
     }
 
     pub(super) fn push_checked(&self, mut request: PushRequest) -> Result<PushReply> {
@@ -247,13 +262,20 @@ impl ServerService {
         for (part, slices) in by_partition(checked) {
             let mut block = part.data.write();
             let mut applied = part.applied.lock();
+            let staleness = staleness(&request.bases, part.id, applied.version);
             if applied.admit(&caller) {
                 for c in slices {
                     let keys = c.keys.as_deref();
                     match &optimizer {
                         Some((optimizer, update)) => {
-                            let mut step =
-                                |slot: &mut [f64], g: f64| optimizer.step(slot, g, update);
+                            let factor = change_factor(update, staleness);
+                            let mut step = |slot: &mut [f64], g: f64| {
+                                let before = slot[0];
+                                optimizer.step(slot, g, update);
+                                if factor != 1.0 {
+                                    slot[0] = before + factor * (slot[0] - before);
+                                }
+                            };
                             let keys = keys.unwrap_or_default();
                             with_block!(&mut *block, b => b.update(keys, &c.values, &mut step))?
                         }
@@ -454,6 +476,28 @@ impl ServerService {
     }
 }
 
+/// How many changes partition `id` applied (at `version`) since the version `bases` says an
+/// update was computed from; 0 when it names none.
+fn staleness(bases: &[Ack], id: u32, version: u64) -> u64 {
+    bases
+        .iter()
+        .find(|b| b.partition_id == id)
+        .map_or(0, |b| version.saturating_sub(b.version))
+}
+
+/// What an update's weight change is multiplied by: its `scale` (ConSGD's 1/W; 0 means 1),
+/// and under DynSGD 1/(staleness + 1).
+fn change_factor(update: &Update, staleness: u64) -> f64 {
+    let scale = match update.scale {
+        s if s > 0.0 && s.is_finite() => s,
+        _ => 1.0,
+    };
+    match update.dynamic {
+        true => scale / (staleness as f64 + 1.0),
+        false => scale,
+    }
+}
+
 /// `stats` with the partition's version, duplicates, replays and newest snapshot.
 fn with_log(stats: PartitionStats, applied: &Applied, snapshotted: &Snapshotted) -> PartitionStats {
     PartitionStats {
@@ -576,6 +620,7 @@ impl Server for ServerService {
         request: Request<StatsRequest>,
     ) -> std::result::Result<Response<StatsReply>, Status> {
         admin::check(&request, &self.admin_token, "Stats")?;
+        let with_pulls = request.get_ref().pulls;
         let partitions = self
             .parts
             .all()
@@ -607,6 +652,10 @@ impl Server for ServerService {
             server_id: self.server_id.load(std::sync::atomic::Ordering::Relaxed),
             partitions,
             pushes: self.pushes.snapshot(),
+            pulls: match with_pulls {
+                true => self.pulls.snapshot(),
+                false => Vec::new(),
+            },
         }))
     }
 }

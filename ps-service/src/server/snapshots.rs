@@ -282,6 +282,7 @@ mod tests {
             server_id: Default::default(),
             admin_token: String::new(),
             pushes: Default::default(),
+            pulls: Default::default(),
             snapshot_dir: parking_lot::RwLock::new(
                 dir.map(|d| SnapshotDir::parse(&d.display().to_string()).unwrap()),
             ),
@@ -339,7 +340,7 @@ mod tests {
             matrix_id: 7,
             value_type: ValueType::F32 as i32,
             slices: vec![slice(0, 3), slice(1, 70)],
-            update: None,
+            ..Default::default()
         };
         let reply = s.push_checked(request).unwrap();
         reply.acks.iter().map(|a| a.version).collect()

@@ -71,6 +71,11 @@ impl ChangeNames {
         .ok()
     }
 
+    /// The accumulator's own name (never 0): its task's pass and its place in it.
+    pub fn task(&self) -> u64 {
+        self.task
+    }
+
     /// The name of the accumulator's next change.
     pub fn next_change(&mut self) -> TaskChange {
         let change = TaskChange {

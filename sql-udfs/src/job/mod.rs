@@ -178,9 +178,16 @@ impl Job {
                 options,
                 query,
             } => {
-                let table =
-                    train::create_model(&self.ctx, &self.binding, &name, replace, &options, &query)
-                        .await?;
+                let on_cluster = self.stage.is_some();
+                let table = train::create_model(
+                    &self.ctx,
+                    &self.binding,
+                    (&name, replace),
+                    &options,
+                    &query,
+                    on_cluster,
+                )
+                .await?;
                 Ok(vec![table])
             }
             Statement::SaveModel { name, path } => {

@@ -6,11 +6,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use angel_client::{CounterState, PsClient, PsError};
-use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
+use angel_client::{CounterState, PsError};
+use angel_proto::{StatusReply, WorkerStatus};
+use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::MemTable;
 use datafusion::common::{Result, ScalarValue, plan_err};
-use datafusion::prelude::SessionContext;
+use datafusion::datasource::provider_as_source;
+use datafusion::execution::FunctionRegistry;
+use datafusion::functions_aggregate::count::count_all;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
+use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::binding::Binding;
@@ -107,21 +113,27 @@ async fn check_holdout(ctx: &SessionContext, holdout: &str) -> Result<()> {
     }
 }
 
-/// Runs `CREATE MODEL`; see the module documentation.
+/// Runs `CREATE MODEL`; see the module documentation. `on_cluster`: the session runs on
+/// Ballista.
 pub async fn create_model(
     ctx: &SessionContext,
     binding: &Binding,
-    name: &str,
-    replace: bool,
+    (name, replace): (&str, bool),
     options: &[(String, String)],
     query: &str,
+    on_cluster: bool,
 ) -> Result<RecordBatch> {
-    let plan = plan(binding.master(), options).await?;
+    let mut plan = plan(binding.master(), options).await?;
+    if plan.spec.sync.workers == 0 {
+        plan.spec.sync.workers = ctx.copied_config().target_partitions() as u32;
+    }
+    plan.spec.sync.check()?;
     if let Some(holdout) = &plan.holdout {
         check_holdout(ctx, holdout).await?;
     }
     let columns = columns(ctx, query).await?;
-    let rows = ctx.sql(query).await?.count().await? as u64;
+    let workers = plan.spec.sync.workers as usize;
+    let (train_rows, rows) = TrainRows::new(ctx, query, workers, on_cluster).await?;
     if rows == 0 {
         return plan_err!("CREATE MODEL {name}: the training query returned no rows");
     }
@@ -137,19 +149,19 @@ pub async fn create_model(
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {
         let started = Instant::now();
-        let before = push_traffic(&client, matrix.meta.id).await?;
-        let sql =
-            format!("SELECT ps_train('{name}', {columns}), count(*) FROM ({query}) AS train_rows");
+        let before = push_traffic(&client.status().await.map_err(ps_error)?, matrix.meta.id);
+        let epoch_frame = train_rows.epoch(ctx, name, workers)?;
         let (loss, n) = watch(
             &bar,
             &binding.reports().progress,
             epoch,
             plan.epochs,
-            run_pair(ctx, &sql),
+            first_row(epoch_frame),
         )
         .await?;
         let trained = started.elapsed();
-        let after = push_traffic(&client, matrix.meta.id).await?;
+        let status = client.status().await.map_err(ps_error)?;
+        let after = push_traffic(&status, matrix.meta.id);
         let traffic = (after.0 - before.0, after.1 - before.1);
         let (holdout_loss, auc) = match &plan.holdout {
             Some(h) => evaluate(ctx, name, plan.spec.kind, &columns, h).await?,
@@ -158,12 +170,12 @@ pub async fn create_model(
         let rows = float(&n).unwrap_or_default() as i64;
         let evaluated = started.elapsed() - trained;
         table.push(
-            epoch,
-            rows,
+            (epoch, rows),
             loss,
             (holdout_loss, auc),
             (trained, evaluated),
             traffic,
+            &Round::of(&status, name),
         );
     }
     bar.finish_and_clear();
@@ -176,12 +188,125 @@ pub async fn create_model(
 
 /// (bytes sent, raw bytes) of every push to matrix `id` so far, from the master's status:
 /// what every executor or task pushed, compressed or not.
-async fn push_traffic(client: &PsClient, id: u32) -> Result<(u64, u64)> {
-    let status = client.status().await.map_err(ps_error)?;
-    Ok(angel_proto::pushes::totals(&status)
+fn push_traffic(status: &StatusReply, id: u32) -> (u64, u64) {
+    angel_proto::pushes::totals(status)
         .iter()
         .filter(|p| p.matrix_id == id)
-        .fold((0, 0), |(b, r), p| (b + p.bytes, r + p.raw_bytes)))
+        .fold((0, 0), |(b, r), p| (b + p.bytes, r + p.raw_bytes))
+}
+
+/// Where every epoch reads the training rows from, as `workers` partitions: one task each.
+enum TrainRows {
+    /// Embedded: the query's rows, computed once, cut into contiguous runs of nearly equal
+    /// rows (slices sharing the query's batches, so a table scan costs no copy).
+    Spread(Arc<MemTable>),
+    /// On Ballista: the query itself, planned with `workers` target partitions, so its scan
+    /// is cut into that many tasks (where the staged files' row groups allow).
+    Query(LogicalPlan),
+}
+
+impl TrainRows {
+    /// The rows of `query` for `workers` workers, and how many there are.
+    async fn new(
+        ctx: &SessionContext,
+        query: &str,
+        workers: usize,
+        on_cluster: bool,
+    ) -> Result<(Self, u64)> {
+        let df = ctx.sql(query).await?;
+        if on_cluster {
+            let rows = df.clone().count().await? as u64;
+            return Ok((TrainRows::Query(df.logical_plan().clone()), rows));
+        }
+        let schema = df.schema().inner().clone();
+        let batches: Vec<RecordBatch> = df.collect_partitioned().await?.concat();
+        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let table = MemTable::try_new(schema, spread(batches, rows, workers))?;
+        Ok((TrainRows::Spread(Arc::new(table)), rows))
+    }
+
+    /// One epoch: `ps_train` and `count(*)` over the rows, on a session with `workers` target
+    /// partitions (so no repartitioning adds or merges workers).
+    fn epoch(&self, ctx: &SessionContext, name: &str, workers: usize) -> Result<DataFrame> {
+        let mut state = ctx.state();
+        let options = state.config_mut().options_mut();
+        options.execution.target_partitions = workers;
+        // A staged table's small files are cut into `workers` scans too (as row groups allow).
+        options.optimizer.repartition_file_min_size = 0;
+        let plan = match self {
+            TrainRows::Spread(table) => {
+                LogicalPlanBuilder::scan("train_rows", provider_as_source(table.clone()), None)?
+                    .build()?
+            }
+            TrainRows::Query(plan) => plan.clone(),
+        };
+        let df = DataFrame::new(state, plan);
+        let columns: Vec<Expr> = df
+            .schema()
+            .columns()
+            .into_iter()
+            .map(Expr::Column)
+            .collect();
+        let mut args = vec![lit(name)];
+        args.extend(columns);
+        let train = ctx.udaf("ps_train")?.call(args);
+        df.aggregate(vec![], vec![train, count_all()])
+    }
+}
+
+/// `batches` (of `rows` rows in all) cut into `parts` contiguous runs of nearly equal rows;
+/// only batches straddling a boundary are sliced.
+fn spread(batches: Vec<RecordBatch>, rows: u64, parts: usize) -> Vec<Vec<RecordBatch>> {
+    let mut out = vec![Vec::new(); parts];
+    let bound = |p: usize| (rows as u128 * p as u128 / parts as u128) as usize;
+    let (mut part, mut at) = (0, 0usize);
+    for batch in batches {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            while part + 1 < parts && at >= bound(part + 1) {
+                part += 1;
+            }
+            let room = match part + 1 < parts {
+                true => bound(part + 1) - at,
+                false => usize::MAX,
+            };
+            let take = room.min(batch.num_rows() - offset);
+            out[part].push(batch.slice(offset, take));
+            (offset, at) = (offset + take, at + take);
+        }
+    }
+    out
+}
+
+/// What the master saw of an epoch's workers: how many, their waits, the slow ones.
+struct Round {
+    workers: i64,
+    wait_seconds: f64,
+    slow: String,
+}
+
+impl Round {
+    fn of(status: &StatusReply, model: &str) -> Round {
+        let workers: Vec<&WorkerStatus> =
+            status.workers.iter().filter(|w| w.model == model).collect();
+        let slow: Vec<String> = workers
+            .iter()
+            .filter(|w| w.slow)
+            .map(|w| {
+                format!(
+                    "rank {} ({:.1} steps/s; others waited {:.1} s)",
+                    w.rank,
+                    w.steps_per_sec,
+                    w.caused_wait_ms as f64 / 1e3
+                )
+            })
+            .collect();
+        Round {
+            workers: workers.len() as i64,
+            wait_seconds: workers.iter().map(|w| w.waited_ms as f64 / 1e3).sum(),
+            slow: slow.join("; "),
+        }
+    }
 }
 
 /// The query's columns as SQL, quoted: label, indices and optionally values.
@@ -232,9 +357,14 @@ async fn evaluate(
 
 /// Runs a query answering one row of two values.
 async fn run_pair(ctx: &SessionContext, sql: &str) -> Result<(ScalarValue, ScalarValue)> {
-    let batches = ctx.sql(sql).await?.collect().await?;
+    first_row(ctx.sql(sql).await?).await
+}
+
+/// The first two values of the frame's first row.
+async fn first_row(df: DataFrame) -> Result<(ScalarValue, ScalarValue)> {
+    let batches = df.collect().await?;
     let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) else {
-        return plan_err!("no result from: {sql}");
+        return plan_err!("a query that answers one row answered none");
     };
     Ok((
         ScalarValue::try_from_array(batch.column(0), 0)?,
@@ -306,20 +436,26 @@ struct EpochTable {
     holdout_seconds: Vec<f64>,
     push_mb: Vec<f64>,
     raw_mb: Vec<f64>,
+    workers: Vec<i64>,
+    wait_seconds: Vec<f64>,
+    slow_workers: Vec<String>,
 }
 
 impl EpochTable {
     /// Adds an epoch: its rows and loss, holdout (loss, AUC), (training, holdout) time and
-    /// (sent, raw) push bytes.
+    /// (sent, raw) push bytes, and what the master saw of its workers.
     fn push(
         &mut self,
-        epoch: usize,
-        rows: i64,
+        (epoch, rows): (usize, i64),
         loss: ScalarValue,
         holdout: (Option<f64>, Option<f64>),
         took: (Duration, Duration),
         traffic: (u64, u64),
+        round: &Round,
     ) {
+        self.workers.push(round.workers);
+        self.wait_seconds.push(round.wait_seconds);
+        self.slow_workers.push(round.slow.clone());
         self.push_mb.push(traffic.0 as f64 / 1e6);
         self.raw_mb.push(traffic.1 as f64 / 1e6);
         self.epoch.push(epoch as i64);
@@ -342,6 +478,9 @@ impl EpochTable {
             Field::new("holdout_seconds", DataType::Float64, false),
             Field::new("push_mb", DataType::Float64, false),
             Field::new("raw_mb", DataType::Float64, false),
+            Field::new("workers", DataType::Int64, false),
+            Field::new("wait_seconds", DataType::Float64, false),
+            Field::new("slow_workers", DataType::Utf8, false),
         ]);
         Ok(RecordBatch::try_new(
             Arc::new(schema),
@@ -355,7 +494,38 @@ impl EpochTable {
                 Arc::new(Float64Array::from(self.holdout_seconds)),
                 Arc::new(Float64Array::from(self.push_mb)),
                 Arc::new(Float64Array::from(self.raw_mb)),
+                Arc::new(Int64Array::from(self.workers)),
+                Arc::new(Float64Array::from(self.wait_seconds)),
+                Arc::new(StringArray::from(self.slow_workers)),
             ],
         )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::Int64Array;
+
+    #[test]
+    fn spread_cuts_contiguous_runs_of_nearly_equal_rows() {
+        let batch = |from: i64, n: i64| {
+            let values = Int64Array::from_iter_values(from..from + n);
+            RecordBatch::try_from_iter([("x", Arc::new(values) as _)]).unwrap()
+        };
+        let parts = spread(vec![batch(0, 5), batch(5, 1), batch(6, 4)], 10, 3);
+        let rows: Vec<Vec<i64>> = parts
+            .iter()
+            .map(|p| {
+                p.iter()
+                    .flat_map(|b| {
+                        let a = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                        a.values().to_vec()
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(rows, [vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8, 9]]);
+        assert_eq!(spread(Vec::new(), 0, 2), [vec![], vec![]]);
     }
 }

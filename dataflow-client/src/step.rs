@@ -1,0 +1,24 @@
+//! A training worker's pull and push: [`Step`] (who pulls, at which clock) and [`StepPush`]
+//! (how a push is applied and named). Plain pulls and pushes need neither.
+
+use angel_proto::{Ack, Update};
+
+use crate::task_change::TaskChange;
+
+/// A pull by training worker `worker` at its clock `clock`; the servers record it, so the
+/// consistency models can be checked from their side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub worker: u64,
+    pub clock: i64,
+}
+
+/// How a push is applied: added (no `update`) or by an optimizer; named by a SQL task's
+/// `change` or by the client; with the partition versions (`bases`, from the pull) the values
+/// were computed from, which DynSGD's updates need.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepPush<'a> {
+    pub update: Option<&'a Update>,
+    pub change: Option<TaskChange>,
+    pub bases: &'a [Ack],
+}

@@ -1,0 +1,387 @@
+//! Clock tables: the consistency models (BSP, SSP, ASP) of training, kept on the master.
+//!
+//! Each model has one table of the workers (ps_train tasks) of its current round, a round
+//! being one pass of a training statement: it starts when a worker joins a table with no
+//! active worker. A worker's clock is the number of mini-batches (or averaging rounds) it
+//! completed. Before pulling at clock `c`, a worker asks ([`ClockPhase::Pull`]) and is let go
+//! once every other active worker reached `c - s` (s = staleness: 0 for BSP), or all but
+//! `backup` of them did. ASP never waits. Under BSP a worker also asks before pushing
+//! ([`ClockPhase::Push`]): pushes of one clock wait until everyone pulled at it and go in the
+//! order of the workers' `order_key`, so a run with the same data repeats the same model bit
+//! for bit. Workers that finish their data leave; a worker silent for [`WORKER_TIMEOUT`] is
+//! dropped (and taken back if it reports again), so nobody waits for a dead task.
+//!
+//! The reports also carry each worker's computing time and steps: a worker whose rate is
+//! below the round's median divided by the model's `slow_factor` is flagged slow, in the
+//! status and the logs, with the time others spent waiting for it.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use angel_proto::{ClockPhase, ClockReply, ClockRequest, WorkerStatus};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// A worker that reports nothing for this long is dropped from its table.
+pub const WORKER_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a round's first clocks wait for the statement's workers to join. Tasks of one
+/// statement start together; on a cluster with fewer slots than workers the rest start later,
+/// and waiting for them longer would only stall the ones running.
+const JOIN_GRACE: Duration = Duration::from_secs(3);
+/// The longest one call waits; the worker then asks again, so calls stay bounded.
+const MAX_WAIT: Duration = Duration::from_secs(10);
+/// Steps a worker makes before its rate counts for the median and the slow flag.
+const MIN_STEPS: u64 = 5;
+
+/// Every model's clock table.
+#[derive(Debug, Default)]
+pub struct Clocks {
+    tables: Mutex<HashMap<String, Table>>,
+    changed: Notify,
+}
+
+/// One model's workers in its current (or last) round, in join order.
+#[derive(Debug)]
+struct Table {
+    workers: Vec<Worker>,
+    started: Instant,
+}
+
+#[derive(Debug)]
+struct Worker {
+    id: u64,
+    rank: u32,
+    order_key: u64,
+    clock: i64,
+    /// The clock whose update it is waiting to push (-1: none).
+    pushing: i64,
+    busy_ms: f64,
+    steps: u64,
+    waited_ms: u64,
+    caused_wait_ms: u64,
+    left: bool,
+    evicted: bool,
+    slow: bool,
+    last_seen: Instant,
+}
+
+impl Worker {
+    fn active(&self) -> bool {
+        !self.left && !self.evicted
+    }
+
+    /// Steps per second of computing, once it made enough steps to tell.
+    fn rate(&self) -> Option<f64> {
+        (self.steps >= MIN_STEPS && self.busy_ms > 0.0)
+            .then(|| self.steps as f64 * 1e3 / self.busy_ms)
+    }
+}
+
+impl Clocks {
+    /// Handles one report; see the module documentation. Returns when the worker may go on,
+    /// or after [`MAX_WAIT`] with `ready` false.
+    pub async fn clock(&self, request: &ClockRequest) -> ClockReply {
+        let started = Instant::now();
+        self.report(request);
+        self.changed.notify_waiters();
+        let mut blocker = None;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (reply, holder) = self.check(request);
+            if holder.is_none() || started.elapsed() >= MAX_WAIT {
+                let waited = started.elapsed();
+                if waited >= Duration::from_millis(1) {
+                    self.account_wait(request, blocker.or(holder), waited);
+                }
+                return ClockReply {
+                    ready: holder.is_none(),
+                    ..reply
+                };
+            }
+            blocker = blocker.or(holder);
+            let left = MAX_WAIT.saturating_sub(started.elapsed());
+            let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), notified).await;
+        }
+    }
+
+    /// Every model's workers of the current or last round.
+    pub fn status(&self) -> Vec<WorkerStatus> {
+        let tables = self.tables.lock();
+        let mut models: Vec<_> = tables.iter().collect();
+        models.sort_by(|a, b| a.0.cmp(b.0));
+        models
+            .into_iter()
+            .flat_map(|(model, table)| {
+                table.workers.iter().map(move |w| WorkerStatus {
+                    model: model.clone(),
+                    worker: w.id,
+                    rank: w.rank,
+                    clock: w.clock,
+                    steps_per_sec: w.rate().unwrap_or(0.0),
+                    slow: w.slow,
+                    waited_ms: w.waited_ms,
+                    caused_wait_ms: w.caused_wait_ms,
+                    left: w.left,
+                    evicted: w.evicted,
+                })
+            })
+            .collect()
+    }
+
+    /// Records what the worker says: joins it (starting a round if nobody is active), moves
+    /// its clock, adds its computing time, and flags it when slow.
+    fn report(&self, r: &ClockRequest) {
+        let mut tables = self.tables.lock();
+        let table = tables.entry(r.model.clone()).or_insert_with(|| Table {
+            workers: Vec::new(),
+            started: Instant::now(),
+        });
+        if !table.workers.iter().any(|w| w.id == r.worker) {
+            if r.phase() == ClockPhase::Leave {
+                return;
+            }
+            if !table.workers.iter().any(Worker::active) {
+                table.workers.clear();
+                table.started = Instant::now();
+            }
+            table.workers.push(Worker {
+                id: r.worker,
+                rank: table.workers.len() as u32,
+                order_key: r.order_key,
+                clock: r.clock,
+                pushing: -1,
+                busy_ms: 0.0,
+                steps: 0,
+                waited_ms: 0,
+                caused_wait_ms: 0,
+                left: false,
+                evicted: false,
+                slow: false,
+                last_seen: Instant::now(),
+            });
+        }
+        let median = median_rate(&table.workers);
+        let w = table
+            .workers
+            .iter_mut()
+            .find(|w| w.id == r.worker)
+            .expect("joined above");
+        w.clock = w.clock.max(r.clock);
+        w.busy_ms += r.busy_ms.max(0.0);
+        w.steps += r.steps;
+        w.last_seen = Instant::now();
+        if w.evicted {
+            tracing::info!(model = %r.model, rank = w.rank, "worker reported again; taken back");
+            w.evicted = false;
+        }
+        match r.phase() {
+            ClockPhase::Leave => w.left = true,
+            ClockPhase::Push => w.pushing = r.clock,
+            _ => {}
+        }
+        let factor = match r.slow_factor {
+            f if f > 1.0 && f.is_finite() => f,
+            _ => 2.0,
+        };
+        if let (Some(rate), Some(median)) = (w.rate(), median)
+            && !w.slow
+            && rate * factor < median
+        {
+            w.slow = true;
+            tracing::warn!(
+                model = %r.model,
+                rank = w.rank,
+                rate = format!("{rate:.1} steps/s"),
+                median = format!("{median:.1} steps/s"),
+                "slow worker: below the median rate / {factor}"
+            );
+        }
+    }
+
+    /// The reply the worker would get now, and the worker holding it back (None: it may go).
+    fn check(&self, r: &ClockRequest) -> (ClockReply, Option<u64>) {
+        let mut tables = self.tables.lock();
+        let Some(table) = tables.get_mut(&r.model) else {
+            return (ClockReply::default(), None);
+        };
+        evict_silent(&r.model, table);
+        let me = table.workers.iter().find(|w| w.id == r.worker);
+        let active: Vec<&Worker> = table.workers.iter().filter(|w| w.active()).collect();
+        let reply = ClockReply {
+            ready: false,
+            rank: me.map_or(0, |w| w.rank),
+            active: active.len() as u32,
+            min_clock: active.iter().map(|w| w.clock).min().unwrap_or(r.clock),
+        };
+        let Some(me) = me.filter(|w| w.active()) else {
+            return (reply, None);
+        };
+        let others: Vec<&Worker> = active.into_iter().filter(|w| w.id != me.id).collect();
+        let holder = match r.phase() {
+            _ if r.staleness < 0 => None,
+            ClockPhase::Pull => {
+                let joining = (table.workers.len() as u32) < r.workers
+                    && table.started.elapsed() < JOIN_GRACE;
+                let behind: Vec<&&Worker> = others
+                    .iter()
+                    .filter(|w| w.clock < r.clock - r.staleness)
+                    .collect();
+                match behind.len() > r.backup as usize {
+                    true => behind.iter().min_by_key(|w| w.clock).map(|w| w.id),
+                    false if joining => Some(0),
+                    false => None,
+                }
+            }
+            ClockPhase::Push if r.staleness == 0 && r.backup == 0 => {
+                let key = (me.order_key, me.id);
+                others
+                    .iter()
+                    .find(|w| match (w.order_key, w.id) < key {
+                        true => w.clock <= r.clock,
+                        false => w.clock <= r.clock && w.pushing < r.clock,
+                    })
+                    .map(|w| w.id)
+            }
+            _ => None,
+        };
+        (reply, holder)
+    }
+
+    /// Adds `waited` to the worker's waits and to what `blocker` made others wait.
+    fn account_wait(&self, r: &ClockRequest, blocker: Option<u64>, waited: Duration) {
+        let ms = waited.as_millis() as u64;
+        let mut tables = self.tables.lock();
+        let Some(table) = tables.get_mut(&r.model) else {
+            return;
+        };
+        for w in table.workers.iter_mut() {
+            if w.id == r.worker {
+                w.waited_ms += ms;
+            }
+            if Some(w.id) == blocker {
+                w.caused_wait_ms += ms;
+            }
+        }
+    }
+}
+
+/// The median computing rate of the workers that made enough steps.
+fn median_rate(workers: &[Worker]) -> Option<f64> {
+    let mut rates: Vec<f64> = workers.iter().filter_map(Worker::rate).collect();
+    if rates.len() < 2 {
+        return None;
+    }
+    rates.sort_by(f64::total_cmp);
+    Some(rates[rates.len() / 2])
+}
+
+/// Drops the active workers of `table` silent for [`WORKER_TIMEOUT`].
+fn evict_silent(model: &str, table: &mut Table) {
+    for w in table.workers.iter_mut().filter(|w| w.active()) {
+        if w.last_seen.elapsed() >= WORKER_TIMEOUT {
+            tracing::warn!(
+                model,
+                rank = w.rank,
+                clock = w.clock,
+                "worker silent; dropped"
+            );
+            w.evicted = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pull(worker: u64, clock: i64, staleness: i64) -> ClockRequest {
+        ClockRequest {
+            model: "m".into(),
+            worker,
+            clock,
+            phase: ClockPhase::Pull as i32,
+            staleness,
+            workers: 2,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn ssp_holds_a_worker_until_the_others_are_within_the_staleness() {
+        let clocks = Clocks::default();
+        assert!(clocks.clock(&pull(1, 0, 1)).await.ready);
+        assert!(clocks.clock(&pull(2, 0, 1)).await.ready);
+        assert!(
+            clocks.clock(&pull(1, 1, 1)).await.ready,
+            "1 ahead is allowed"
+        );
+        let (reply, holder) = clocks.check(&pull(1, 2, 1));
+        assert_eq!((holder, reply.min_clock), (Some(2), 0), "2 ahead waits");
+        clocks.report(&pull(2, 1, 1));
+        assert_eq!(clocks.check(&pull(1, 2, 1)).1, None);
+        let leave = ClockRequest {
+            phase: ClockPhase::Leave as i32,
+            ..pull(2, 1, 1)
+        };
+        clocks.clock(&leave).await;
+        assert!(
+            clocks.clock(&pull(1, 9, 1)).await.ready,
+            "nobody waits for a leaver"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_worker_goes_on_when_the_slowest_catches_up() {
+        let clocks = std::sync::Arc::new(Clocks::default());
+        clocks.clock(&pull(1, 0, 0)).await;
+        clocks.clock(&pull(2, 0, 0)).await;
+        let waiting = tokio::spawn({
+            let clocks = clocks.clone();
+            async move { clocks.clock(&pull(1, 1, 0)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished(), "BSP: worker 1 waits for worker 2");
+        clocks.clock(&pull(2, 1, 0)).await;
+        assert!(waiting.await.unwrap().ready);
+        let status = clocks.status();
+        assert!(status[0].waited_ms >= 40 && status[1].caused_wait_ms >= 40);
+    }
+
+    #[test]
+    fn bsp_pushes_go_in_order_of_the_workers_keys() {
+        let clocks = Clocks::default();
+        let at = |worker, phase: ClockPhase, clock| ClockRequest {
+            phase: phase as i32,
+            order_key: worker * 10,
+            ..pull(worker, clock, 0)
+        };
+        clocks.report(&at(1, ClockPhase::Pull, 0));
+        clocks.report(&at(2, ClockPhase::Pull, 0));
+        clocks.report(&at(2, ClockPhase::Push, 0));
+        assert_eq!(clocks.check(&at(2, ClockPhase::Push, 0)).1, Some(1));
+        assert_eq!(clocks.check(&at(1, ClockPhase::Push, 0)).1, None);
+        clocks.report(&at(1, ClockPhase::Pull, 1));
+        assert_eq!(clocks.check(&at(2, ClockPhase::Push, 0)).1, None);
+    }
+
+    #[test]
+    fn a_worker_far_below_the_median_rate_is_flagged() {
+        let clocks = Clocks::default();
+        for (worker, busy_ms) in [(1, 100.0), (2, 110.0), (3, 400.0)] {
+            clocks.report(&ClockRequest {
+                busy_ms,
+                steps: 10,
+                slow_factor: 2.0,
+                ..pull(worker, 10, -1)
+            });
+        }
+        clocks.report(&ClockRequest {
+            steps: 0,
+            ..pull(3, 11, -1)
+        });
+        let slow: Vec<bool> = clocks.status().iter().map(|w| w.slow).collect();
+        assert_eq!(slow, [false, false, true]);
+    }
+}

@@ -1,0 +1,266 @@
+//! [`SyncSpec`]: how a model's training workers keep in step — the consistency model (BSP,
+//! SSP, ASP) and its clock, the number of workers, the update rule (SGD, model averaging,
+//! ConSGD, DynSGD), backup workers and when a worker counts as slow. `CREATE MODEL` options,
+//! stored with the model like the rest of its spec.
+
+use std::fmt;
+
+use datafusion::common::{Result, plan_err};
+
+/// When a worker may pull.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consistency {
+    /// Bulk synchronous: every worker finishes clock c before anyone pulls at c + 1; pushes
+    /// of a clock are applied in a fixed order, so a run repeats bit for bit.
+    Bsp,
+    /// Stale synchronous: a worker at clock c pulls once every other worker reached c - s.
+    Ssp(u32),
+    /// Asynchronous: nobody waits.
+    Asp,
+}
+
+/// What a clock counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockUnit {
+    /// Mini-batches (or, for model averaging, rounds of `local_steps` mini-batches).
+    Batch,
+    /// Epochs: each epoch is a statement that ends when every worker finished, so workers
+    /// keep in step only there and run asynchronously within the epoch.
+    Epoch,
+}
+
+/// How a worker's mini-batch changes the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Each gradient goes to the servers' optimizer as it is.
+    Sgd,
+    /// Local SGD for `local_steps` mini-batches, then the model difference / W is added on
+    /// the servers (model averaging).
+    Average,
+    /// ConSGD (Angel+): each update's change scaled by 1/W.
+    ConSgd,
+    /// DynSGD (Angel+): an update computed on partition version v' applied at version v is
+    /// scaled by 1/(v - v' + 1).
+    DynSgd,
+}
+
+/// A model's consistency options; see the module documentation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncSpec {
+    pub consistency: Consistency,
+    pub clock: ClockUnit,
+    /// Training tasks per epoch (resolved by `CREATE MODEL`: the option, or one per core or
+    /// slot).
+    pub workers: u32,
+    pub rule: Rule,
+    pub local_steps: u32,
+    /// A BSP/SSP clock completes when all but this many workers reached it.
+    pub backup_workers: u32,
+    /// A worker slower than the median by this factor is flagged.
+    pub slow_factor: f64,
+}
+
+/// SSP's staleness when `sync = 'ssp'` names none.
+const DEFAULT_STALENESS: u32 = 3;
+
+impl Default for SyncSpec {
+    /// ASP with plain SGD: what trains fastest on our benchmarks (docs/benchmarks.md).
+    fn default() -> Self {
+        SyncSpec {
+            consistency: Consistency::Asp,
+            clock: ClockUnit::Batch,
+            workers: 0,
+            rule: Rule::Sgd,
+            local_steps: 8,
+            backup_workers: 0,
+            slow_factor: 2.0,
+        }
+    }
+}
+
+impl SyncSpec {
+    /// Sets option `key` if it is one of these (returns false otherwise); a bad value is an
+    /// error naming the option, the value and what is allowed.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<bool> {
+        let v = value.trim().to_ascii_lowercase();
+        let whole = |max: u32| match v.parse::<u32>() {
+            Ok(n) if n <= max => Ok(n),
+            _ => refuse(key, value, &format!("a whole number from 0 to {max}")),
+        };
+        match key {
+            "sync" => {
+                self.consistency = match (v.as_str(), self.consistency) {
+                    ("bsp", _) => Consistency::Bsp,
+                    ("ssp", Consistency::Ssp(s)) => Consistency::Ssp(s),
+                    ("ssp", _) => Consistency::Ssp(DEFAULT_STALENESS),
+                    ("asp", _) => Consistency::Asp,
+                    _ => return refuse(key, value, "'bsp', 'ssp' or 'asp'"),
+                }
+            }
+            "staleness" => {
+                self.consistency = match whole(1 << 20)? {
+                    0 => Consistency::Bsp,
+                    s => Consistency::Ssp(s),
+                }
+            }
+            "clock" => {
+                self.clock = match v.as_str() {
+                    "batch" => ClockUnit::Batch,
+                    "epoch" => ClockUnit::Epoch,
+                    _ => return refuse(key, value, "'batch' or 'epoch'"),
+                }
+            }
+            "workers" => match whole(4096)? {
+                0 => return refuse(key, value, "a whole number from 1 to 4096"),
+                n => self.workers = n,
+            },
+            "update" => {
+                self.rule = match v.as_str() {
+                    "sgd" => Rule::Sgd,
+                    "average" => Rule::Average,
+                    "consgd" => Rule::ConSgd,
+                    "dynsgd" => Rule::DynSgd,
+                    _ => return refuse(key, value, "'sgd', 'average', 'consgd' or 'dynsgd'"),
+                }
+            }
+            "local_steps" => match whole(1 << 20)? {
+                0 => return refuse(key, value, "a whole number from 1 to 1048576"),
+                n => self.local_steps = n,
+            },
+            "backup_workers" => self.backup_workers = whole(4095)?,
+            "slow_factor" => match v.parse::<f64>() {
+                Ok(f) if f > 1.0 && f.is_finite() => self.slow_factor = f,
+                _ => return refuse(key, value, "a finite number above 1"),
+            },
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Refuses combinations no single option shows: backup workers must leave a worker.
+    pub fn check(&self) -> Result<()> {
+        if self.workers > 0 && self.backup_workers >= self.workers {
+            return plan_err!(
+                "model option backup_workers = {} must be below workers = {}",
+                self.backup_workers,
+                self.workers
+            );
+        }
+        Ok(())
+    }
+
+    /// Every option as `key = value` text, the form stored with the model.
+    pub fn to_attrs(&self) -> Vec<(&'static str, String)> {
+        let (sync, staleness) = match self.consistency {
+            Consistency::Bsp => ("bsp", 0),
+            Consistency::Ssp(s) => ("ssp", s),
+            Consistency::Asp => ("asp", 0),
+        };
+        let mut attrs = vec![
+            ("sync", sync.to_string()),
+            ("clock", self.clock.to_string()),
+            ("update", self.rule.to_string()),
+            ("local_steps", self.local_steps.to_string()),
+            ("backup_workers", self.backup_workers.to_string()),
+            ("slow_factor", self.slow_factor.to_string()),
+        ];
+        if staleness > 0 {
+            attrs.push(("staleness", staleness.to_string()));
+        }
+        if self.workers > 0 {
+            attrs.push(("workers", self.workers.to_string()));
+        }
+        attrs
+    }
+
+    /// What the master's clock table is told: -1 when workers never wait (ASP, or epoch
+    /// clocks, which statements already keep in step), else the staleness (0 for BSP).
+    pub fn staleness(&self) -> i64 {
+        match (self.clock, self.consistency) {
+            (ClockUnit::Epoch, _) | (_, Consistency::Asp) => -1,
+            (_, Consistency::Bsp) => 0,
+            (_, Consistency::Ssp(s)) => i64::from(s),
+        }
+    }
+}
+
+fn refuse<T>(key: &str, value: &str, allowed: &str) -> Result<T> {
+    plan_err!("model option {key} = '{value}' is not allowed: it must be {allowed}")
+}
+
+impl fmt::Display for ClockUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClockUnit::Batch => "batch",
+            ClockUnit::Epoch => "epoch",
+        })
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Rule::Sgd => "sgd",
+            Rule::Average => "average",
+            Rule::ConSgd => "consgd",
+            Rule::DynSgd => "dynsgd",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_round_trip_and_bad_values_name_the_option() {
+        let mut spec = SyncSpec::default();
+        for (k, v) in [
+            ("sync", "SSP"),
+            ("staleness", "2"),
+            ("workers", "4"),
+            ("update", "dynsgd"),
+            ("backup_workers", "1"),
+            ("clock", "batch"),
+        ] {
+            assert!(spec.set(k, v).unwrap(), "{k}");
+        }
+        assert_eq!(spec.staleness(), 2);
+        let mut back = SyncSpec::default();
+        for (k, v) in spec.to_attrs() {
+            back.set(k, &v).unwrap();
+        }
+        assert_eq!(back, spec);
+        assert!(!spec.set("optimizer", "adam").unwrap());
+        for (k, v, allowed) in [
+            ("sync", "eventual", "'bsp', 'ssp' or 'asp'"),
+            ("workers", "0", "from 1 to 4096"),
+            ("staleness", "-1", "whole number"),
+            ("update", "adam", "'average'"),
+            ("slow_factor", "1", "above 1"),
+        ] {
+            let err = spec.set(k, v).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("{k} = '{v}'")) && err.contains(allowed),
+                "{err}"
+            );
+        }
+        spec.set("backup_workers", "4").unwrap();
+        assert!(
+            spec.check()
+                .unwrap_err()
+                .to_string()
+                .contains("below workers")
+        );
+    }
+
+    #[test]
+    fn epoch_clocks_and_asp_never_wait() {
+        let mut spec = SyncSpec::default();
+        assert_eq!(spec.staleness(), -1);
+        spec.set("sync", "bsp").unwrap();
+        assert_eq!(spec.staleness(), 0);
+        spec.set("clock", "epoch").unwrap();
+        assert_eq!(spec.staleness(), -1);
+    }
+}
