@@ -318,9 +318,12 @@ pub struct Model {
 }
 
 impl Model {
-    /// Opens model `name` on the service at `master`, reading its spec from the matrix.
+    /// Opens model `name` on the service at `master`, reading its spec from the matrix. The
+    /// process's map is refreshed first: a model replaced (`CREATE OR REPLACE MODEL`) since
+    /// this process last used it is a new matrix, which a cached map would not know.
     pub fn open(master: &str, name: &str) -> Result<Self> {
         let client = client(master)?;
+        block_on(client.refresh())?;
         let matrix = block_on(client.matrix(name))?;
         let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
         Ok(Model {

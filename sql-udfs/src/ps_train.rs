@@ -8,6 +8,10 @@
 //! sends one merged push of gradients that the servers turn into weights with the model's
 //! optimizer. Only keys and values cross the network. The model name is a constant, read once
 //! per task from the call's literal.
+//!
+//! Each task is a worker in its model's clock table ([`Worker`]): before each pull it waits as
+//! the model's consistency model (BSP, SSP, ASP) requires, and its update rule (`sgd`,
+//! `consgd`, `dynsgd`, or model averaging through [`LocalModel`]) decides what it pushes.
 
 use std::collections::HashMap;
 use std::ops::Range;

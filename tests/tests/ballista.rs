@@ -213,23 +213,36 @@ async fn rerun_job_effects(master: &str) -> (Vec<(String, i64)>, u64, u64) {
     (counts, applied, duplicates)
 }
 
-/// Starts [`RERUN_JOB`] on `cluster` over `data`, 8 partitions.
-fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> std::process::Child {
-    let job = dir.join("rerun.sql");
-    std::fs::write(&job, RERUN_JOB).unwrap();
-    let data = format!("data={}", data.display());
-    let args = [
-        job.to_str().unwrap(),
+/// The `angel-ps run` arguments of job `text` (written to `dir`) on `cluster` with
+/// `partitions` target partitions, its `${data}` being `data`.
+fn on_cluster(
+    cluster: &LocalCluster,
+    dir: &Path,
+    text: &str,
+    partitions: usize,
+    data: &Path,
+) -> Vec<String> {
+    let job = dir.join("job.sql");
+    std::fs::write(&job, text).unwrap();
+    [
+        &job.display().to_string(),
         "--ballista",
         cluster.scheduler_url(),
         "--master",
         &cluster.master.addr,
         "--partitions",
-        "8",
+        &partitions.to_string(),
         "--var",
-        &data,
-    ];
-    start_job(&args, &[])
+        &format!("data={}", data.display()),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Starts [`RERUN_JOB`] on `cluster` over `data`, 8 partitions.
+fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> std::process::Child {
+    let args = on_cluster(cluster, dir, RERUN_JOB, 8, data);
+    start_job(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -301,20 +314,9 @@ async fn ssp_bounds_pulls_and_flags_a_slow_worker_on_the_executors() {
     };
     let cluster = LocalCluster::start_with(&binary(), 2, 2, 2, &options).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("ssp.sql");
-    std::fs::write(&job, SSP_JOB).unwrap();
-    let data = format!("data={}", repo("examples/data/a9a").display());
-    let (_, output) = run(&[
-        job.to_str().unwrap(),
-        "--ballista",
-        cluster.scheduler_url(),
-        "--master",
-        &cluster.master.addr,
-        "--partitions",
-        "2",
-        "--var",
-        &data,
-    ]);
+    let data = repo("examples/data/a9a");
+    let args = on_cluster(&cluster, dir.path(), SSP_JOB, 2, &data);
+    let (_, output) = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(
         output.status.success(),
         "{}",

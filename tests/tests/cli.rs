@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use angel_client::MatrixSpec;
+use angel_client::{ClockPhase, ClockRequest, MatrixSpec, Step};
 use angel_tests::{Cluster, binary, spawn};
 
 #[test]
@@ -25,13 +25,13 @@ fn every_subcommand_documents_its_flags() {
             "standalone",
             &["--servers", "--bind", "--max-message-bytes"],
         ),
-        ("status", &["--master"]),
+        ("status", &["--master", "--pulls"]),
         (
             "demo",
             &["--rows", "--seed", "--data", "--epochs", "--servers"],
         ),
         ("run", &["--var", "--master", "--servers", "--partitions"]),
-        ("bench", &["ps", "e2e"]),
+        ("bench", &["ps", "e2e", "sync"]),
     ] {
         let out = Command::new(binary())
             .args([sub, "--help"])
@@ -75,6 +75,47 @@ async fn status_lists_servers_and_matrices() {
         text.contains("model") && text.contains("Sparse") && text.contains("1 x 1099511627776"),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_training_workers_and_how_far_ahead_they_pulled() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("m", 1, 8)).await.unwrap();
+    // Worker 7 pulls at clock 2 once worker 8 completed (at most) 1 step: a lead of 1.
+    for (worker, clock) in [(7, 0), (8, 0), (7, 2), (8, 1)] {
+        let step = Some(Step { worker, clock });
+        c.pull_step::<f32>("m", 0, &[1], step).await.unwrap();
+    }
+    let report = ClockRequest {
+        model: "m".into(),
+        worker: 7,
+        clock: 3,
+        phase: ClockPhase::Pull as i32,
+        staleness: -1,
+        ..Default::default()
+    };
+    assert!(c.clock(report).await.unwrap().ready);
+    let out = Command::new(binary())
+        .args(["status", "--pulls", "--master", &cluster.master.addr])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let pulls = &text[text.find("training pulls").expect("a pulls table")..];
+    let row: Vec<&str> = pulls
+        .lines()
+        .find(|l| l.contains(" m "))
+        .expect("a row for model m")
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .collect();
+    assert_eq!(
+        row[2..],
+        ["4", "1"],
+        "pulls recorded, largest lead: {pulls}"
+    );
+    assert!(text.contains("training workers"), "{text}");
 }
 
 #[test]
