@@ -84,38 +84,73 @@ pub fn spawn(args: &[&str]) -> Node {
 
 /// Runs `angel-ps run args...` to the end with `env` added; returns its pid and output.
 pub fn run_job(args: &[&str], env: &[(String, String)]) -> (u32, Output) {
-    let child = start_job(args, env);
-    let pid = child.id();
-    (pid, child.wait_with_output().expect("angel-ps run ends"))
+    let mut job = start_job(args, env);
+    let status = job.child.wait().expect("angel-ps run ends");
+    let output = Output {
+        status,
+        stdout: job.stdout.join().expect("stdout"),
+        stderr: job.stderr.join().expect("stderr"),
+    };
+    (job.child.id(), output)
+}
+
+/// A running `angel-ps run` whose output is read as it comes, so a job that writes more than
+/// a pipe holds never blocks on a test that is not reading yet.
+pub struct Job {
+    child: Child,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
 }
 
 /// Starts `angel-ps run args...` with `env` added, its output piped.
-pub fn start_job(args: &[&str], env: &[(String, String)]) -> Child {
-    Command::new(binary())
+pub fn start_job(args: &[&str], env: &[(String, String)]) -> Job {
+    let mut child = Command::new(binary())
         .arg("run")
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("angel-ps run starts")
+        .expect("angel-ps run starts");
+    Job {
+        stdout: drain(child.stdout.take()),
+        stderr: drain(child.stderr.take()),
+        child,
+    }
+}
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    })
 }
 
 /// Waits (at most 10 minutes, then kills it) for a job from [`start_job`] to end; returns its
 /// stdout after checking it succeeded.
-pub fn finished(mut job: Child) -> String {
+pub fn finished(mut job: Job) -> String {
     let deadline = Instant::now() + Duration::from_secs(600);
-    while job.try_wait().expect("job status").is_none() {
+    let status = loop {
+        if let Some(status) = job.child.try_wait().expect("job status") {
+            break status;
+        }
         if Instant::now() > deadline {
-            let _ = job.kill();
+            let _ = job.child.kill();
             panic!("the job did not finish within 10 minutes");
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
-    let output = job.wait_with_output().expect("angel-ps run ends");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}{stderr}");
+    };
+    let stdout = String::from_utf8_lossy(&job.stdout.join().expect("stdout")).to_string();
+    let stderr = job.stderr.join().expect("stderr");
+    assert!(
+        status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&stderr)
+    );
     stdout
 }
 

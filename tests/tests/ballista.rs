@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
 use angel_ps_cli::local_cluster::{LocalCluster, Options, Process};
-use angel_tests::{binary, finished, printed_row, repo, run_job, start_job, stock_scheduler};
+use angel_tests::{Job, binary, finished, printed_row, repo, run_job, start_job, stock_scheduler};
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
 fn run(args: &[&str]) -> (u32, Output) {
@@ -240,7 +240,7 @@ fn on_cluster(
 }
 
 /// Starts [`RERUN_JOB`] on `cluster` over `data`, 8 partitions.
-fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> std::process::Child {
+fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> Job {
     let args = on_cluster(cluster, dir, RERUN_JOB, 8, data);
     start_job(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
 }

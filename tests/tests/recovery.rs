@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use angel_client::{MatrixSpec, PsClient, ValueType};
 use angel_proto::{Caller, PushRequest, RowSlice, wire};
 use angel_ps_cli::local_cluster::free_port;
-use angel_tests::{Cluster, finished, printed_row, raw_server, repo, spawn, start_job};
+use angel_tests::{Cluster, Job, finished, printed_row, raw_server, repo, spawn, start_job};
 
 /// A master snapshotting to a fresh folder every `interval` seconds, and two servers that
 /// heartbeat every 200 ms.
@@ -262,7 +262,7 @@ async fn a_standby_takes_no_new_partitions_and_takes_a_dead_servers_place() {
 }
 
 /// Starts the CTR job (3 epochs) on `data` against the service at `master`.
-fn ctr_job(master: &str, data: &std::path::Path) -> std::process::Child {
+fn ctr_job(master: &str, data: &std::path::Path) -> Job {
     let job = repo("examples/ctr/job.sql");
     let data = format!("data={}", data.display());
     let args = [
