@@ -3,17 +3,16 @@
 //! section. [`Arg`] (an argument named in errors, its type checks, where its value is) and
 //! [`arity`] come from [`angel_etl::udf_args`], shared with the feature functions.
 
-use std::ops::Range;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{ColumnarValue, DocSection};
 
 pub use angel_etl::udf_args::{Arg, arity, return_field};
-use angel_etl::udf_args::{is_string, list_element, list_of};
+use angel_etl::udf_args::{list_element, list_of};
 
 /// The documentation section of the functions that work with the parameter servers, and of
 /// the evaluation aggregates.
@@ -73,15 +72,6 @@ pub fn const_i64(arg: Arg, value: Option<&ScalarValue>) -> Result<i64> {
     }
 }
 
-/// Features: a string or a list of strings per row, computed on as Utf8 or List<Utf8>.
-pub fn features_type(arg: Arg, t: &DataType) -> Result<DataType> {
-    match list_element(t) {
-        Some(e) if is_string(e) || e.is_null() => Ok(list_of(DataType::Utf8)),
-        None if is_string(t) || t.is_null() => Ok(DataType::Utf8),
-        _ => arg.error("a string or a list of strings", t),
-    }
-}
-
 /// Feature indices: a list of integers per row, computed on as List<UInt64>.
 pub fn indices_type(arg: Arg, t: &DataType) -> Result<DataType> {
     match list_element(t) {
@@ -97,78 +87,6 @@ pub fn label_type(arg: Arg, t: &DataType) -> Result<DataType> {
         DataType::Boolean => Ok(DataType::Float64),
         t => arg.number(t),
     }
-}
-
-/// Features per row: a list of strings per row, or one string per row. Null rows and null
-/// elements carry no feature.
-pub struct Features {
-    /// Row r owns `values[rows[r]]` (empty for null rows).
-    rows: Vec<Range<usize>>,
-    /// Every feature, as UTF-8.
-    values: StringArray,
-}
-
-impl Features {
-    /// Reads a feature column of `function`.
-    pub fn from_array(function: &str, array: &ArrayRef) -> Result<Self> {
-        match array.data_type() {
-            DataType::List(_) => {
-                let list = array.as_list::<i32>();
-                let offsets = list.value_offsets();
-                let rows = (0..list.len())
-                    .map(|r| match list.is_null(r) {
-                        true => 0..0,
-                        false => offsets[r] as usize..offsets[r + 1] as usize,
-                    })
-                    .collect();
-                Ok(Features {
-                    rows,
-                    values: as_strings(function, list.values())?,
-                })
-            }
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Ok(Features {
-                rows: (0..array.len()).map(|r| r..r + 1).collect(),
-                values: as_strings(function, array)?,
-            }),
-            other => {
-                exec_err!("{function}: features must be strings or a list of strings, got {other}")
-            }
-        }
-    }
-
-    /// Number of feature slots over all rows (an upper bound on the features), for sizing
-    /// outputs up front.
-    pub fn slots(&self) -> usize {
-        self.values.len()
-    }
-
-    /// Number of rows.
-    pub fn rows(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// The non-null features of row `r`.
-    pub fn row(&self, r: usize) -> impl Iterator<Item = &str> {
-        self.rows[r]
-            .clone()
-            .filter(|&i| self.values.is_valid(i))
-            .map(|i| self.values.value(i))
-    }
-
-    /// Every non-null feature of every row.
-    pub fn all(&self) -> impl Iterator<Item = &str> {
-        (0..self.rows()).flat_map(|r| self.row(r))
-    }
-}
-
-fn as_strings(function: &str, array: &ArrayRef) -> Result<StringArray> {
-    let Ok(utf8) = cast(array, &DataType::Utf8) else {
-        return exec_err!(
-            "{function}: features must be strings, got {}",
-            array.data_type()
-        );
-    };
-    Ok(utf8.as_string::<i32>().clone())
 }
 
 /// A numeric argument column as f64, nulls included.

@@ -36,6 +36,7 @@ pub mod args;
 pub mod binding;
 pub mod bridge;
 pub mod cluster;
+pub mod features;
 pub mod index_cache;
 pub mod job;
 pub mod local_model;

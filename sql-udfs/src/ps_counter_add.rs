@@ -21,10 +21,11 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::{Arg, DOC_SECTION, Features, arity, const_str, features_type, name_type};
+use crate::args::{Arg, DOC_SECTION, arity, const_str, name_type};
 use crate::binding::{Binding, PsBound};
 use crate::bridge::block_on;
 use crate::cluster::ChangeNames;
+use crate::features::{Features, features_type};
 
 const COUNTER: Arg = Arg::new("ps_counter_add", 0, "counter");
 const FEATURES: Arg = Arg::new("ps_counter_add", 1, "features");
@@ -163,14 +164,18 @@ impl Accumulator for CounterAdd {
             self.names = ChangeNames::for_accumulator();
         }
         let features = Features::from_array(FEATURES.function, FEATURES.column(values)?)?;
-        for f in features.all() {
+        for (code, n) in features.counts().into_iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let f = features.string(code);
             match self.pending.get_mut(f) {
-                Some(n) => *n += 1,
+                Some(count) => *count += i64::from(n),
                 None => {
-                    self.pending.insert(f.to_string(), 1);
+                    self.pending.insert(f.to_string(), i64::from(n));
                 }
             }
-            self.counted += 1;
+            self.counted += i64::from(n);
         }
         if self.pending.len() >= FLUSH_KEYS {
             self.flush()?;

@@ -18,9 +18,9 @@ use datafusion::logical_expr::{
 use angel_proto::counter_keys::key_hash;
 
 use crate::args::{
-    Arg, DOC_SECTION, Features, arity, array_result, const_i64, features_type, index_list_type,
-    integer_type, return_field,
+    Arg, DOC_SECTION, arity, array_result, const_i64, index_list_type, integer_type, return_field,
 };
+use crate::features::{Features, features_type};
 
 const FEATURES: Arg = Arg::new("ps_hash", 0, "features");
 const BITS: Arg = Arg::new("ps_hash", 1, "bits");
@@ -80,9 +80,15 @@ impl ScalarUDFImpl for PsHash {
             UInt64Builder::with_capacity(features.slots()),
             features.rows(),
         );
+        let hashes: Vec<u64> = (features.counts().into_iter().enumerate())
+            .map(|(c, n)| match n {
+                0 => 0,
+                _ => key_hash(features.string(c)) & mask,
+            })
+            .collect();
         for r in 0..features.rows() {
-            for f in features.row(r) {
-                out.values().append_value(key_hash(f) & mask);
+            for c in features.row(r) {
+                out.values().append_value(hashes[c]);
             }
             out.append(true);
         }

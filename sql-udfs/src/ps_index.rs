@@ -19,11 +19,11 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Arg, DOC_SECTION, Features, arity, array_result, const_str, features_type, index_list_type,
-    name_type, return_field,
+    Arg, DOC_SECTION, arity, array_result, const_str, index_list_type, name_type, return_field,
 };
 use crate::binding::{Binding, PsBound};
 use crate::bridge::block_on;
+use crate::features::{Features, features_type};
 use crate::index_cache::IndexCache;
 
 const COUNTER: Arg = Arg::new("ps_index", 0, "counter");
@@ -81,28 +81,39 @@ impl ScalarUDFImpl for PsIndex {
         let client = self.binding.client()?;
         let sealed = block_on(client.counter(&counter))?;
         let cache = IndexCache::of(self.binding.master(), sealed.meta.id);
+        // Per code of the batch: its index (None: not indexed), once known.
+        let mut answers: Vec<Option<Option<u64>>> = vec![None; features.distinct()];
+        let used: Vec<usize> = (features.counts().into_iter().enumerate())
+            .filter(|&(_, n)| n > 0)
+            .map(|(c, _)| c)
+            .collect();
         let missing: Vec<&str> = {
             let known = cache.read();
-            // Fast path: every feature answered before, one cache lookup per feature.
-            if let Some(out) = indices(&features, |f| known.get(f).copied()) {
-                return Ok(array_result(out));
-            }
             let mut seen: HashSet<&str, RandomState> = HashSet::default();
-            features
-                .all()
-                .filter(|f| !known.contains_key(*f) && seen.insert(*f))
-                .collect()
+            let mut missing = Vec::new();
+            for &c in &used {
+                let f = features.string(c);
+                match known.get(f) {
+                    Some(&index) => answers[c] = Some(index),
+                    None if seen.insert(f) => missing.push(f),
+                    None => {}
+                }
+            }
+            missing
         };
-        let found = block_on(client.counter_get(&counter, &missing))?;
-        let found: Vec<Option<u64>> = found.into_iter().map(|(_, index)| index).collect();
-        cache.remember(&missing, &found);
-        let fresh: HashMap<&str, Option<u64>, RandomState> =
-            missing.iter().copied().zip(found).collect();
-        let known = cache.read();
-        let out = indices(&features, |f| {
-            known.get(f).or_else(|| fresh.get(f)).copied()
-        });
-        Ok(array_result(out.expect("every feature was looked up")))
+        if !missing.is_empty() {
+            let found = block_on(client.counter_get(&counter, &missing))?;
+            let found: Vec<Option<u64>> = found.into_iter().map(|(_, index)| index).collect();
+            cache.remember(&missing, &found);
+            let fresh: HashMap<&str, Option<u64>, RandomState> =
+                missing.iter().copied().zip(found).collect();
+            for &c in &used {
+                if answers[c].is_none() {
+                    answers[c] = fresh.get(features.string(c)).copied();
+                }
+            }
+        }
+        Ok(array_result(indices(&features, &answers)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -127,23 +138,20 @@ impl ScalarUDFImpl for PsIndex {
     }
 }
 
-/// Each row's feature indices (features without one dropped), or `None` when `index_of`
-/// has no answer for some feature.
-fn indices(
-    features: &Features,
-    index_of: impl Fn(&str) -> Option<Option<u64>>,
-) -> Option<ListArray> {
+/// Each row's feature indices, features without one dropped; `answers` holds every used
+/// code's index.
+fn indices(features: &Features, answers: &[Option<Option<u64>>]) -> ListArray {
     let mut out = ListBuilder::with_capacity(
         UInt64Builder::with_capacity(features.slots()),
         features.rows(),
     );
     for r in 0..features.rows() {
-        for f in features.row(r) {
-            if let Some(i) = index_of(f)? {
+        for c in features.row(r) {
+            if let Some(Some(i)) = answers[c] {
                 out.values().append_value(i);
             }
         }
         out.append(true);
     }
-    Some(out.finish())
+    out.finish()
 }

@@ -145,18 +145,13 @@ impl SparseRows {
     /// The distinct keys of `rows` plus the intercept key `bias`.
     pub fn gather(&self, rows: Range<usize>, bias: u64) -> Gathered {
         let nz = self.offsets[rows.start]..self.offsets[rows.end];
-        let mut position: HashMap<u64, u32, RandomState> =
-            HashMap::with_capacity_and_hasher(nz.len(), RandomState::new());
-        let mut keys = Vec::new();
-        let slots = self.indices[nz.clone()]
-            .iter()
-            .map(|&k| {
-                *position.entry(k).or_insert_with(|| {
-                    keys.push(k);
-                    keys.len() as u32 - 1
-                })
-            })
-            .collect();
+        let indices = &self.indices[nz.clone()];
+        let (mut keys, slots) = match usize::try_from(bias) {
+            Ok(bias) if bias < DENSE_KEYS => DENSE_SLOTS
+                .with_borrow_mut(|table| dense_slots(table, indices, bias))
+                .unwrap_or_else(|| hashed_slots(indices)),
+            _ => hashed_slots(indices),
+        };
         keys.push(bias);
         Gathered {
             keys,
@@ -184,6 +179,58 @@ impl SparseRows {
             .sum::<f64>()
             + bias
     }
+}
+
+/// Models with fewer columns than this find a key's position in a table indexed by key, one
+/// per thread, rather than by hashing: compact counter indices are small, and hashing each
+/// non-zero of every mini-batch was the largest cost of a training epoch.
+const DENSE_KEYS: usize = 1 << 22;
+
+thread_local! {
+    /// Per key: its position in the mini-batch being gathered, or `u32::MAX`; every entry is
+    /// `u32::MAX` between calls.
+    static DENSE_SLOTS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Distinct keys and slots of `indices` through `table`; `None` (the table left clean) when a
+/// key is past `bias`, which only an unchecked batch holds.
+fn dense_slots(table: &mut Vec<u32>, indices: &[u64], bias: usize) -> Option<(Vec<u64>, Vec<u32>)> {
+    if table.len() <= bias {
+        table.resize(bias + 1, u32::MAX);
+    }
+    let mut keys = Vec::new();
+    let mut slots = Vec::with_capacity(indices.len());
+    for &k in indices {
+        let Some(slot) = usize::try_from(k).ok().and_then(|k| table.get_mut(k)) else {
+            break;
+        };
+        if *slot == u32::MAX {
+            *slot = keys.len() as u32;
+            keys.push(k);
+        }
+        slots.push(*slot);
+    }
+    for &k in &keys {
+        table[k as usize] = u32::MAX;
+    }
+    (slots.len() == indices.len()).then_some((keys, slots))
+}
+
+/// Distinct keys and slots of `indices` through a hash map.
+fn hashed_slots(indices: &[u64]) -> (Vec<u64>, Vec<u32>) {
+    let mut position: HashMap<u64, u32, RandomState> =
+        HashMap::with_capacity_and_hasher(indices.len(), RandomState::new());
+    let mut keys = Vec::new();
+    let slots = indices
+        .iter()
+        .map(|&k| {
+            *position.entry(k).or_insert_with(|| {
+                keys.push(k);
+                keys.len() as u32 - 1
+            })
+        })
+        .collect();
+    (keys, slots)
 }
 
 /// The offsets and flat values of a list column, cast to element type `T`.
@@ -249,6 +296,15 @@ mod tests {
         assert_eq!(rows.len(), 3);
         let g = rows.gather(1..3, 100);
         assert_eq!(g.keys, vec![2, 9, 100]);
+        let hashed = rows.gather(1..3, 1 << 40);
+        assert_eq!(hashed.keys, vec![2, 9, 1 << 40]);
+        assert_eq!(hashed.slots, g.slots);
+        let unchecked = rows.gather(0..3, 8);
+        assert_eq!(
+            unchecked.keys,
+            vec![5, 2, 9, 8],
+            "a key past the intercept is hashed"
+        );
         let w = [0.5f32, 2.0, 10.0];
         assert_eq!(rows.margin(1, &g, &w), 10.0);
         assert_eq!(rows.margin(2, &g, &w), 0.5 * 3.0 - 2.0 + 10.0);
