@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 
-use datafusion::arrow::array::{
-    ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder,
-};
+use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 use angel_storage::read::open;
@@ -193,7 +192,7 @@ fn header(block: &[u8], options: &CsvOptions) -> Result<(Vec<String>, usize), St
         .headers()
         .map_err(|e| e.to_string())?
         .iter()
-        .map(String::from)
+        .map(|name| name.trim().to_string())
         .collect();
     Ok((names, reader.position().byte() as usize))
 }
@@ -225,6 +224,10 @@ fn sample(body: &[u8], options: &CsvOptions) -> Vec<csv::StringRecord> {
         .records()
         .filter_map(Result::ok)
         .take(INFER_ROWS)
+        .map(|mut record| {
+            record.trim();
+            record
+        })
         .collect()
 }
 
@@ -274,12 +277,13 @@ fn parse_blocks<R: std::io::Read>(
     parsed.into_iter().map(|(_, batch)| batch).collect()
 }
 
-/// The CSV reader settings every block shares.
+/// The CSV reader settings every block shares. Fields are trimmed where they are read (the
+/// header and the type sample here, the body in [`parse`]), not by the reader, which would
+/// rewrite every record.
 fn builder(options: &CsvOptions) -> csv::ReaderBuilder {
     let mut builder = csv::ReaderBuilder::new();
     builder
         .delimiter(options.delimiter)
-        .trim(csv::Trim::All)
         .flexible(true)
         .buffer_capacity(1 << 20);
     builder
@@ -294,96 +298,76 @@ fn parse(
     file: &str,
     skipped: &BadRows,
 ) -> Result<RecordBatch, EtlError> {
-    let types: Vec<&DataType> = schema.fields().iter().map(|f| f.data_type()).collect();
     // Rows and text bytes per column, estimated from the chunk's lines and size.
     let rows = chunk.iter().filter(|&&b| b == b'\n').count() + 1;
-    let bytes = chunk.len() / types.len().max(1);
-    let mut columns: Vec<Column> = types.iter().map(|t| Column::new(t, rows, bytes)).collect();
-    let is_null = |v: &str| v.is_empty() || options.nulls.iter().any(|n| n == v);
+    let bytes = chunk.len() / schema.fields().len().max(1);
+    let mut columns: Vec<Column> = (schema.fields().iter())
+        .map(|f| Column::new(f.data_type(), rows, bytes))
+        .collect();
+    let nulls: Vec<&[u8]> = options.nulls.iter().map(|n| n.as_bytes()).collect();
     let mut reader = builder(options).has_headers(false).from_reader(chunk);
-    let mut record = csv::StringRecord::new();
-    loop {
-        match reader.read_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {}
-            // Invalid UTF-8 spoils one row, not the file: report or skip it like any bad row.
-            Err(e) => match e.kind() {
-                csv::ErrorKind::Utf8 {
-                    pos: Some(pos),
-                    err,
-                } => {
-                    let bad = BadRow {
-                        file: file.to_string(),
-                        line: first_line + pos.line() - 1,
-                        reason: format!("invalid UTF-8 in column {}", err.field() + 1),
-                    };
-                    match handle(options.bad_rows, bad, skipped) {
-                        Some(bad) => return Err(EtlError::BadRow(bad)),
-                        None => continue,
-                    }
-                }
-                _ => return Err(EtlError::Csv(file.to_string(), e.to_string())),
-            },
-        }
-        let mut row = Vec::with_capacity(types.len());
-        match read_row(&record, schema, &is_null, &mut row) {
-            Ok(()) => columns.iter_mut().zip(row).for_each(|(c, v)| c.append(v)),
-            Err(reason) => {
-                let line = first_line + record.position().map_or(0, |p| p.line()) - 1;
-                let bad = BadRow {
-                    file: file.to_string(),
-                    line,
-                    reason,
-                };
-                if let Some(bad) = handle(options.bad_rows, bad, skipped) {
-                    return Err(EtlError::BadRow(bad));
-                }
-            }
+    let mut record = csv::ByteRecord::new();
+    let mut done = 0;
+    while reader
+        .read_byte_record(&mut record)
+        .map_err(|e| EtlError::Csv(file.to_string(), e.to_string()))?
+    {
+        let Err(reason) = read_row(&record, schema, &nulls, &mut columns) else {
+            done += 1;
+            continue;
+        };
+        // Nothing of a bad row stays behind.
+        columns.iter_mut().for_each(|c| c.truncate(done));
+        let bad = BadRow {
+            file: file.to_string(),
+            line: first_line + record.position().map_or(0, |p| p.line()) - 1,
+            reason,
+        };
+        if let Some(bad) = handle(options.bad_rows, bad, skipped) {
+            return Err(EtlError::BadRow(bad));
         }
     }
-    let arrays: Vec<ArrayRef> = columns.into_iter().map(Column::finish).collect();
+    let arrays = columns
+        .into_iter()
+        .map(Column::finish)
+        .collect::<Result<_, _>>()?;
     Ok(RecordBatch::try_new(schema.clone(), arrays)?)
 }
 
-/// One parsed field.
-enum Value<'a> {
-    Null,
-    Int(i64),
-    Float(f64),
-    Text(&'a str),
-}
-
-/// Parses one record against the schema into `row`, or says why it does not fit; nothing is
-/// appended to the columns until the whole row parsed, so a bad row leaves no trace.
-fn read_row<'a>(
-    record: &'a csv::StringRecord,
+/// Appends one record's fields to `columns`, or says why the record does not fit the
+/// schema (the caller then truncates the columns back to the row before).
+fn read_row(
+    record: &csv::ByteRecord,
     schema: &Schema,
-    is_null: &dyn Fn(&str) -> bool,
-    row: &mut Vec<Value<'a>>,
+    nulls: &[&[u8]],
+    columns: &mut [Column],
 ) -> Result<(), String> {
-    if record.len() != schema.fields().len() {
+    if record.len() != columns.len() {
         return Err(format!(
             "expected {} columns, found {}",
-            schema.fields().len(),
+            columns.len(),
             record.len()
         ));
     }
-    for (i, (field, value)) in schema.fields().iter().zip(record).enumerate() {
-        let parsed = match field.data_type() {
-            _ if is_null(value) => Some(Value::Null),
-            DataType::Int64 => value.parse().ok().map(Value::Int),
-            DataType::Float64 => value.parse().ok().map(Value::Float),
-            _ => Some(Value::Text(value)),
-        };
-        let parsed = parsed.ok_or_else(|| {
-            format!(
-                "column {} ('{}'): cannot read '{value}' as {}",
-                i + 1,
-                field.name(),
-                field.data_type()
-            )
-        })?;
-        row.push(parsed);
+    for (i, (column, raw)) in columns.iter_mut().zip(record).enumerate() {
+        let value = raw.trim_ascii();
+        if value.is_empty() || nulls.contains(&value) {
+            column.push_null();
+            continue;
+        }
+        if let Err(what) = column.push(value) {
+            let field = schema.field(i);
+            return Err(match what {
+                Unreadable::Utf8 => format!("invalid UTF-8 in column {}", i + 1),
+                Unreadable::Number => format!(
+                    "column {} ('{}'): cannot read '{}' as {}",
+                    i + 1,
+                    field.name(),
+                    String::from_utf8_lossy(value),
+                    field.data_type()
+                ),
+            });
+        }
     }
     Ok(())
 }
@@ -452,41 +436,115 @@ fn infer<'a>(mut values: impl Iterator<Item = &'a str> + Clone) -> DataType {
     }
 }
 
-/// A column being built.
-enum Column {
-    Int(Int64Builder),
-    Float(Float64Builder),
-    Text(StringBuilder),
+/// Why a field could not be appended.
+enum Unreadable {
+    Utf8,
+    Number,
+}
+
+/// A column being built, in plain vectors so that a bad row can be cut off again.
+struct Column {
+    valid: Vec<bool>,
+    values: Values,
+}
+
+/// A [`Column`]'s values (a placeholder where the row is null).
+enum Values {
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+    /// Text bytes, and where each value ends in them.
+    Text(Vec<u8>, Vec<i32>),
 }
 
 impl Column {
-    /// A builder sized for about `rows` rows (and `bytes` of text), so it does not regrow.
+    /// A column sized for about `rows` rows (and `bytes` of text), so it does not regrow.
     fn new(t: &DataType, rows: usize, bytes: usize) -> Self {
-        match t {
-            DataType::Int64 => Column::Int(Int64Builder::with_capacity(rows)),
-            DataType::Float64 => Column::Float(Float64Builder::with_capacity(rows)),
-            _ => Column::Text(StringBuilder::with_capacity(rows, bytes)),
+        let values = match t {
+            DataType::Int64 => Values::Int(Vec::with_capacity(rows)),
+            DataType::Float64 => Values::Float(Vec::with_capacity(rows)),
+            _ => Values::Text(Vec::with_capacity(bytes), Vec::with_capacity(rows)),
+        };
+        Column {
+            valid: Vec::with_capacity(rows),
+            values,
         }
     }
 
-    /// Appends a value parsed for this column's type.
-    fn append(&mut self, v: Value<'_>) {
-        match (self, v) {
-            (Column::Int(b), Value::Int(x)) => b.append_value(x),
-            (Column::Float(b), Value::Float(x)) => b.append_value(x),
-            (Column::Text(b), Value::Text(x)) => b.append_value(x),
-            (Column::Int(b), _) => b.append_null(),
-            (Column::Float(b), _) => b.append_null(),
-            (Column::Text(b), _) => b.append_null(),
+    /// Appends a trimmed, non-null field.
+    fn push(&mut self, value: &[u8]) -> Result<(), Unreadable> {
+        match &mut self.values {
+            Values::Int(values) => values.push(parse_int(value).ok_or(Unreadable::Number)?),
+            Values::Float(values) => {
+                let text = std::str::from_utf8(value).map_err(|_| Unreadable::Number)?;
+                values.push(text.parse().map_err(|_| Unreadable::Number)?);
+            }
+            Values::Text(bytes, ends) => {
+                std::str::from_utf8(value).map_err(|_| Unreadable::Utf8)?;
+                bytes.extend_from_slice(value);
+                ends.push(i32::try_from(bytes.len()).map_err(|_| Unreadable::Utf8)?);
+            }
+        }
+        self.valid.push(true);
+        Ok(())
+    }
+
+    fn push_null(&mut self) {
+        match &mut self.values {
+            Values::Int(values) => values.push(0),
+            Values::Float(values) => values.push(0.0),
+            Values::Text(bytes, ends) => ends.push(bytes.len() as i32),
+        }
+        self.valid.push(false);
+    }
+
+    /// Cuts the column back to its first `rows` rows.
+    fn truncate(&mut self, rows: usize) {
+        self.valid.truncate(rows);
+        match &mut self.values {
+            Values::Int(values) => values.truncate(rows),
+            Values::Float(values) => values.truncate(rows),
+            Values::Text(bytes, ends) => {
+                ends.truncate(rows);
+                bytes.truncate(ends.last().map_or(0, |&e| e as usize));
+            }
         }
     }
 
-    fn finish(self) -> ArrayRef {
-        match self {
-            Column::Int(mut b) => Arc::new(b.finish()),
-            Column::Float(mut b) => Arc::new(b.finish()),
-            Column::Text(mut b) => Arc::new(b.finish()),
+    fn finish(self) -> Result<ArrayRef, EtlError> {
+        let nulls = Some(NullBuffer::from(self.valid)).filter(|n| n.null_count() > 0);
+        Ok(match self.values {
+            Values::Int(values) => Arc::new(Int64Array::new(values.into(), nulls)),
+            Values::Float(values) => Arc::new(Float64Array::new(values.into(), nulls)),
+            Values::Text(bytes, ends) => {
+                let offsets = OffsetBuffer::new(std::iter::once(0).chain(ends).collect());
+                Arc::new(StringArray::try_new(offsets, bytes.into(), nulls)?)
+            }
+        })
+    }
+}
+
+/// A decimal integer (an optional sign, then digits), as `str::parse::<i64>` reads it but
+/// without going through `str`: most fields of numeric columns are short.
+fn parse_int(value: &[u8]) -> Option<i64> {
+    let (negative, digits) = match value {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, value),
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return std::str::from_utf8(value).ok()?.parse().ok();
+    }
+    let mut magnitude: u64 = 0;
+    for &d in digits {
+        let d = d.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
         }
+        magnitude = magnitude * 10 + u64::from(d);
+    }
+    match negative {
+        true => 0i64.checked_sub_unsigned(magnitude),
+        false => i64::try_from(magnitude).ok(),
     }
 }
 
@@ -604,6 +662,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("c.csv: the header (x, z) differs"), "{err}");
+    }
+
+    #[test]
+    fn integers_read_as_str_parse_reads_them() {
+        for text in [
+            "0",
+            "-0",
+            "+7",
+            "-42",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "12345678901234567890",
+            "1a",
+            "-",
+            "",
+            "+",
+            "007",
+            "٣",
+        ] {
+            assert_eq!(
+                parse_int(text.as_bytes()),
+                text.parse::<i64>().ok(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -41,7 +41,7 @@ struct Phase {
 }
 
 /// The phase a statement of the CTR job is, by what it runs.
-fn phase_name(sql: &str) -> &'static str {
+pub(super) fn phase_name(sql: &str) -> &'static str {
     [
         ("read_csv", "read CSV"),
         ("make_array", "extract features"),

@@ -5,12 +5,14 @@
 //! - [`codec`]: SketchML bytes per pair and throughput on mini-batch gradients.
 //! - [`recovery`]: snapshot cost, and a server killed under a training loop.
 //! - [`sync`]: consistency models and update rules on the CTR job with a slow worker.
+//! - [`scale`]: the CTR job at several sizes, time and peak memory per size and phase.
 
 pub mod codec;
 pub mod e2e;
 pub mod link;
 pub mod ps;
 pub mod recovery;
+pub mod scale;
 pub mod sync;
 
 use std::error::Error;
@@ -33,6 +35,8 @@ pub enum BenchCommand {
     /// BSP, SSP, ASP, model averaging, ConSGD and DynSGD on the CTR job with one slow worker,
     /// with and without backup workers: time and epochs to a target AUC, final log loss.
     Sync(sync::SyncBenchArgs),
+    /// The CTR demo job at several sizes: wall time, rows/s and peak RSS per size and phase.
+    Scale(scale::ScaleBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -40,6 +44,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
     match command {
         BenchCommand::Ps(args) => Ok(ps::ps(args).await?),
         BenchCommand::E2e(args) => e2e::run(args).await,
+        BenchCommand::Scale(args) => scale::run(args).await,
         BenchCommand::Codec(args) => codec::run(args),
         BenchCommand::Recovery(args) => recovery::run(args).await,
         BenchCommand::Sync(args) => sync::run(args).await,
