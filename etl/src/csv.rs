@@ -359,6 +359,11 @@ fn read_row(
             let field = schema.field(i);
             return Err(match what {
                 Unreadable::Utf8 => format!("invalid UTF-8 in column {}", i + 1),
+                Unreadable::TooLong => format!(
+                    "column {} ('{}'): more than 2 GiB of text in one block of the file",
+                    i + 1,
+                    field.name()
+                ),
                 Unreadable::Number => format!(
                     "column {} ('{}'): cannot read '{}' as {}",
                     i + 1,
@@ -440,6 +445,8 @@ fn infer<'a>(mut values: impl Iterator<Item = &'a str> + Clone) -> DataType {
 enum Unreadable {
     Utf8,
     Number,
+    /// A text column's bytes in one block passed the 32-bit offsets of a string array.
+    TooLong,
 }
 
 /// A column being built, in plain vectors so that a bad row can be cut off again.
@@ -481,7 +488,7 @@ impl Column {
             Values::Text(bytes, ends) => {
                 std::str::from_utf8(value).map_err(|_| Unreadable::Utf8)?;
                 bytes.extend_from_slice(value);
-                ends.push(i32::try_from(bytes.len()).map_err(|_| Unreadable::Utf8)?);
+                ends.push(i32::try_from(bytes.len()).map_err(|_| Unreadable::TooLong)?);
             }
         }
         self.valid.push(true);
