@@ -31,7 +31,7 @@ fn every_subcommand_documents_its_flags() {
             &["--rows", "--seed", "--data", "--epochs", "--servers"],
         ),
         ("run", &["--var", "--master", "--servers", "--partitions"]),
-        ("bench", &["ps", "e2e", "sync"]),
+        ("bench", &["ps", "e2e", "sync", "scale"]),
     ] {
         let out = Command::new(binary())
             .args([sub, "--help"])
@@ -176,6 +176,50 @@ fn demo_trains_on_generated_click_logs() {
         text.contains("ps_counter_seal") && text.contains("total"),
         "{text}"
     );
+}
+
+/// `bench scale` runs the demo job at each size and reports, per size, a time, a peak RSS and
+/// an AUC, and per phase a time and a peak for each size.
+#[test]
+fn bench_scale_reports_each_size_and_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("scale.md");
+    stdout_of(
+        Command::new(binary())
+            .args([
+                "bench",
+                "scale",
+                "--rows",
+                "20000,40000",
+                "--epochs",
+                "1",
+                "--out",
+            ])
+            .arg(&out)
+            .env("TMPDIR", dir.path()),
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let cells = |row: &str| -> Vec<String> {
+        row.split('|')
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect()
+    };
+    for rows in ["20000", "40000"] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("| {rows} |")))
+            .unwrap_or_else(|| panic!("no row for {rows}:\n{text}"));
+        let numbers: Vec<f64> = cells(line).iter().map(|c| c.parse().unwrap()).collect();
+        let (seconds, peak_mb, auc) = (numbers[1], numbers[3], numbers[4]);
+        assert!(seconds > 0.0 && peak_mb > 10.0, "{line}");
+        assert!(auc > 0.6, "holdout AUC of {rows} rows: {line}");
+    }
+    let train = text
+        .lines()
+        .find(|l| l.starts_with("| train"))
+        .unwrap_or_else(|| panic!("no training phase:\n{text}"));
+    assert_eq!(cells(train).len(), 5, "a time and a peak per size: {train}");
 }
 
 /// A job whose CSV has a bad row fails, naming the file and line, with a non-zero exit.
