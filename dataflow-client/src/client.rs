@@ -150,7 +150,8 @@ impl PsClient {
     }
 
     /// The process-wide client for the master at `addr`, created on first use. Every task of a
-    /// process shares it, and with it the connections and the cached map. Its replay buffer
+    /// process shares it, and with it the connections and the cached map; they live on the
+    /// client runtime ([`crate::runtime`]), so they outlive the runtime of the first caller. Its replay buffer
     /// holds `ANGEL_REPLAY_MB` megabytes when that is set ([`ClientConfig::from_env`]).
     pub async fn shared(addr: &str) -> Result<Arc<Self>> {
         static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, Arc<PsClient>>>> =
@@ -159,7 +160,10 @@ impl PsClient {
         if let Some(client) = clients.get(addr) {
             return Ok(client.clone());
         }
-        let client = Self::connect_with(addr, ClientConfig::from_env()?).await?;
+        let config = ClientConfig::from_env()?;
+        let owned = addr.to_string();
+        let client =
+            crate::runtime::spawn(async move { Self::connect_with(&owned, config).await }).await?;
         clients.insert(addr.to_string(), client.clone());
         Ok(client)
     }

@@ -9,6 +9,8 @@
 //! - [`matrix`]: [`MatrixSpec`], what a caller asks for when creating a matrix, and the cached
 //!   view of one.
 //! - [`routes`]: the cached connections and partition map every call routes by.
+//! - [`runtime`]: the runtime shared clients live on, and [`runtime::wait`] for synchronous
+//!   callers.
 //! - `replay`: the changes no snapshot holds yet, resent to a partition restored elsewhere.
 //! - [`task_change`]: [`TaskChange`], a change named by the SQL task making it, so a retried
 //!   task's resends are recognised.
@@ -25,6 +27,7 @@ pub mod counter_space;
 pub mod matrix;
 mod replay;
 pub mod routes;
+pub mod runtime;
 pub mod split;
 pub mod step;
 pub mod task_change;

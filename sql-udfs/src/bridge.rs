@@ -1,20 +1,29 @@
 //! Calling the async PS client from DataFusion's synchronous function hooks.
 //!
 //! UDFs run on DataFusion's tokio runtime, in a worker thread. `block_in_place` tells tokio the
-//! thread will block so it moves other tasks elsewhere, then the PS call runs to completion.
+//! thread will block so it moves other tasks elsewhere, then the PS call runs to completion on
+//! the client's own runtime ([`angel_client::runtime`]), which outlives DataFusion's.
 
 use std::future::Future;
 use std::sync::Arc;
 
+use angel_client::runtime::wait;
 use angel_client::{PsClient, PsError};
 use datafusion::common::{DataFusionError, Result};
+use tokio::runtime::RuntimeFlavor;
 
 /// Runs a PS call to completion from synchronous UDF code.
 pub fn block_on<T>(future: impl Future<Output = Result<T, PsError>>) -> Result<T> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-        DataFusionError::Execution("angel-ps functions need a multi-threaded tokio runtime".into())
-    })?;
-    tokio::task::block_in_place(|| handle.block_on(future)).map_err(ps_error)
+    let answer = match tokio::runtime::Handle::try_current() {
+        Err(_) => wait(future),
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::CurrentThread => {
+            return Err(DataFusionError::Execution(
+                "angel-ps functions need a multi-threaded tokio runtime".into(),
+            ));
+        }
+        Ok(_) => tokio::task::block_in_place(|| wait(future)),
+    };
+    answer.map_err(ps_error)
 }
 
 /// The process-wide client of the service at `master`. Functions registered without a master

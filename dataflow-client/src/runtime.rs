@@ -1,0 +1,43 @@
+//! The runtime the process-wide clients run on, apart from any caller's.
+//!
+//! A client's connections live on the runtime that opened them. SQL functions call the service
+//! from DataFusion's runtime, which a test or an embedding program may drop while a sibling task
+//! of a failed statement is still waiting for an answer; with the connections on that runtime
+//! nothing would drive the answer and the drop would wait forever. So shared clients connect
+//! here, and synchronous callers wait here.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use angel_proto::{PsError, Result};
+
+/// The client runtime, started on first use.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("angel-ps-client")
+            .enable_all()
+            .build()
+            .expect("the PS client runtime starts")
+    })
+}
+
+/// Runs `future` to completion on the client runtime's I/O, blocking this thread. Call it
+/// from synchronous code only: from inside a tokio task, wrap it in
+/// `tokio::task::block_in_place`.
+pub fn wait<F: Future>(future: F) -> F::Output {
+    runtime().block_on(future)
+}
+
+/// Runs `future` as a task of the client runtime and awaits it from any runtime, so what it
+/// opens outlives the caller's runtime.
+pub(crate) async fn spawn<T: Send + 'static>(
+    future: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    runtime()
+        .spawn(future)
+        .await
+        .map_err(|e| PsError::Unavailable(format!("the PS client task stopped: {e}")))?
+}
