@@ -16,7 +16,7 @@ use datafusion::arrow::datatypes::Float64Type;
 
 use crate::local_cluster::LocalCluster;
 
-use super::run::{RunArgs, print_report, print_summary, run_text};
+use super::run::{MemoryArgs, RunArgs, print_report, print_summary, run_text};
 
 /// The CTR job the demo runs.
 pub const CTR_JOB: &str = include_str!("../../examples/ctr/job.sql");
@@ -51,6 +51,9 @@ pub struct DemoArgs {
     /// 'sketchml(buckets, groups, rows, col_ratio)'.
     #[arg(long, default_value = "none")]
     pub compression: String,
+    /// How the job uses memory.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
 }
 
 /// Runs the demo and prints its results.
@@ -87,6 +90,7 @@ pub async fn run_ctr(
         partitions: 0,
         ballista: cluster.as_ref().map(|c| c.scheduler_url().to_string()),
         stage: None,
+        memory: args.memory.clone(),
     };
     run_text(&run, CTR_JOB, each).await
 }

@@ -104,7 +104,7 @@ pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
         // Object stores for s3:// and hdfs:// stages and tables, from this process's
         // environment.
         override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
-            runtime_env(temp_dir.as_deref())
+            runtime_env(temp_dir.as_deref(), None)
         })),
         override_execution_engine: Some(Arc::new(NamingEngine(DefaultExecutionEngine::new()))),
         override_logical_codec: Some(Arc::new(AngelLogicalCodec::default())),

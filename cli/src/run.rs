@@ -13,6 +13,8 @@ use angel_client::PsClient;
 use angel_sql::cluster::Stage;
 use angel_sql::job::{Job, StatementReport};
 use angel_sql::object_stores::runtime_env;
+use angel_sql::storage_level::{StorageLevel, TableStorage};
+use bytesize::ByteSize;
 use clap::Args;
 use comfy_table::Table;
 use datafusion::arrow::array::RecordBatch;
@@ -50,6 +52,31 @@ pub struct RunArgs {
     /// shared mount). Default: a temporary directory on this machine, removed after.
     #[arg(long)]
     pub stage: Option<String>,
+    /// How the job uses memory.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// Flags of how a job on one machine uses memory (`run`, `demo`, `bench scale`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct MemoryArgs {
+    /// The job's memory budget, such as 2GB or 512MiB: DataFusion's operators share it and
+    /// spill beyond it, and the tables the job creates keep at most half of it in memory,
+    /// the rest on local disk as Arrow IPC (in the temporary directory, TMPDIR). Default:
+    /// no limit.
+    #[arg(long, value_name = "SIZE")]
+    pub memory_limit: Option<ByteSize>,
+    /// Where the tables the job creates are kept: memory, disk or memory-and-disk. Default:
+    /// memory-and-disk with --memory-limit, memory without.
+    #[arg(long, value_name = "LEVEL")]
+    pub storage_level: Option<StorageLevel>,
+}
+
+impl MemoryArgs {
+    /// The limit in bytes.
+    fn limit(&self) -> Option<usize> {
+        self.memory_limit.map(|size| size.as_u64() as usize)
+    }
 }
 
 /// Target partitions of a cluster job when --partitions is 0.
@@ -96,14 +123,21 @@ pub async fn run_text(
     if args.partitions > 0 {
         config = config.with_target_partitions(args.partitions);
     }
-    let ctx = SessionContext::new_with_config_rt(config, runtime_env(None)?);
+    let limit = args.memory.limit();
+    let ctx = SessionContext::new_with_config_rt(config, runtime_env(None, limit)?);
+    let tables = || TableStorage::new(args.memory.storage_level, limit);
     match &args.master {
-        Some(master) => Ok(Job::new(ctx, master).run(&file, text, &vars, each).await?),
+        Some(master) => {
+            let job = Job::new(ctx, master).keeping_tables(tables())?;
+            Ok(job.run(&file, text, &vars, each).await?)
+        }
         None => {
             let service = Standalone::start(StandaloneConfig::new(args.servers)).await?;
-            let result = Job::new(ctx, &service.master_addr())
-                .run(&file, text, &vars, each)
-                .await;
+            let job = Job::new(ctx, &service.master_addr()).keeping_tables(tables());
+            let result = match job {
+                Ok(job) => job.run(&file, text, &vars, each).await,
+                Err(e) => Err(e),
+            };
             service.shutdown().await?;
             Ok(result?)
         }

@@ -46,7 +46,7 @@ pub struct SchedulerArgs {
 fn session_with_functions(config: SessionConfig) -> DfResult<SessionState> {
     let state = default_session_builder(config)?;
     let mut state = SessionStateBuilder::new_from_existing(state)
-        .with_runtime_env(runtime_env(None)?)
+        .with_runtime_env(runtime_env(None, None)?)
         .build();
     for f in angel_sql::scalar_functions(&Binding::default()) {
         state.register_udf(Arc::new(f))?;

@@ -2,6 +2,7 @@
 //! delimiter, null tokens such as `?`, spaces around values, and typed columns whose bad
 //! values are reported by file, line and column.
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::sync_channel;
@@ -116,70 +117,93 @@ fn parse_column(spec: &str) -> Result<(String, DataType), String> {
 const BLOCK_BYTES: usize = 8 << 20;
 
 /// Reads CSV files (one schema, taken from the first) into record batches, one per block in
-/// file order. Each file streams from its store in blocks of whole rows that parse on every
-/// core, so no file is held whole. Each row is checked against the schema before anything is
-/// appended, so a skipped row leaves no trace.
+/// file order; see [`stream`].
 pub fn read(
     files: &[Location],
     options: &CsvOptions,
     skipped: &BadRows,
 ) -> Result<Vec<RecordBatch>, EtlError> {
-    let mut schema = None;
+    let schema = schema(files, options)?;
     let mut out = Vec::new();
-    for location in files {
-        out.extend(read_file(location, options, &mut schema, skipped)?);
-    }
-    match (out.is_empty(), schema) {
-        (true, Some(schema)) => Ok(vec![RecordBatch::new_empty(schema)]),
-        _ => Ok(out),
+    stream(files, options, &schema, skipped, &mut |batch| {
+        out.push(batch);
+        true
+    })?;
+    match out.is_empty() {
+        true => Ok(vec![RecordBatch::new_empty(schema)]),
+        false => Ok(out),
     }
 }
 
-/// Reads one file; the first file read sets `schema`, the others must have its header.
+/// The schema of the table `files` make: the columns of `options`, or the first non-empty
+/// file's header (or `c1, c2, ...`) with types inferred from its first rows.
+pub fn schema(files: &[Location], options: &CsvOptions) -> Result<SchemaRef, EtlError> {
+    for location in files {
+        let mut blocks = Blocks::new(open(location)?, BLOCK_BYTES, options.delimiter);
+        let first = blocks
+            .next_block()
+            .map_err(|e| StorageError::io(location, e))?;
+        let Some((first, _)) = first else { continue };
+        let csv_error = |why| EtlError::Csv(location.to_string(), why);
+        let (header, body_start) = header(&first, options).map_err(csv_error)?;
+        let sample = sample(&first[body_start..], options);
+        return infer_schema(options, &header, &sample).map_err(csv_error);
+    }
+    let file = files.first().map_or(String::new(), |f| f.to_string());
+    Err(EtlError::Csv(file, "no columns: the file is empty".into()))
+}
+
+/// Reads CSV files with `schema` (from [`schema`]) and hands each block's rows to `send`, in
+/// file order, as they are parsed. Each file streams from its store in blocks of whole rows
+/// that parse on every core, so neither a file nor the table is held whole. Each row is
+/// checked against the schema before anything is appended, so a skipped row leaves no trace.
+/// Stops early when `send` returns false; a failure is the first in file order.
+pub fn stream(
+    files: &[Location],
+    options: &CsvOptions,
+    schema: &SchemaRef,
+    skipped: &BadRows,
+    send: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<(), EtlError> {
+    for location in files {
+        if !read_file(location, options, schema, skipped, send)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Reads one file, which must have the columns of `schema`; false when `send` stopped.
 fn read_file(
     location: &Location,
     options: &CsvOptions,
-    schema: &mut Option<SchemaRef>,
+    schema: &SchemaRef,
     skipped: &BadRows,
-) -> Result<Vec<RecordBatch>, EtlError> {
+    send: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<bool, EtlError> {
     let file = location.to_string();
     let mut blocks = Blocks::new(open(location)?, BLOCK_BYTES, options.delimiter);
     let first = blocks
         .next_block()
         .map_err(|e| StorageError::io(location, e))?;
+    // An empty part beside others adds no rows.
     let Some((mut first, _)) = first else {
-        // An empty part beside others adds no rows; alone, it has no columns to read.
-        return match schema {
-            Some(_) => Ok(Vec::new()),
-            None => Err(EtlError::Csv(file, "no columns: the file is empty".into())),
-        };
+        return Ok(true);
     };
     let (header, body_start) =
         header(&first, options).map_err(|e| EtlError::Csv(file.clone(), e))?;
-    let schema = match schema {
-        Some(known) => {
-            if options.columns.is_empty() {
-                check_header(known, &header).map_err(|e| EtlError::Csv(file.clone(), e))?;
-            }
-            known.clone()
-        }
-        None => {
-            let sample = sample(&first[body_start..], options);
-            let inferred = infer_schema(options, &header, &sample)
-                .map_err(|why| EtlError::Csv(file.clone(), why))?;
-            schema.insert(inferred).clone()
-        }
-    };
+    if options.columns.is_empty() {
+        check_header(schema, &header).map_err(|e| EtlError::Csv(file.clone(), e))?;
+    }
     let body_line = 1 + first[..body_start].iter().filter(|&&b| b == b'\n').count() as u64;
     first.drain(..body_start);
-    parse_blocks(
-        &mut blocks,
-        (first, body_line),
-        &schema,
+    let file = Parse {
+        schema,
         options,
-        location,
+        file: &file,
         skipped,
-    )
+    };
+    parse_blocks(&mut blocks, (first, body_line), &file, location, send)
 }
 
 /// The header's names (none without a header) and where the body starts in `block`.
@@ -231,50 +255,88 @@ fn sample(body: &[u8], options: &CsvOptions) -> Vec<csv::StringRecord> {
         .collect()
 }
 
-/// Parses `first` and every further block on all cores; the batches come back in file
-/// order and the first failure in file order is the one reported. A failure stops reading.
+/// What parsing a block of one file needs.
+struct Parse<'a> {
+    schema: &'a SchemaRef,
+    options: &'a CsvOptions,
+    file: &'a str,
+    skipped: &'a BadRows,
+}
+
+/// Blocks parsed out of order, waiting to be handed on in file order.
+type Parsed = Mutex<BTreeMap<usize, Result<RecordBatch, EtlError>>>;
+
+/// Parses `first` and every further block on all cores and hands the batches to `send` in
+/// file order as they are ready; reading waits while `send` does, so at most a few blocks
+/// are in memory. The first failure in file order is the one reported, and stops reading;
+/// false when `send` stopped.
 fn parse_blocks<R: std::io::Read>(
     blocks: &mut Blocks<R>,
     first: (Vec<u8>, u64),
-    schema: &SchemaRef,
-    options: &CsvOptions,
+    file: &Parse,
     location: &Location,
-    skipped: &BadRows,
-) -> Result<Vec<RecordBatch>, EtlError> {
-    let file = &location.to_string();
+    send: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<bool, EtlError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let failed = AtomicBool::new(false);
-    let parsed = Mutex::new(Vec::new());
-    let (send, receive) = sync_channel::<(usize, Vec<u8>, u64)>(threads);
+    let parsed = Parsed::default();
+    let mut handed = 0;
+    let (queue, receive) = sync_channel::<(usize, Vec<u8>, u64)>(threads);
     let receive = Mutex::new(receive);
-    let read = std::thread::scope(|scope| {
+    let stopped = std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
                 loop {
                     let next = receive.lock().expect("block queue").recv();
                     let Ok((n, block, line)) = next else { return };
-                    let batch = parse(&block, line, schema, options, file, skipped);
+                    let batch = file.parse(&block, line);
                     failed.fetch_or(batch.is_err(), Ordering::Relaxed);
-                    parsed.lock().expect("parsed blocks").push((n, batch));
+                    parsed.lock().expect("parsed blocks").insert(n, batch);
                 }
             });
         }
         let mut next = Some(first);
         let mut n = 0;
         while let Some((block, line)) = next.take() {
-            if failed.load(Ordering::Relaxed) || send.send((n, block, line)).is_err() {
+            if failed.load(Ordering::Relaxed) || queue.send((n, block, line)).is_err() {
                 break;
             }
             n += 1;
+            let handing = hand_on(&parsed, &mut handed, send);
+            if !matches!(handing, Ok(true)) {
+                failed.store(true, Ordering::Relaxed);
+                return Ok(Some(handing));
+            }
             next = blocks.next_block()?;
         }
-        drop(send);
-        Ok::<(), std::io::Error>(())
+        drop(queue);
+        Ok::<_, std::io::Error>(None)
     });
-    read.map_err(|e| StorageError::io(location, e))?;
-    let mut parsed = parsed.into_inner().expect("parsed blocks");
-    parsed.sort_by_key(|(n, _)| *n);
-    parsed.into_iter().map(|(_, batch)| batch).collect()
+    match stopped.map_err(|e| StorageError::io(location, e))? {
+        Some(handing) => handing,
+        None => hand_on(&parsed, &mut handed, send),
+    }
+}
+
+/// Hands the parsed blocks from number `handed` on to `send` until one is not parsed yet;
+/// false when `send` stopped, and a block's failure when it is next.
+fn hand_on(
+    parsed: &Parsed,
+    handed: &mut usize,
+    send: &mut dyn FnMut(RecordBatch) -> bool,
+) -> Result<bool, EtlError> {
+    loop {
+        let next = parsed.lock().expect("parsed blocks").remove(handed);
+        match next {
+            None => return Ok(true),
+            Some(batch) => {
+                *handed += 1;
+                if !send(batch?) {
+                    return Ok(false);
+                }
+            }
+        }
+    }
 }
 
 /// The CSV reader settings every block shares. Fields are trimmed where they are read (the
@@ -289,49 +351,50 @@ fn builder(options: &CsvOptions) -> csv::ReaderBuilder {
     builder
 }
 
-/// Parses the rows of `chunk` (no header; its first row is on file line `first_line`).
-fn parse(
-    chunk: &[u8],
-    first_line: u64,
-    schema: &SchemaRef,
-    options: &CsvOptions,
-    file: &str,
-    skipped: &BadRows,
-) -> Result<RecordBatch, EtlError> {
-    // Rows and text bytes per column, estimated from the chunk's lines and size.
-    let rows = chunk.iter().filter(|&&b| b == b'\n').count() + 1;
-    let bytes = chunk.len() / schema.fields().len().max(1);
-    let mut columns: Vec<Column> = (schema.fields().iter())
-        .map(|f| Column::new(f.data_type(), rows, bytes))
-        .collect();
-    let nulls: Vec<&[u8]> = options.nulls.iter().map(|n| n.as_bytes()).collect();
-    let mut reader = builder(options).has_headers(false).from_reader(chunk);
-    let mut record = csv::ByteRecord::new();
-    let mut done = 0;
-    while reader
-        .read_byte_record(&mut record)
-        .map_err(|e| EtlError::Csv(file.to_string(), e.to_string()))?
-    {
-        let Err(reason) = read_row(&record, schema, &nulls, &mut columns) else {
-            done += 1;
-            continue;
-        };
-        // Nothing of a bad row stays behind.
-        columns.iter_mut().for_each(|c| c.truncate(done));
-        let bad = BadRow {
-            file: file.to_string(),
-            line: first_line + record.position().map_or(0, |p| p.line()) - 1,
-            reason,
-        };
-        if let Some(bad) = handle(options.bad_rows, bad, skipped) {
-            return Err(EtlError::BadRow(bad));
+impl Parse<'_> {
+    /// Parses the rows of `chunk` (no header; its first row is on file line `first_line`).
+    fn parse(&self, chunk: &[u8], first_line: u64) -> Result<RecordBatch, EtlError> {
+        let Parse {
+            schema,
+            options,
+            file,
+            skipped,
+        } = *self;
+        // Rows and text bytes per column, estimated from the chunk's lines and size.
+        let rows = chunk.iter().filter(|&&b| b == b'\n').count() + 1;
+        let bytes = chunk.len() / schema.fields().len().max(1);
+        let mut columns: Vec<Column> = (schema.fields().iter())
+            .map(|f| Column::new(f.data_type(), rows, bytes))
+            .collect();
+        let nulls: Vec<&[u8]> = options.nulls.iter().map(|n| n.as_bytes()).collect();
+        let mut reader = builder(options).has_headers(false).from_reader(chunk);
+        let mut record = csv::ByteRecord::new();
+        let mut done = 0;
+        while reader
+            .read_byte_record(&mut record)
+            .map_err(|e| EtlError::Csv(file.to_string(), e.to_string()))?
+        {
+            let Err(reason) = read_row(&record, schema, &nulls, &mut columns) else {
+                done += 1;
+                continue;
+            };
+            // Nothing of a bad row stays behind.
+            columns.iter_mut().for_each(|c| c.truncate(done));
+            let bad = BadRow {
+                file: file.to_string(),
+                line: first_line + record.position().map_or(0, |p| p.line()) - 1,
+                reason,
+            };
+            if let Some(bad) = handle(options.bad_rows, bad, skipped) {
+                return Err(EtlError::BadRow(bad));
+            }
         }
+        let arrays = columns
+            .into_iter()
+            .map(Column::finish)
+            .collect::<Result<_, _>>()?;
+        Ok(RecordBatch::try_new(schema.clone(), arrays)?)
     }
-    let arrays = columns
-        .into_iter()
-        .map(Column::finish)
-        .collect::<Result<_, _>>()?;
-    Ok(RecordBatch::try_new(schema.clone(), arrays)?)
 }
 
 /// Appends one record's fields to `columns`, or says why the record does not fit the
@@ -726,5 +789,24 @@ mod tests {
             (0..rows).all(|i| n.value(i) == i as i64),
             "rows keep their order"
         );
+        // A reader that stops after the first batch gets that batch, from line 2 on, and no
+        // more, even though the file's last row is bad.
+        options.bad_rows = BadRowPolicy::Fail;
+        let schema = schema(&at(&path), &options).unwrap();
+        let mut handed = Vec::new();
+        stream(
+            &at(&path),
+            &options,
+            &schema,
+            &BadRows::default(),
+            &mut |b| {
+                handed.push(b);
+                false
+            },
+        )
+        .unwrap();
+        assert_eq!(handed.len(), 1);
+        let first = handed[0].column(0).as_primitive::<Int64Type>();
+        assert!(first.len() < rows && first.value(0) == 0, "{}", first.len());
     }
 }

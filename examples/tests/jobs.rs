@@ -29,6 +29,7 @@ async fn run_example(
         partitions,
         ballista: None,
         stage: None,
+        memory: Default::default(),
     };
     run_job(&args, |_| {})
         .await
@@ -146,6 +147,7 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
         partitions: 2,
         ballista: None,
         stage: None,
+        memory: Default::default(),
     };
     let reports = run_job(&args, |_| {}).await.unwrap();
     let result = &reports.last().unwrap().output[0];

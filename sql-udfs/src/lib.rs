@@ -11,7 +11,8 @@
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions.
 //! - [`ps_logloss`], [`ps_auc`]: evaluation aggregates.
 //! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
-//!   [`read_model`]: `read_model(dir)`, a saved model's weights as a table.
+//!   [`read_model`]: `read_model(dir)`, a saved model's weights as a table;
+//!   [`file_table`]: the table those read, streamed from the files at each scan.
 //! - [`object_stores`]: DataFusion sessions whose object stores are angel-storage's (file,
 //!   S3, HDFS URLs in SQL).
 //! - [`model`]: [`model::ModelSpec`] (kind, optimizer, dimension) and the task-side
@@ -19,7 +20,9 @@
 //! - [`sync`]: [`sync::SyncSpec`], a model's consistency model (BSP/SSP/ASP), workers and
 //!   update rule; [`worker`]: a `ps_train` task in its model's clock table;
 //!   [`local_model`]: model averaging's local rounds.
-//! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`.
+//! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`;
+//!   [`kept_table`]: the tables it creates, kept in memory or on disk at its
+//!   [`storage_level`] within its memory limit.
 //! - [`binding`]: what a PS-bound function is bound to (master, the job's reports), and
 //!   [`binding::PsBound`], the base those functions share; [`ps_functions`]: the one list of
 //!   them.
@@ -37,8 +40,10 @@ pub mod binding;
 pub mod bridge;
 pub mod cluster;
 pub mod features;
+pub mod file_table;
 pub mod index_cache;
 pub mod job;
+pub mod kept_table;
 pub mod local_model;
 pub mod mean;
 pub mod model;
@@ -56,6 +61,7 @@ pub mod read_file;
 pub mod read_model;
 pub mod reports;
 pub mod sparse;
+pub mod storage_level;
 pub mod sync;
 pub mod worker;
 

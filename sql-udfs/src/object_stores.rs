@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use angel_storage::{Location, stores};
 use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use object_store::ObjectStore;
@@ -36,11 +37,15 @@ impl ObjectStoreRegistry for StoreRegistry {
 }
 
 /// A runtime whose object stores are angel-storage's; temporary files (spills) go to
-/// `temp_dir` when given.
-pub fn runtime_env(temp_dir: Option<&str>) -> Result<Arc<RuntimeEnv>> {
+/// `temp_dir` when given. With a `memory_limit` (bytes), operators share that much memory
+/// fairly and spill what does not fit.
+pub fn runtime_env(temp_dir: Option<&str>, memory_limit: Option<usize>) -> Result<Arc<RuntimeEnv>> {
     let mut builder = RuntimeEnvBuilder::new().with_object_store_registry(Arc::new(StoreRegistry));
     if let Some(dir) = temp_dir {
         builder = builder.with_temp_file_path(dir);
+    }
+    if let Some(limit) = memory_limit {
+        builder = builder.with_memory_pool(Arc::new(FairSpillPool::new(limit)));
     }
     Ok(Arc::new(builder.build()?))
 }

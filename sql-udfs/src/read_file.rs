@@ -8,10 +8,10 @@
 //!
 //! `path` is a local path or a URL (`file://`, `s3://bucket/key`, `hdfs://namenode/path`; see
 //! `angel_storage`) naming a file, a directory of files or a glob, read as one table. The
-//! files stream through their parser once, when the query is planned, and the rows are split
-//! into as many partitions as the session plans for, so the training that follows runs in
-//! parallel. On a Ballista cluster the partitions are written to the job's [`Stage`] as
-//! Parquet for the executors to scan.
+//! column types are settled when the query is planned; the files stream through their
+//! parser each time the table is scanned ([`FileTable`]), on as many partitions as the
+//! session plans for, so neither the files nor the table is held whole. On a Ballista
+//! cluster the rows are written to the job's [`Stage`] as Parquet for the executors to scan.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,10 +23,10 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
-use datafusion::datasource::MemTable;
 use datafusion::logical_expr::Expr;
 
 use crate::cluster::Stage;
+use crate::file_table::{self, FileTable, Read};
 
 /// Which format a [`ReadFile`] reads.
 #[derive(Debug, Clone, Copy)]
@@ -93,17 +93,43 @@ impl TableFunctionImpl for ReadFile {
         let etl = |e: EtlError| DataFusionError::Plan(format!("{name}: {e}"));
         let location = Location::parse(&path).map_err(|e| etl(e.into()))?;
         let files = list::files(&location).map_err(|e| etl(e.into()))?;
-        let batches = match self.format {
-            Format::Csv => csv::read(&files, &option.parse().map_err(etl)?, &self.skipped),
-            Format::Libsvm => libsvm::read(&files, option.parse().map_err(etl)?, &self.skipped),
+        let skipped = self.skipped.clone();
+        let (schema, read): (SchemaRef, Read) = match self.format {
+            Format::Csv => {
+                let options: csv::CsvOptions = option.parse().map_err(etl)?;
+                let schema = csv::schema(&files, &options).map_err(etl)?;
+                let columns = schema.clone();
+                let read = move |send: &mut dyn FnMut(RecordBatch) -> bool| {
+                    csv::stream(&files, &options, &columns, &skipped, send)
+                };
+                (schema, Arc::new(read))
+            }
+            Format::Libsvm => {
+                let options: libsvm::LibsvmOptions = option.parse().map_err(etl)?;
+                let read = move |send: &mut dyn FnMut(RecordBatch) -> bool| {
+                    for batch in libsvm::read(&files, options, &skipped)? {
+                        if !send(batch) {
+                            break;
+                        }
+                    }
+                    Ok(())
+                };
+                (libsvm::schema(), Arc::new(read))
+            }
+        };
+        let source = format!("{name}('{path}', '{option}')");
+        let schema = tagged_schema(&schema, &source);
+        let partitions = args.session().config().target_partitions();
+        let Some(stage) = &self.stage else {
+            let table = FileTable::new(schema, read, partitions, source);
+            return Ok(Arc::new(table));
+        };
+        let mut batches = file_table::collect(&read).map_err(etl)?;
+        if batches.is_empty() {
+            batches.push(RecordBatch::new_empty(schema.clone()));
         }
-        .map_err(etl)?;
-        let batches = tagged(batches, &format!("{name}('{path}', '{option}')"))?;
-        let parts = split(&batches, args.session().config().target_partitions());
-        match &self.stage {
-            Some(stage) => stage.write(name, &parts),
-            None => Ok(Arc::new(MemTable::try_new(batches[0].schema(), parts)?)),
-        }
+        let batches = tagged(batches, &source)?;
+        stage.write(name, &split(&batches, partitions))
     }
 }
 

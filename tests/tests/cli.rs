@@ -28,9 +28,27 @@ fn every_subcommand_documents_its_flags() {
         ("status", &["--master", "--pulls"]),
         (
             "demo",
-            &["--rows", "--seed", "--data", "--epochs", "--servers"],
+            &[
+                "--rows",
+                "--seed",
+                "--data",
+                "--epochs",
+                "--servers",
+                "--memory-limit",
+                "--storage-level",
+            ],
         ),
-        ("run", &["--var", "--master", "--servers", "--partitions"]),
+        (
+            "run",
+            &[
+                "--var",
+                "--master",
+                "--servers",
+                "--partitions",
+                "--memory-limit",
+                "--storage-level",
+            ],
+        ),
         ("bench", &["ps", "e2e", "sync", "scale"]),
     ] {
         let out = Command::new(binary())
@@ -176,6 +194,37 @@ fn demo_trains_on_generated_click_logs() {
         text.contains("ps_counter_seal") && text.contains("total"),
         "{text}"
     );
+}
+
+/// The demo within a 4 MB memory limit: its tables go mostly to disk in the temporary
+/// directory, it still learns, and it leaves no file behind. Bad sizes and levels are named.
+#[test]
+fn demo_runs_within_a_memory_limit_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ctr.csv");
+    let spill = dir.path().join("tmp");
+    std::fs::create_dir(&spill).unwrap();
+    let text = stdout_of(
+        Command::new(binary())
+            .args(["demo", "--rows", "20000", "--epochs", "2", "--memory-limit"])
+            .args(["4MB", "--data"])
+            .arg(&data)
+            .env("TMPDIR", &spill),
+    );
+    assert!(text.contains("holdout AUC 0."), "{text}");
+    let left: Vec<_> = std::fs::read_dir(&spill).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    for (flag, value, named) in [
+        ("--storage-level", "tape", "'tape'"),
+        ("--memory-limit", "lots", "lots"),
+    ] {
+        let out = Command::new(binary())
+            .args(["demo", "--rows", "100", flag, value])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(named), "{err}");
+    }
 }
 
 /// `bench scale` runs the demo job at each size and reports, per size, a time, a peak RSS and

@@ -15,6 +15,7 @@ use clap::Args;
 use super::Table;
 use super::e2e::phase_name;
 use crate::demo::{DemoArgs, holdout, logs, run_ctr};
+use crate::run::MemoryArgs;
 
 /// Flags of `angel-ps bench scale`.
 #[derive(Debug, Args)]
@@ -35,6 +36,9 @@ pub struct ScaleBenchArgs {
     /// Also write the tables, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// How each run uses memory.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
 }
 
 /// One phase of one run: seconds, and the peak RSS while it ran.
@@ -64,6 +68,7 @@ pub async fn run(args: ScaleBenchArgs) -> Result<(), Box<dyn Error>> {
             ballista: false,
             executors: 0,
             compression: "none".into(),
+            memory: args.memory.clone(),
         };
         logs(&demo)?;
         runs.push(run_one(&demo).await?);

@@ -93,6 +93,7 @@ pub async fn run(args: SyncBenchArgs) -> Result<(), Box<dyn Error>> {
         ballista: false,
         executors: 2,
         compression: "none".into(),
+        memory: Default::default(),
     };
     let data = logs(&demo)?;
     set_slow_worker(None);
@@ -176,6 +177,7 @@ async fn train(
         partitions: args.workers as usize,
         ballista: cluster.map(|c| c.scheduler_url().to_string()),
         stage: None,
+        memory: Default::default(),
     };
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())

@@ -37,7 +37,7 @@ pub async fn connect(url: &str, partitions: usize) -> Result<SessionContext> {
         .with_ballista_physical_extension_codec(Arc::new(AngelPhysicalCodec::default()));
     let state = SessionStateBuilder::new()
         .with_config(config)
-        .with_runtime_env(crate::object_stores::runtime_env(None)?)
+        .with_runtime_env(crate::object_stores::runtime_env(None, None)?)
         .with_default_features()
         .build();
     SessionContext::remote_with_state(url, state)

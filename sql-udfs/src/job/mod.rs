@@ -20,7 +20,7 @@ use angel_client::PsClient;
 use angel_etl::bad_rows::Skipped;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::prelude::SessionContext;
 
 use statement::Statement;
@@ -28,7 +28,9 @@ use statement::Statement;
 use crate::binding::Binding;
 use crate::bridge::ps_error;
 use crate::cluster::Stage;
+use crate::kept_table::KeptTable;
 use crate::reports::Reports;
+use crate::storage_level::{StorageLevel, TableStorage};
 
 /// What one statement did.
 #[derive(Debug)]
@@ -68,6 +70,10 @@ pub struct Job {
     binding: Binding,
     /// Where tables live when the session runs on a Ballista cluster.
     stage: Option<Arc<Stage>>,
+    /// Where tables live on one machine.
+    tables: Arc<TableStorage>,
+    /// The directory of tables kept on disk, removed with the job.
+    spill: Option<tempfile::TempDir>,
 }
 
 impl Job {
@@ -79,7 +85,26 @@ impl Job {
             ctx,
             binding,
             stage: None,
+            tables: Arc::default(),
+            spill: None,
         }
+    }
+
+    /// Keeps the tables the job creates on one machine in `tables` (by default in memory, as
+    /// DataFusion does), with a temporary directory for those on disk.
+    pub fn keeping_tables(mut self, tables: TableStorage) -> Result<Self> {
+        if tables.level() != StorageLevel::Memory {
+            let dir = tempfile::Builder::new().prefix("angel-tables-").tempdir();
+            let dir = dir.map_err(|e| {
+                DataFusionError::Execution(format!(
+                    "cannot create a directory for tables in {}: {e}",
+                    std::env::temp_dir().display()
+                ))
+            })?;
+            self.spill = Some(dir);
+        }
+        self.tables = Arc::new(tables);
+        Ok(self)
     }
 
     /// A job on a Ballista session ([`crate::cluster::connect`]): tables are kept as Parquet
@@ -92,6 +117,8 @@ impl Job {
             ctx,
             binding,
             stage: Some(stage),
+            tables: Arc::default(),
+            spill: None,
         }
     }
 
@@ -168,9 +195,10 @@ impl Job {
                 replace,
                 query,
                 sql,
-            } => match &self.stage {
-                None => self.ctx.sql(&sql).await?.collect().await,
-                Some(stage) => self.stage_table(stage, &name, replace, &query).await,
+            } => match (&self.stage, &self.spill) {
+                (Some(stage), _) => self.stage_table(stage, &name, replace, &query).await,
+                (None, Some(dir)) => self.keep_table(dir.path(), &name, replace, &query).await,
+                (None, None) => self.ctx.sql(&sql).await?.collect().await,
             },
             Statement::CreateModel {
                 name,
@@ -228,6 +256,27 @@ impl Job {
         let create = format!("CREATE EXTERNAL TABLE {name} STORED AS PARQUET LOCATION '{dir}'");
         self.ctx.sql(&create).await?.collect().await?;
         Ok(rows)
+    }
+}
+
+impl Job {
+    /// `CREATE TABLE name AS query` kept at the job's storage level, with files in `dir`.
+    async fn keep_table(
+        &self,
+        dir: &std::path::Path,
+        name: &str,
+        replace: bool,
+        query: &str,
+    ) -> Result<Vec<RecordBatch>> {
+        if !replace && self.ctx.table_exist(name)? {
+            return plan_err!("table '{name}' already exists");
+        }
+        let table = KeptTable::create(&self.ctx, name, query, self.tables.clone(), dir).await?;
+        if replace {
+            self.ctx.deregister_table(name)?;
+        }
+        self.ctx.register_table(name, Arc::new(table))?;
+        Ok(Vec::new())
     }
 }
 

@@ -6,6 +6,7 @@
 
 use angel_ps::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
+use angel_sql::storage_level::TableStorage;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -34,12 +35,19 @@ pub async fn a9a_job() -> (Standalone, Job) {
 /// `rows` generated click logs through the CTR example's features and counter, as tables
 /// `train` (label, idx) and `test`, with a service of two servers.
 pub async fn ctr_job(rows: u64) -> (Standalone, Job) {
+    ctr_job_keeping(rows, TableStorage::default()).await
+}
+
+/// [`ctr_job`] with its tables kept in `tables`.
+pub async fn ctr_job_keeping(rows: u64, tables: TableStorage) -> (Standalone, Job) {
     let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
     let config = SessionConfig::new().with_target_partitions(2);
     let job = Job::new(
         SessionContext::new_with_config(config),
         &service.master_addr(),
-    );
+    )
+    .keeping_tables(tables)
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("ctr.csv");
     angel_etl::ctr_data::generate(&logs, rows, 3).unwrap();
