@@ -72,9 +72,11 @@ pub fn const_i64(arg: Arg, value: Option<&ScalarValue>) -> Result<i64> {
     }
 }
 
-/// Feature indices: a list of integers per row, computed on as List<UInt64>.
+/// Feature indices: a list of integers per row, computed on as List<UInt64>, or kept as
+/// List<UInt32> (what `ps_index` returns) with no cast.
 pub fn indices_type(arg: Arg, t: &DataType) -> Result<DataType> {
     match list_element(t) {
+        Some(DataType::UInt32) => Ok(compact_index_list_type()),
         Some(e) if e.is_integer() || e.is_null() => Ok(index_list_type()),
         None if t.is_null() => Ok(index_list_type()),
         _ => arg.error("a list of integers", t),
@@ -126,10 +128,15 @@ pub fn scored(label: Arg, score: Arg, values: &[ArrayRef]) -> Result<Vec<(f64, f
     Ok(pairs)
 }
 
-/// The type every index-list function (`ps_hash`, `ps_index`) returns, and indices are
-/// read as.
+/// The type `ps_hash` returns, and indices other than 32-bit ones are read as.
 pub fn index_list_type() -> DataType {
     list_of(DataType::UInt64)
+}
+
+/// The type `ps_index` returns: a counter's compact indices fit 32 bits, so training tables
+/// hold half the bytes they would as 64-bit indices.
+pub fn compact_index_list_type() -> DataType {
+    list_of(DataType::UInt32)
 }
 
 /// Wraps an array as a UDF result.

@@ -1,4 +1,4 @@
-//! `ps_index(counter, features) -> List<UInt64>`: features to compact indices.
+//! `ps_index(counter, features) -> List<UInt32>`: features to compact indices.
 //!
 //! For each record batch, the batch's distinct features are looked up once in the sealed
 //! counter (only those no task of this process looked up before: see [`IndexCache`]); each
@@ -10,16 +10,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use ahash::RandomState;
-use datafusion::arrow::array::{ListArray, ListBuilder, UInt64Builder};
+use datafusion::arrow::array::{ListArray, ListBuilder, UInt32Builder};
 use datafusion::arrow::datatypes::{DataType, FieldRef};
-use datafusion::common::Result;
+use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
     Volatility,
 };
 
 use crate::args::{
-    Arg, DOC_SECTION, arity, array_result, const_str, index_list_type, name_type, return_field,
+    Arg, DOC_SECTION, arity, array_result, compact_index_list_type, const_str, name_type,
+    return_field,
 };
 use crate::binding::{Binding, PsBound};
 use crate::bridge::block_on;
@@ -67,7 +68,7 @@ impl ScalarUDFImpl for PsIndex {
     }
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(index_list_type())
+        Ok(compact_index_list_type())
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
@@ -113,7 +114,7 @@ impl ScalarUDFImpl for PsIndex {
                 }
             }
         }
-        Ok(array_result(indices(&features, &answers)))
+        Ok(array_result(indices(&counter, &features, &answers)?))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -140,18 +141,28 @@ impl ScalarUDFImpl for PsIndex {
 
 /// Each row's feature indices, features without one dropped; `answers` holds every used
 /// code's index.
-fn indices(features: &Features, answers: &[Option<Option<u64>>]) -> ListArray {
+fn indices(
+    counter: &str,
+    features: &Features,
+    answers: &[Option<Option<u64>>],
+) -> Result<ListArray> {
     let mut out = ListBuilder::with_capacity(
-        UInt64Builder::with_capacity(features.slots()),
+        UInt32Builder::with_capacity(features.slots()),
         features.rows(),
     );
     for r in 0..features.rows() {
         for c in features.row(r) {
             if let Some(Some(i)) = answers[c] {
+                let Ok(i) = u32::try_from(i) else {
+                    return exec_err!(
+                        "ps_index: counter '{counter}' gave index {i}, past the 2^32 features \
+                         ps_index lists; hash such features (ps_hash) instead"
+                    );
+                };
                 out.values().append_value(i);
             }
         }
         out.append(true);
     }
-    out.finish()
+    Ok(out.finish())
 }

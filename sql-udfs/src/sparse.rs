@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use ahash::RandomState;
 
+use angel_etl::udf_args::list_element;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type, UInt64Type};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type, UInt32Type, UInt64Type};
 use datafusion::common::{Result, exec_err};
 
 /// Feature rows: indices per row, with values (1.0 when absent) and labels.
@@ -46,8 +47,15 @@ impl SparseRows {
         indices: &ArrayRef,
         values: Option<&ArrayRef>,
     ) -> Result<Self> {
-        let (offsets, flat) =
-            list_of::<UInt64Type>(function, "indices", indices, DataType::UInt64)?;
+        // Compact (32-bit) indices are widened here, once, not cast as a whole column.
+        let (offsets, flat) = match list_element(indices.data_type()) {
+            Some(DataType::UInt32) => {
+                let (offsets, flat) =
+                    list_of::<UInt32Type>(function, "indices", indices, DataType::UInt32)?;
+                (offsets, flat.into_iter().map(u64::from).collect())
+            }
+            _ => list_of::<UInt64Type>(function, "indices", indices, DataType::UInt64)?,
+        };
         let values = match values {
             None => None,
             Some(v) => {
@@ -261,7 +269,7 @@ fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
     if let Some(i) = (0..flat.len()).find(|&i| flat.is_null(i)) {
         let row = offsets.partition_point(|&o| o <= i) - 1;
         let kind = match element {
-            DataType::UInt64 => "a whole number from 0",
+            DataType::UInt64 | DataType::UInt32 => "a whole number from 0",
             _ => "a number",
         };
         return exec_err!(

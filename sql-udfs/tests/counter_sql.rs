@@ -7,7 +7,7 @@ use angel_ps::{Standalone, StandaloneConfig};
 use angel_sql::binding::Binding;
 use angel_sql::register_all;
 use datafusion::arrow::array::AsArray;
-use datafusion::arrow::datatypes::{Int64Type, UInt64Type};
+use datafusion::arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
 use datafusion::prelude::{CsvReadOptions, SessionConfig, SessionContext};
 
 const ROWS: usize = 8000;
@@ -86,7 +86,13 @@ async fn counter_indices_do_not_depend_on_target_partitions() {
             let lists = batch.column(1).as_list::<i32>();
             for r in 0..batch.num_rows() {
                 let list = lists.value(r);
-                rows.push(list.as_primitive::<UInt64Type>().values().to_vec());
+                rows.push(
+                    list.as_primitive::<UInt32Type>()
+                        .values()
+                        .iter()
+                        .map(|&i| u64::from(i))
+                        .collect(),
+                );
             }
         }
         assert_eq!(rows.len(), ROWS);
