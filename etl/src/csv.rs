@@ -312,9 +312,16 @@ fn parse_blocks<R: std::io::Read>(
         drop(queue);
         Ok::<_, std::io::Error>(None)
     });
-    match stopped.map_err(|e| StorageError::io(location, e))? {
-        Some(handing) => handing,
-        None => hand_on(&parsed, &mut handed, send),
+    // A read failure comes after the blocks before it, and after their own failures.
+    let read_error = match stopped {
+        Ok(Some(handing)) => return handing,
+        Ok(None) => None,
+        Err(e) => Some(e),
+    };
+    let handing = hand_on(&parsed, &mut handed, send)?;
+    match read_error {
+        Some(e) if handing => Err(StorageError::io(location, e).into()),
+        _ => Ok(handing),
     }
 }
 

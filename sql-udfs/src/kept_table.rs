@@ -25,6 +25,7 @@ use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::physical_plan::{ExecutionPlan, execute_stream_partitioned};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
+use tempfile::TempDir;
 
 use crate::storage_level::TableStorage;
 
@@ -33,7 +34,6 @@ use crate::storage_level::TableStorage;
 pub struct KeptTable {
     schema: SchemaRef,
     parts: Vec<Arc<Part>>,
-    storage: Arc<TableStorage>,
 }
 
 /// One partition: its batches in memory, then those in its file.
@@ -43,18 +43,21 @@ struct Part {
     memory: Vec<RecordBatch>,
     /// Bytes of `memory`, counted against the storage's budget and the session's pool.
     reservation: MemoryReservation,
+    storage: Arc<TableStorage>,
     file: Option<PathBuf>,
+    /// The directory of `file`, kept while any table (or scan) still reads from it.
+    _dir: Arc<TempDir>,
 }
 
 impl KeptTable {
     /// Runs `query` on `ctx` and keeps its rows as table `name` in `storage`, spilling to
-    /// files under `dir`.
+    /// files in `dir`.
     pub async fn create(
         ctx: &SessionContext,
         name: &str,
         query: &str,
         storage: Arc<TableStorage>,
-        dir: &Path,
+        dir: Arc<TempDir>,
     ) -> Result<Self> {
         let plan = ctx.sql(query).await?.create_physical_plan().await?;
         let schema = plan.schema();
@@ -67,20 +70,23 @@ impl KeptTable {
                 memory: Vec::new(),
                 reservation: MemoryConsumer::new(format!("table {name}, partition {p}"))
                     .register(pool),
+                storage: storage.clone(),
                 file: None,
+                _dir: dir.clone(),
             };
-            let file = dir.join(format!("{name}-{}-{p}.arrows", unique()));
-            tasks.spawn(part.fill(stream, storage.clone(), file));
+            // Named by number: a table's name may hold any character.
+            let file = dir.path().join(format!("{}.arrows", unique()));
+            tasks.spawn(async move { (p, part.fill(stream, file).await) });
         }
         let mut parts = Vec::new();
         while let Some(done) = tasks.join_next().await {
-            let part = done.map_err(|e| DataFusionError::External(Box::new(e)))??;
-            parts.push(Arc::new(part));
+            let (p, part) = done.map_err(|e| DataFusionError::External(Box::new(e)))?;
+            parts.push((p, Arc::new(part?)));
         }
+        parts.sort_by_key(|(p, _)| *p);
         Ok(KeptTable {
             schema,
-            parts,
-            storage,
+            parts: parts.into_iter().map(|(_, part)| part).collect(),
         })
     }
 
@@ -107,27 +113,23 @@ fn unique() -> u64 {
 }
 
 impl Part {
-    /// Keeps every batch of `stream`: in memory when `storage` admits it, else in `file`.
-    async fn fill(
-        mut self,
-        mut stream: SendableRecordBatchStream,
-        storage: Arc<TableStorage>,
-        file: PathBuf,
-    ) -> Result<Self> {
+    /// Keeps every batch of `stream`: in memory when the storage admits it, else in `file`.
+    async fn fill(mut self, mut stream: SendableRecordBatchStream, file: PathBuf) -> Result<Self> {
         let mut writer = None;
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             let bytes = batch.get_array_memory_size();
-            if storage.admit(bytes) {
+            if self.storage.admit(bytes) {
                 self.reservation.grow(bytes);
                 self.memory.push(batch);
                 continue;
             }
             if writer.is_none() {
                 let created = File::create(&file).map_err(|e| spill_error(&file, e.into()))?;
-                let w = StreamWriter::try_new(BufWriter::new(created), &self.schema)?;
-                writer = Some(w);
                 self.file = Some(file.clone());
+                let w = StreamWriter::try_new(BufWriter::new(created), &self.schema)
+                    .map_err(|e| spill_error(&file, e.into()))?;
+                writer = Some(w);
             }
             if let Some(w) = writer.as_mut() {
                 w.write(&batch).map_err(|e| spill_error(&file, e.into()))?;
@@ -151,15 +153,10 @@ fn spill_error(file: &Path, e: DataFusionError) -> DataFusionError {
 
 impl Drop for Part {
     fn drop(&mut self) {
+        self.storage.release(self.reservation.size());
         if let Some(file) = &self.file {
             let _ = std::fs::remove_file(file);
         }
-    }
-}
-
-impl Drop for KeptTable {
-    fn drop(&mut self) {
-        self.storage.release(self.bytes_in_memory());
     }
 }
 

@@ -26,7 +26,7 @@ use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 
 use crate::cluster::Stage;
-use crate::file_table::{self, FileTable, Read};
+use crate::file_table::{self, FileTable, Read, slices};
 
 /// Which format a [`ReadFile`] reads.
 #[derive(Debug, Clone, Copy)]
@@ -160,13 +160,10 @@ pub fn tagged(batches: Vec<RecordBatch>, source: &str) -> Result<Vec<RecordBatch
 /// `batches` cut into `parts` partitions of nearly equal rows: partition p holds the p-th
 /// slice of every batch (slices share the batches' memory).
 fn split(batches: &[RecordBatch], parts: usize) -> Vec<Vec<RecordBatch>> {
-    let parts = parts.max(1);
-    let mut out = vec![Vec::new(); parts];
+    let mut out = vec![Vec::new(); parts.max(1)];
     for batch in batches {
-        let size = batch.num_rows().div_ceil(parts);
-        for (p, part) in out.iter_mut().enumerate() {
-            let start = (p * size).min(batch.num_rows());
-            part.push(batch.slice(start, size.min(batch.num_rows() - start)));
+        for (part, slice) in out.iter_mut().zip(slices(batch, parts)) {
+            part.push(slice);
         }
     }
     out

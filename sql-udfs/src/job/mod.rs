@@ -72,8 +72,8 @@ pub struct Job {
     stage: Option<Arc<Stage>>,
     /// Where tables live on one machine.
     tables: Arc<TableStorage>,
-    /// The directory of tables kept on disk, removed with the job.
-    spill: Option<tempfile::TempDir>,
+    /// The directory of tables kept on disk, removed when the job and its tables are gone.
+    spill: Option<Arc<tempfile::TempDir>>,
 }
 
 impl Job {
@@ -101,7 +101,7 @@ impl Job {
                     std::env::temp_dir().display()
                 ))
             })?;
-            self.spill = Some(dir);
+            self.spill = Some(Arc::new(dir));
         }
         self.tables = Arc::new(tables);
         Ok(self)
@@ -197,7 +197,7 @@ impl Job {
                 sql,
             } => match (&self.stage, &self.spill) {
                 (Some(stage), _) => self.stage_table(stage, &name, replace, &query).await,
-                (None, Some(dir)) => self.keep_table(dir.path(), &name, replace, &query).await,
+                (None, Some(dir)) => self.keep_table(dir, &name, replace, &query).await,
                 (None, None) => self.ctx.sql(&sql).await?.collect().await,
             },
             Statement::CreateModel {
@@ -206,14 +206,14 @@ impl Job {
                 options,
                 query,
             } => {
-                let on_cluster = self.stage.is_some();
+                let stream_rows = self.stage.is_some() || self.spill.is_some();
                 let table = train::create_model(
                     &self.ctx,
                     &self.binding,
                     (&name, replace),
                     &options,
                     &query,
-                    on_cluster,
+                    stream_rows,
                 )
                 .await?;
                 Ok(vec![table])
@@ -263,7 +263,7 @@ impl Job {
     /// `CREATE TABLE name AS query` kept at the job's storage level, with files in `dir`.
     async fn keep_table(
         &self,
-        dir: &std::path::Path,
+        dir: &Arc<tempfile::TempDir>,
         name: &str,
         replace: bool,
         query: &str,
@@ -271,7 +271,8 @@ impl Job {
         if !replace && self.ctx.table_exist(name)? {
             return plan_err!("table '{name}' already exists");
         }
-        let table = KeptTable::create(&self.ctx, name, query, self.tables.clone(), dir).await?;
+        let storage = self.tables.clone();
+        let table = KeptTable::create(&self.ctx, name, query, storage, dir.clone()).await?;
         if replace {
             self.ctx.deregister_table(name)?;
         }

@@ -113,15 +113,16 @@ async fn check_holdout(ctx: &SessionContext, holdout: &str) -> Result<()> {
     }
 }
 
-/// Runs `CREATE MODEL`; see the module documentation. `on_cluster`: the session runs on
-/// Ballista.
+/// Runs `CREATE MODEL`; see the module documentation. `stream_rows`: every epoch runs the
+/// training query again instead of holding its rows in memory (on Ballista, and when the job
+/// keeps tables on disk).
 pub async fn create_model(
     ctx: &SessionContext,
     binding: &Binding,
     (name, replace): (&str, bool),
     options: &[(String, String)],
     query: &str,
-    on_cluster: bool,
+    stream_rows: bool,
 ) -> Result<RecordBatch> {
     let mut plan = plan(binding.master(), options).await?;
     if plan.spec.sync.workers == 0 {
@@ -133,7 +134,7 @@ pub async fn create_model(
     }
     let columns = columns(ctx, query).await?;
     let workers = plan.spec.sync.workers as usize;
-    let (train_rows, rows) = TrainRows::new(ctx, query, workers, on_cluster).await?;
+    let (train_rows, rows) = TrainRows::new(ctx, query, workers, stream_rows).await?;
     if rows == 0 {
         return plan_err!("CREATE MODEL {name}: the training query returned no rows");
     }
@@ -200,8 +201,9 @@ enum TrainRows {
     /// Embedded: the query's rows, computed once, cut into contiguous runs of nearly equal
     /// rows (slices sharing the query's batches, so a table scan costs no copy).
     Spread(Arc<MemTable>),
-    /// On Ballista: the query itself, planned with `workers` target partitions, so its scan
-    /// is cut into that many tasks (where the staged files' row groups allow).
+    /// On Ballista, or with tables on disk: the query itself, planned with `workers` target
+    /// partitions, so its scan is cut into that many tasks (where the staged files' row
+    /// groups allow) and no epoch holds the rows whole.
     Query(LogicalPlan),
 }
 
@@ -211,10 +213,10 @@ impl TrainRows {
         ctx: &SessionContext,
         query: &str,
         workers: usize,
-        on_cluster: bool,
+        stream_rows: bool,
     ) -> Result<(Self, u64)> {
         let df = ctx.sql(query).await?;
-        if on_cluster {
+        if stream_rows {
             let rows = df.clone().count().await? as u64;
             return Ok((TrainRows::Query(df.logical_plan().clone()), rows));
         }
