@@ -99,16 +99,27 @@ impl TableProvider for FileTable {
         let partitions = (0..self.partitions)
             .map(|p| Arc::new(Partition(scan.clone(), p)) as Arc<dyn PartitionStream>)
             .collect();
-        let exec = StreamingTableExec::try_new(
-            self.schema.clone(),
-            partitions,
-            projection,
-            Vec::new(),
-            false,
-            limit,
-        )?;
-        Ok(Arc::new(exec))
+        scan_of(&self.schema, partitions, projection, limit)
     }
+}
+
+/// The plan scanning `partitions` of a table of `schema` (for this module's and
+/// [`crate::kept_table`]'s tables).
+pub(crate) fn scan_of(
+    schema: &SchemaRef,
+    partitions: Vec<Arc<dyn PartitionStream>>,
+    projection: Option<&Vec<usize>>,
+    limit: Option<usize>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let exec = StreamingTableExec::try_new(
+        schema.clone(),
+        partitions,
+        projection,
+        Vec::new(),
+        false,
+        limit,
+    )?;
+    Ok(Arc::new(exec))
 }
 
 /// `batch` cut into `parts` slices of nearly equal rows (sharing its memory), so even a

@@ -21,12 +21,13 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
+use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream_partitioned};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
 use tempfile::TempDir;
 
+use crate::file_table::scan_of;
 use crate::storage_level::TableStorage;
 
 /// See the module documentation.
@@ -180,15 +181,7 @@ impl TableProvider for KeptTable {
         let parts = (self.parts.iter())
             .map(|p| p.clone() as Arc<dyn PartitionStream>)
             .collect();
-        let exec = StreamingTableExec::try_new(
-            self.schema.clone(),
-            parts,
-            projection,
-            Vec::new(),
-            false,
-            limit,
-        )?;
-        Ok(Arc::new(exec))
+        scan_of(&self.schema, parts, projection, limit)
     }
 }
 
