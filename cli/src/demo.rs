@@ -110,11 +110,17 @@ pub fn start_cluster(args: &DemoArgs) -> Result<LocalCluster, Box<dyn Error>> {
     Ok(cluster)
 }
 
-/// The path of the click logs, generated unless a default-path file already holds them.
-pub fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
+/// Where the click logs are: `--data`, or a file in the system temp directory named by the
+/// rows and seed.
+pub fn logs_path(args: &DemoArgs) -> PathBuf {
     let default =
         std::env::temp_dir().join(format!("angel-ps-ctr-{}-{}.csv", args.rows, args.seed));
-    let path = args.data.clone().unwrap_or(default);
+    args.data.clone().unwrap_or(default)
+}
+
+/// The path of the click logs, generated unless a default-path file already holds them.
+pub fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
+    let path = logs_path(args);
     if args.data.is_none() && path.is_file() {
         println!("using click logs generated before: {}", path.display());
         return Ok(path);

@@ -36,8 +36,26 @@ pub fn wait<F: Future>(future: F) -> F::Output {
 pub(crate) async fn spawn<T: Send + 'static>(
     future: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    runtime()
-        .spawn(future)
-        .await
-        .map_err(|e| PsError::Unavailable(format!("the PS client task stopped: {e}")))?
+    start(future).join().await
+}
+
+/// A call started on the client runtime, to be awaited later: a training task's pull of its
+/// next mini-batch, in flight while the task computes the current one.
+#[derive(Debug)]
+pub struct Started<T>(tokio::task::JoinHandle<Result<T>>);
+
+/// Starts `future` on the client runtime now; it runs whether or not it is awaited.
+pub fn start<T: Send + 'static>(
+    future: impl Future<Output = Result<T>> + Send + 'static,
+) -> Started<T> {
+    Started(runtime().spawn(future))
+}
+
+impl<T> Started<T> {
+    /// The call's result, once it ends.
+    pub async fn join(self) -> Result<T> {
+        self.0
+            .await
+            .map_err(|e| PsError::Unavailable(format!("the PS client task stopped: {e}")))?
+    }
 }

@@ -34,6 +34,38 @@ impl KeySplit {
                 u32::MAX
             )));
         }
+        match keys.windows(2).all(|w| w[0] < w[1]) {
+            true => Self::of_ascending(layout, band, keys),
+            false => Self::by_sorting(layout, band, keys),
+        }
+    }
+
+    /// Ascending distinct keys (a training mini-batch's pull and push): each block's keys are
+    /// a run of the input, found by binary search, with nothing to sort or deduplicate.
+    fn of_ascending(layout: &Layout, band: &Band, keys: &[u64]) -> Result<Self> {
+        if let Some(&last) = keys.last() {
+            layout.check_col(last)?;
+        }
+        let mut groups = Vec::new();
+        let mut slots = Vec::with_capacity(keys.len());
+        let mut rest = keys;
+        while let Some(&first) = rest.first() {
+            let pos = band.locate(first);
+            let end = band.cols(pos).end;
+            let n = rest.partition_point(|&k| k < end);
+            let g = groups.len() as u32;
+            slots.extend((0..n as u32).map(|i| (g, i)));
+            groups.push(KeyGroup {
+                pos,
+                keys: rest[..n].to_vec(),
+            });
+            rest = &rest[n..];
+        }
+        Ok(KeySplit { groups, slots })
+    }
+
+    /// Any keys: grouped by block, then sorted and deduplicated per block.
+    fn by_sorting(layout: &Layout, band: &Band, keys: &[u64]) -> Result<Self> {
         let mut per_block: Vec<Vec<(u64, u32)>> = vec![Vec::new(); band.len()];
         for (i, &key) in keys.iter().enumerate() {
             layout.check_col(key)?;
@@ -115,6 +147,16 @@ mod tests {
 
     proptest! {
         #[test]
+        fn ascending_keys_split_as_sorting_would(mut keys in proptest::collection::vec(0u64..1000, 0..300)) {
+            keys.sort_unstable();
+            keys.dedup();
+            let layout = layout(1000, 4);
+            let band = layout.band(0).unwrap();
+            let fast = KeySplit::of_ascending(&layout, band, &keys).unwrap();
+            prop_assert_eq!(fast, KeySplit::by_sorting(&layout, band, &keys).unwrap());
+        }
+
+        #[test]
         fn merge_then_reassemble_matches_a_local_sum(keys in proptest::collection::vec(0u64..1000, 0..300)) {
             let layout = layout(1000, 4);
             let split = KeySplit::new(&layout, layout.band(0).unwrap(), &keys).unwrap();
@@ -134,10 +176,12 @@ mod tests {
     #[test]
     fn a_key_past_the_last_column_is_out_of_range() {
         let layout = layout(100, 3);
-        let err = KeySplit::new(&layout, layout.band(0).unwrap(), &[5, 100]).unwrap_err();
-        assert!(
-            matches!(err, PsError::OutOfRange(ref m) if m.contains("key 100")),
-            "{err}"
-        );
+        for keys in [[5, 100], [100, 5]] {
+            let err = KeySplit::new(&layout, layout.band(0).unwrap(), &keys).unwrap_err();
+            assert!(
+                matches!(err, PsError::OutOfRange(ref m) if m.contains("key 100")),
+                "{err}"
+            );
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! [`Binding`]: what every PS-bound SQL function is bound to: the master of the service it
-//! talks to, and the [`Reports`] of the job that registered it. [`PsBound`] is the base those
+//! talks to, and the [`Reports`] and [`KeyLists`] of the job that registered it. [`PsBound`] is the base those
 //! functions share; [`crate::ps_functions`] lists them once, for registration and for the
 //! Ballista codecs, which carry only the master across the network.
 
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use angel_client::PsClient;
 use datafusion::common::Result;
 
+use crate::key_lists::KeyLists;
 use crate::reports::Reports;
 
 /// A service and the job reporting through it.
@@ -16,6 +17,7 @@ use crate::reports::Reports;
 pub struct Binding {
     master: String,
     reports: Reports,
+    key_lists: KeyLists,
 }
 
 impl Binding {
@@ -24,6 +26,7 @@ impl Binding {
         Binding {
             master: master.to_string(),
             reports,
+            key_lists: KeyLists::default(),
         }
     }
 
@@ -41,6 +44,11 @@ impl Binding {
     /// Where the job's functions report.
     pub fn reports(&self) -> &Reports {
         &self.reports
+    }
+
+    /// The training batches the job's `ps_train` keeps across epochs.
+    pub fn key_lists(&self) -> &KeyLists {
+        &self.key_lists
     }
 
     /// The process-wide client of the service.

@@ -27,7 +27,8 @@
 //!   [`binding::PsBound`], the base those functions share; [`ps_functions`]: the one list of
 //!   them.
 //! - [`reports`]: what one job's functions report: rows trained, input rows skipped.
-//! - [`index_cache`]: feature indices already looked up, per process.
+//! - [`index_cache`]: feature indices already looked up, per process; [`key_lists`]: training
+//!   mini-batches kept across epochs (Angel's key-list caching).
 //! - [`mean`]: the (sum, rows) state of aggregates returning a mean.
 //! - [`args`]: reading constant and feature arguments; [`bridge`]: calling the async client.
 //! - [`cluster`]: running jobs on Ballista (codecs carrying the master address to executors,
@@ -44,6 +45,7 @@ pub mod file_table;
 pub mod index_cache;
 pub mod job;
 pub mod kept_table;
+pub mod key_lists;
 pub mod local_model;
 pub mod mean;
 pub mod model;

@@ -13,7 +13,7 @@ use datafusion::common::Result;
 
 use crate::cluster::ChangeNames;
 use crate::model::Model;
-use crate::sparse::SparseRows;
+use crate::sparse::{Gathered, SparseRows};
 use crate::worker::Worker;
 
 /// The round a worker is training locally; empty between rounds.
@@ -33,15 +33,13 @@ impl LocalModel {
     pub fn step(
         &mut self,
         (model, worker): (&Model, &mut Worker),
-        rows: &SparseRows,
-        range: Range<usize>,
+        (rows, range, g): (&SparseRows, Range<usize>, &Gathered),
         names: &mut Option<ChangeNames>,
     ) -> Result<f64> {
         if self.batches == 0 {
             self.started = Some(Instant::now());
             self.at = Some(worker.before_pull()?);
         }
-        let g = rows.gather(range.clone(), model.spec.bias_key());
         let missing: Vec<u64> = g
             .keys
             .iter()
@@ -55,7 +53,7 @@ impl LocalModel {
             }
         }
         let current: Vec<f32> = g.keys.iter().map(|k| self.weights[k].0 as f32).collect();
-        let (loss, grads) = model.gradients(rows, range, &g, &current);
+        let (loss, grads) = model.gradients(rows, range, g, &current);
         let (rate, l2) = (model.spec.update.learning_rate, model.spec.update.l2);
         for (k, grad) in g.keys.iter().zip(grads) {
             let w = &mut self.weights.get_mut(k).expect("pulled above").0;

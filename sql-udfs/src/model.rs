@@ -13,6 +13,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use angel_client::matrix::Matrix;
+use angel_client::runtime::{Started, start};
 use angel_client::{Ack, Compression, MatrixSpec, PsClient, Step, StepPush, TaskChange, Update};
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 
@@ -342,6 +343,13 @@ impl Model {
     /// versions of the partitions read (a DynSGD push states them back).
     pub fn pull(&self, keys: &[u64], step: Option<Step>) -> Result<(Vec<f32>, Vec<Ack>)> {
         block_on(self.client.pull_step(&self.name, 0, keys, step))
+    }
+
+    /// Starts [`Model::pull`] of `keys` and returns at once: the pull of a training task's
+    /// next mini-batch, in flight while it computes the current one.
+    pub fn pull_ahead(&self, keys: Vec<u64>, step: Step) -> Started<(Vec<f32>, Vec<Ack>)> {
+        let (client, name) = (self.client.clone(), self.name.clone());
+        start(async move { client.pull_step(&name, 0, &keys, Some(step)).await })
     }
 
     /// Sends gradients of `keys`, computed from the partition versions `bases`; the servers

@@ -31,14 +31,16 @@ use crate::args::{
     Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, arity, const_str, indices_type,
     label_type, name_type,
 };
-use angel_client::TaskChange;
+use angel_client::runtime::Started;
+use angel_client::{Ack, TaskChange};
 
 use crate::binding::{Binding, PsBound};
+use crate::bridge::block_on;
 use crate::cluster::ChangeNames;
 use crate::local_model::LocalModel;
 use crate::mean::Mean;
-use crate::model::Model;
-use crate::sparse::SparseRows;
+use crate::model::{Model, ModelSpec};
+use crate::sparse::{Gathered, MiniBatches, SparseRows};
 use crate::sync::Rule;
 use crate::worker::Worker;
 
@@ -102,7 +104,8 @@ impl AggregateUDFImpl for PsTrain {
         Ok(Box::new(Train {
             binding: self.binding.clone(),
             name: const_str(MODEL, MODEL.literal_expr(args.exprs))?,
-            open: None,
+            model: None,
+            worker: None,
             names: None,
             local: LocalModel::default(),
             mean: Mean::default(),
@@ -142,8 +145,10 @@ struct Train {
     binding: Binding,
     /// The model's name; the model is opened on the first rows.
     name: String,
-    /// The model and this task's place in its clock table, from the first rows on.
-    open: Option<(Model, Worker)>,
+    /// The model, from the first rows on.
+    model: Option<Model>,
+    /// This task's place in the model's clock table, from the first rows on.
+    worker: Option<Worker>,
     /// Names of its pushes in a Ballista task, so a rerun of the task repeats them.
     names: Option<ChangeNames>,
     /// Model averaging: the round being trained locally.
@@ -166,19 +171,32 @@ fn next_step(model: &str) -> u64 {
     counter.fetch_add(1, Ordering::Relaxed) + 1
 }
 
-/// One mini-batch of SGD, ConSGD or DynSGD: pull at the worker's clock, push the gradients
-/// as `change`; returns the summed loss of its rows.
+/// A pull in flight: weights and the versions of the partitions read.
+type Ahead = Started<(Vec<f32>, Vec<Ack>)>;
+
+/// One mini-batch of SGD, ConSGD or DynSGD: pull at the worker's clock (or take the pull
+/// `ahead` started for it), start the pull of the `next` mini-batch where the consistency
+/// model allows, and push the gradients as `change`; returns the summed loss of its rows.
 fn sgd_step(
     (model, worker): (&Model, &mut Worker),
-    rows: &SparseRows,
-    range: Range<usize>,
+    (rows, range, g): (&SparseRows, Range<usize>, &Gathered),
+    (ahead, next): (&mut Option<Ahead>, Option<&Gathered>),
     change: Option<TaskChange>,
 ) -> Result<f64> {
     let started = Instant::now();
-    let g = rows.gather(range.clone(), model.spec.bias_key());
-    let at = worker.before_pull()?;
-    let (weights, versions) = model.pull(&g.keys, Some(at))?;
-    let (loss, grads) = model.gradients(rows, range, &g, &weights);
+    let (weights, versions) = match ahead.take() {
+        Some(pull) => block_on(pull.join())?,
+        None => {
+            let at = worker.before_pull()?;
+            model.pull(&g.keys, Some(at))?
+        }
+    };
+    if let Some(next) = next
+        && let Some(step) = worker.pull_ahead()?
+    {
+        *ahead = Some(model.pull_ahead(next.keys.clone(), step));
+    }
+    let (loss, grads) = model.gradients(rows, range, g, &weights);
     worker.before_push()?;
     let bases = match model.spec.sync.rule {
         Rule::DynSgd => &versions[..],
@@ -190,46 +208,68 @@ fn sgd_step(
 }
 
 impl Train {
-    /// Opens the model and joins its clock table, ordered by the task's first mini-batch.
-    fn open(&mut self, rows: &SparseRows) -> Result<()> {
-        let model = Model::open(self.binding.master(), &self.name)?;
+    /// The model, opened on the first call.
+    fn model(&mut self) -> Result<&Model> {
+        if self.model.is_none() {
+            self.model = Some(Model::open(self.binding.master(), &self.name)?);
+        }
+        Ok(self.model.as_ref().expect("opened above"))
+    }
+
+    /// Joins the model's clock table, ordered by the task's first mini-batch.
+    fn join(&mut self, first: &Gathered) -> Result<()> {
+        let model = self.model()?;
+        let client = model.client().clone();
+        let sync = model.spec.sync.clone();
         self.names = ChangeNames::for_accumulator();
-        let first = 0..model.spec.batch_size.min(rows.len());
-        let keys = rows.gather(first, model.spec.bias_key()).keys;
-        let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
-        let worker = Worker::join(
-            model.client().clone(),
+        let bytes: Vec<u8> = first.keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+        self.worker = Some(Worker::join(
+            client,
             &self.name,
-            &model.spec.sync,
+            &sync,
             self.names.as_ref().map_or(0, ChangeNames::task),
             xxhash_rust::xxh3::xxh3_64(&bytes),
-        )?;
-        self.open = Some((model, worker));
+        )?);
         Ok(())
     }
 
-    /// Trains on mini-batch `range` of `rows`; returns the summed loss of its rows.
-    fn train(&mut self, rows: &SparseRows, range: Range<usize>) -> Result<f64> {
-        let Some((model, worker)) = self.open.as_mut() else {
+    /// Trains on the mini-batches of one record batch, in order; returns the summed loss.
+    fn train(&mut self, batches: &MiniBatches) -> Result<f64> {
+        let mut ahead = None;
+        let mut sum = 0.0;
+        for (i, (range, g)) in batches.batches.iter().enumerate() {
+            let next = batches.batches.get(i + 1).map(|(_, g)| g);
+            let loss = self.step((&batches.rows, range.clone(), g), (&mut ahead, next))?;
+            self.binding
+                .reports()
+                .progress
+                .add(range.len() as u64, loss);
+            sum += loss;
+        }
+        Ok(sum)
+    }
+
+    /// Trains on one mini-batch; returns the summed loss of its rows.
+    fn step(
+        &mut self,
+        batch: (&SparseRows, Range<usize>, &Gathered),
+        pipeline: (&mut Option<Ahead>, Option<&Gathered>),
+    ) -> Result<f64> {
+        let (Some(model), Some(worker)) = (self.model.as_ref(), self.worker.as_mut()) else {
             return Ok(0.0);
         };
-        let n = range.len() as u64;
-        let loss = match model.spec.sync.rule {
-            Rule::Average => self
-                .local
-                .step((model, worker), rows, range, &mut self.names)?,
+        match model.spec.sync.rule {
+            Rule::Average => self.local.step((model, worker), batch, &mut self.names),
             _ => {
                 let change = self.names.as_mut().map(ChangeNames::next_change);
-                sgd_step((model, worker), rows, range, change)?
+                sgd_step((model, worker), batch, pipeline, change)
             }
-        };
-        self.binding.reports().progress.add(n, loss);
-        Ok(loss)
+        }
     }
 
     /// The task's data ended: pushes what model averaging holds, and leaves the clock table.
     fn finish(&mut self) -> Result<()> {
-        if let Some((model, worker)) = self.open.as_mut() {
+        if let (Some(model), Some(worker)) = (self.model.as_ref(), self.worker.as_mut()) {
             self.local.flush((model, worker), &mut self.names)?;
             worker.leave()?;
         }
@@ -237,28 +277,36 @@ impl Train {
     }
 }
 
+/// A record batch's rows, checked against model `name` and cut into its mini-batches.
+fn read(values: &[ArrayRef], name: &str, spec: &ModelSpec) -> Result<MiniBatches> {
+    let rows = SparseRows::from_arrays(
+        MODEL.function,
+        Some(LABEL.column(values)?),
+        INDICES.column(values)?,
+        values.get(VALUES.index),
+    )?;
+    rows.check(MODEL.function, name, spec.dim)?;
+    Ok(rows.into_mini_batches(spec.batch_size, spec.bias_key()))
+}
+
 impl Accumulator for Train {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let rows = SparseRows::from_arrays(
-            MODEL.function,
-            Some(LABEL.column(values)?),
-            INDICES.column(values)?,
-            values.get(VALUES.index),
-        )?;
-        if rows.is_empty() {
+        if values.first().is_none_or(|v| v.is_empty()) {
             return Ok(());
         }
-        if self.open.is_none() {
-            self.open(&rows)?;
+        let spec = self.model()?.spec.clone();
+        let key_lists = self.binding.key_lists().clone();
+        // The model name argument is a new array at every call; the rows are not.
+        let rows = values.get(LABEL.index..).unwrap_or_default();
+        let batches =
+            key_lists.get_or_read(&self.name, rows, || read(values, &self.name, &spec))?;
+        if self.worker.is_none()
+            && let Some((_, first)) = batches.batches.first()
+        {
+            self.join(first)?;
         }
-        let spec = &self.open.as_ref().expect("opened above").0.spec;
-        rows.check(MODEL.function, &self.name, spec.dim)?;
-        let batch = spec.batch_size;
-        for start in (0..rows.len()).step_by(batch) {
-            let range = start..(start + batch).min(rows.len());
-            self.mean.sum += self.train(&rows, range)?;
-        }
-        self.mean.rows += rows.len() as i64;
+        self.mean.sum += self.train(&batches)?;
+        self.mean.rows += batches.rows.len() as i64;
         Ok(())
     }
 

@@ -27,10 +27,20 @@ pub struct SparseRows {
     values: Option<Vec<f64>>,
 }
 
+/// Training rows cut into mini-batches, each with its gathered keys: what a training pass
+/// needs of a record batch, kept by [`crate::key_lists::KeyLists`] across epochs.
+#[derive(Debug)]
+pub struct MiniBatches {
+    /// Labels, offsets and values of the rows (their indices are dropped once gathered).
+    pub rows: SparseRows,
+    /// Each mini-batch's rows and gathered keys, in order.
+    pub batches: Vec<(Range<usize>, Gathered)>,
+}
+
 /// The distinct keys of some rows, and for each of their non-zeros the key's position.
 #[derive(Debug)]
 pub struct Gathered {
-    /// Distinct keys; the intercept's key is last.
+    /// Distinct keys, ascending; the intercept's key is last.
     pub keys: Vec<u64>,
     /// Per non-zero of the gathered rows, in order: its key's position in `keys`.
     slots: Vec<u32>,
@@ -150,16 +160,35 @@ impl SparseRows {
         self.labels[r]
     }
 
-    /// The distinct keys of `rows` plus the intercept key `bias`.
+    /// Cuts the rows into mini-batches of `size` rows and gathers the keys of each; the
+    /// indices are dropped then, since the gathered slots hold all training needs of them.
+    pub fn into_mini_batches(mut self, size: usize, bias: u64) -> MiniBatches {
+        let batches = (0..self.len())
+            .step_by(size.max(1))
+            .map(|start| {
+                let range = start..(start + size).min(self.len());
+                (range.clone(), self.gather(range, bias))
+            })
+            .collect();
+        self.indices = Vec::new();
+        MiniBatches {
+            rows: self,
+            batches,
+        }
+    }
+
+    /// The distinct keys of `rows` (ascending, so the client's split by server finds them
+    /// sorted) plus the intercept key `bias`, last.
     pub fn gather(&self, rows: Range<usize>, bias: u64) -> Gathered {
         let nz = self.offsets[rows.start]..self.offsets[rows.end];
         let indices = &self.indices[nz.clone()];
-        let (mut keys, slots) = match usize::try_from(bias) {
+        let (mut keys, mut slots) = match usize::try_from(bias) {
             Ok(bias) if bias < DENSE_KEYS => DENSE_SLOTS
                 .with_borrow_mut(|table| dense_slots(table, indices, bias))
                 .unwrap_or_else(|| hashed_slots(indices)),
             _ => hashed_slots(indices),
         };
+        sort_keys(&mut keys, &mut slots);
         keys.push(bias);
         Gathered {
             keys,
@@ -222,6 +251,24 @@ fn dense_slots(table: &mut Vec<u32>, indices: &[u64], bias: usize) -> Option<(Ve
         table[k as usize] = u32::MAX;
     }
     (slots.len() == indices.len()).then_some((keys, slots))
+}
+
+/// Sorts `keys` and points `slots` at their new positions.
+fn sort_keys(keys: &mut [u64], slots: &mut [u32]) {
+    if keys.is_sorted() {
+        return;
+    }
+    let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| keys[i as usize]);
+    let mut moved_to = vec![0u32; keys.len()];
+    for (new, &old) in order.iter().enumerate() {
+        moved_to[old as usize] = new as u32;
+    }
+    let sorted: Vec<u64> = order.iter().map(|&i| keys[i as usize]).collect();
+    keys.copy_from_slice(&sorted);
+    for s in slots {
+        *s = moved_to[*s as usize];
+    }
 }
 
 /// Distinct keys and slots of `indices` through a hash map.
@@ -310,18 +357,40 @@ mod tests {
         let unchecked = rows.gather(0..3, 8);
         assert_eq!(
             unchecked.keys,
-            vec![5, 2, 9, 8],
+            vec![2, 5, 9, 8],
             "a key past the intercept is hashed"
         );
         let w = [0.5f32, 2.0, 10.0];
         assert_eq!(rows.margin(1, &g, &w), 10.0);
         assert_eq!(rows.margin(2, &g, &w), 0.5 * 3.0 - 2.0 + 10.0);
+        let all = rows.gather(0..3, 100);
+        assert_eq!(
+            all.keys,
+            vec![2, 5, 9, 100],
+            "sorted, whatever the rows' order"
+        );
+        let w4 = [0.5f32, 4.0, 2.0, 10.0];
+        assert_eq!(rows.margin(0, &all, &w4), 4.0 + 0.5 * 2.0 + 10.0);
         let short: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(vec![
             Some(vec![Some(1.0)]),
             None,
             None,
         ]));
         rows.check("t", "m", 10).unwrap();
+        let mini = SparseRows::from_arrays("t", Some(&labels), &idx, Some(&val))
+            .unwrap()
+            .into_mini_batches(2, 100);
+        let ranges: Vec<_> = mini.batches.iter().map(|(r, _)| r.clone()).collect();
+        assert_eq!(ranges, [0..2, 2..3]);
+        assert_eq!(mini.batches[1].1.keys, vec![2, 9, 100]);
+        assert_eq!(
+            mini.rows.margin(2, &mini.batches[1].1, &w),
+            0.5 * 3.0 - 2.0 + 10.0
+        );
+        assert_eq!(
+            mini.rows.margin(0, &mini.batches[0].1, &w),
+            2.0 + 0.5 * 2.0 + 10.0
+        );
         let err = rows.check("t", "m", 9).unwrap_err().to_string();
         assert!(err.contains("index 9 in row 2"), "{err}");
         let err = SparseRows::from_arrays("t", None, &idx, Some(&short)).unwrap_err();

@@ -58,6 +58,9 @@ pub struct SyncSpec {
     pub backup_workers: u32,
     /// A worker slower than the median by this factor is flagged.
     pub slow_factor: f64,
+    /// Under ASP, a worker pulls its next mini-batch while it computes the current one; that
+    /// pull misses the worker's own last update (one step of staleness).
+    pub pull_ahead: bool,
 }
 
 /// SSP's staleness when `sync = 'ssp'` names none.
@@ -74,6 +77,7 @@ impl Default for SyncSpec {
             local_steps: 8,
             backup_workers: 0,
             slow_factor: 2.0,
+            pull_ahead: false,
         }
     }
 }
@@ -132,6 +136,13 @@ impl SyncSpec {
                 Ok(f) if f > 1.0 && f.is_finite() => self.slow_factor = f,
                 _ => return refuse(key, value, "a finite number above 1"),
             },
+            "pull_ahead" => {
+                self.pull_ahead = match v.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return refuse(key, value, "'true' or 'false'"),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -163,6 +174,7 @@ impl SyncSpec {
             ("local_steps", self.local_steps.to_string()),
             ("backup_workers", self.backup_workers.to_string()),
             ("slow_factor", self.slow_factor.to_string()),
+            ("pull_ahead", self.pull_ahead.to_string()),
         ];
         if staleness > 0 {
             attrs.push(("staleness", staleness.to_string()));
@@ -222,6 +234,7 @@ mod tests {
             ("update", "dynsgd"),
             ("backup_workers", "1"),
             ("clock", "batch"),
+            ("pull_ahead", "TRUE"),
         ] {
             assert!(spec.set(k, v).unwrap(), "{k}");
         }
@@ -238,6 +251,7 @@ mod tests {
             ("staleness", "-1", "whole number"),
             ("update", "adam", "'average'"),
             ("slow_factor", "1", "above 1"),
+            ("pull_ahead", "yes", "'true' or 'false'"),
         ] {
             let err = spec.set(k, v).unwrap_err().to_string();
             assert!(

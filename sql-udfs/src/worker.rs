@@ -84,6 +84,20 @@ impl Worker {
         })
     }
 
+    /// The step of a pull of the next mini-batch started while the current one computes, or
+    /// `None` unless the model pulls ahead: only under ASP does no worker wait on clocks, so
+    /// only there may a pull run one step early.
+    pub fn pull_ahead(&mut self) -> Result<Option<Step>> {
+        if !self.sync.pull_ahead || self.sync.staleness() >= 0 {
+            return Ok(None);
+        }
+        let step = self.before_pull()?;
+        Ok(Some(Step {
+            clock: step.clock + 1,
+            ..step
+        }))
+    }
+
     /// Under BSP, waits for this worker's turn to push its update of the current clock.
     pub fn before_push(&mut self) -> Result<()> {
         if self.sync.staleness() == 0 && self.sync.backup_workers == 0 {

@@ -261,6 +261,12 @@ async fn a_standby_takes_no_new_partitions_and_takes_a_dead_servers_place() {
     assert!(!now.standby, "it serves like the others now");
 }
 
+/// How far apart two holdout AUCs of the CTR job below may be and still count as the same:
+/// its two training tasks run asynchronously (ASP) and interleave differently at every run, so
+/// even without a fault the AUC measured 0.8236-0.8273 over six runs. The job's own summary
+/// must still say that no change was lost.
+const SAME_AUC: f64 = 0.005;
+
 /// Starts the CTR job (3 epochs) on `data` against the service at `master`.
 fn ctr_job(master: &str, data: &std::path::Path) -> Job {
     let job = repo("examples/ctr/job.sql");
@@ -314,7 +320,7 @@ async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_or_the_master_is_k
     let stdout = finished(job);
     let auc = holdout_auc(&stdout);
     assert!(
-        (auc - expected).abs() < 0.002,
+        (auc - expected).abs() < SAME_AUC,
         "AUC {auc} with a server killed, {expected} without"
     );
     assert!(stdout.contains(", 0 lost"), "{stdout}");
@@ -344,7 +350,7 @@ async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_or_the_master_is_k
     let _master = spawn(&master_args);
     let auc = holdout_auc(&finished(job));
     assert!(
-        (auc - expected).abs() < 0.002,
+        (auc - expected).abs() < SAME_AUC,
         "AUC {auc} with the master killed and restarted, {expected} without"
     );
     eprintln!("holdout AUC {auc:.4} with the master restarted mid-job");

@@ -146,6 +146,8 @@ pub async fn create_model(
         }
     }
     let matrix = plan.spec.create(&client, name).await?;
+    // Rows held in memory reach ps_train as the same batches every epoch: read them once.
+    let _caching = matches!(train_rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
     let bar = bar(rows * plan.epochs as u64);
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {
@@ -185,6 +187,25 @@ pub async fn create_model(
     ctx.deregister_table(&epochs_table)?;
     ctx.register_batch(&epochs_table, batch.clone())?;
     Ok(batch)
+}
+
+/// Key-list caching of a model's training batches, on while this lives.
+struct Caching<'a> {
+    binding: &'a Binding,
+    model: &'a str,
+}
+
+impl<'a> Caching<'a> {
+    fn on(binding: &'a Binding, model: &'a str) -> Self {
+        binding.key_lists().enable(model);
+        Caching { binding, model }
+    }
+}
+
+impl Drop for Caching<'_> {
+    fn drop(&mut self) {
+        self.binding.key_lists().disable(self.model);
+    }
 }
 
 /// (bytes sent, raw bytes) of every push to matrix `id` so far, from the master's status:
