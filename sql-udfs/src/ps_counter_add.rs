@@ -32,6 +32,9 @@ const FEATURES: Arg = Arg::new("ps_counter_add", 1, "features");
 
 /// Distinct features a task buffers before sending them.
 const FLUSH_KEYS: usize = 1 << 20;
+/// Bytes a buffered feature takes beside its text: the string's header, its count and the
+/// hash table's slot.
+const ENTRY_BYTES: usize = 40;
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -84,6 +87,7 @@ impl AggregateUDFImpl for PsCounterAdd {
             binding: self.binding.clone(),
             counter: const_str(COUNTER, COUNTER.literal_expr(args.exprs))?,
             pending: HashMap::default(),
+            pending_bytes: 0,
             counted: 0,
             names: None,
         }))
@@ -122,6 +126,8 @@ struct CounterAdd {
     binding: Binding,
     counter: String,
     pending: HashMap<String, i64, RandomState>,
+    /// Bytes `pending` holds, kept as it grows: DataFusion asks for the size after every batch.
+    pending_bytes: usize,
     counted: i64,
     /// Names of its flushes in a Ballista task, so a rerun of the task repeats them.
     names: Option<ChangeNames>,
@@ -154,6 +160,7 @@ impl CounterAdd {
             }
         })?;
         self.pending.clear();
+        self.pending_bytes = 0;
         Ok(())
     }
 }
@@ -173,6 +180,7 @@ impl Accumulator for CounterAdd {
                 Some(count) => *count += i64::from(n),
                 None => {
                     self.pending.insert(f.to_string(), i64::from(n));
+                    self.pending_bytes += f.len() + ENTRY_BYTES;
                 }
             }
             self.counted += i64::from(n);
@@ -203,6 +211,6 @@ impl Accumulator for CounterAdd {
     }
 
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + self.pending.keys().map(|k| k.len() + 40).sum::<usize>()
+        std::mem::size_of_val(self) + self.pending_bytes
     }
 }
