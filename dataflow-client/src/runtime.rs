@@ -36,15 +36,20 @@ pub fn wait<F: Future>(future: F) -> F::Output {
 pub(crate) async fn spawn<T: Send + 'static>(
     future: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
-    start(future).join().await
+    runtime().spawn(future).await.map_err(stopped)?
+}
+
+fn stopped(e: tokio::task::JoinError) -> PsError {
+    PsError::Unavailable(format!("the PS client task stopped: {e}"))
 }
 
 /// A call started on the client runtime, to be awaited later: a training task's pull of its
-/// next mini-batch, in flight while the task computes the current one.
+/// next mini-batch, in flight while the task computes the current one. Dropped unawaited (the
+/// task failed meanwhile), the call is cancelled.
 #[derive(Debug)]
 pub struct Started<T>(tokio::task::JoinHandle<Result<T>>);
 
-/// Starts `future` on the client runtime now; it runs whether or not it is awaited.
+/// Starts `future` on the client runtime now.
 pub fn start<T: Send + 'static>(
     future: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Started<T> {
@@ -53,9 +58,13 @@ pub fn start<T: Send + 'static>(
 
 impl<T> Started<T> {
     /// The call's result, once it ends.
-    pub async fn join(self) -> Result<T> {
-        self.0
-            .await
-            .map_err(|e| PsError::Unavailable(format!("the PS client task stopped: {e}")))?
+    pub async fn join(mut self) -> Result<T> {
+        (&mut self.0).await.map_err(stopped)?
+    }
+}
+
+impl<T> Drop for Started<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -10,11 +10,13 @@
 //! reuse their addresses while the entry exists, and Arrow buffers never change, so equal
 //! addresses mean equal data. Caching is off unless the job turns it on for a model, and the
 //! entries go when it turns it off: on a Ballista executor, or with tables on disk, the
-//! batches are new at every epoch and would never be found again.
+//! batches are new at every epoch and would never be found again. The job seals a model's
+//! entries after the first epoch, so they never hold more than one epoch's batches, even when
+//! a cast in the training query makes new arrays at every epoch (and nothing is found).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use datafusion::arrow::array::{Array, ArrayData, ArrayRef};
 use datafusion::common::Result;
@@ -28,7 +30,14 @@ pub struct KeyLists {
 }
 
 /// One model's entries, by a hash of their arrays' addresses.
-type Entries = HashMap<u64, Vec<Entry>>;
+#[derive(Debug, Default)]
+struct Entries {
+    by_hash: HashMap<u64, Vec<Entry>>,
+    /// No more entries are added.
+    sealed: bool,
+    /// Batches found.
+    hits: u64,
+}
 
 #[derive(Debug)]
 struct Entry {
@@ -40,6 +49,18 @@ impl KeyLists {
     /// Starts caching the batches `ps_train` reads for `model`.
     pub fn enable(&self, model: &str) {
         self.lock().insert(model.to_string(), Entries::default());
+    }
+
+    /// Keeps `model`'s entries but adds no more.
+    pub fn seal(&self, model: &str) {
+        if let Some(entries) = self.lock().get_mut(model) {
+            entries.sealed = true;
+        }
+    }
+
+    /// How many batches of `model` were found cached.
+    pub fn hits(&self, model: &str) -> u64 {
+        self.lock().get(model).map_or(0, |e| e.hits)
     }
 
     /// Stops caching for `model` and drops its entries.
@@ -57,32 +78,34 @@ impl KeyLists {
     ) -> Result<Arc<MiniBatches>> {
         let data: Vec<ArrayData> = arrays.iter().map(|a| a.to_data()).collect();
         let key = fingerprint(&data);
-        let found = self.lock().get(model).map(|entries| {
-            entries.get(&key).and_then(|list| {
+        if let Some(entries) = self.lock().get_mut(model) {
+            let found = entries.by_hash.get(&key).and_then(|list| {
                 list.iter()
                     .find(|e| same_arrays(&e.arrays, &data))
                     .map(|e| e.batches.clone())
-            })
-        });
-        match found {
-            Some(Some(batches)) => Ok(batches),
-            Some(None) => {
-                let batches = Arc::new(read()?);
-                if let Some(entries) = self.lock().get_mut(model) {
-                    let entry = Entry {
-                        arrays: data,
-                        batches: batches.clone(),
-                    };
-                    entries.entry(key).or_default().push(entry);
-                }
-                Ok(batches)
+            });
+            if let Some(batches) = found {
+                entries.hits += 1;
+                return Ok(batches);
             }
-            None => Ok(Arc::new(read()?)),
         }
+        let batches = Arc::new(read()?);
+        if let Some(entries) = self.lock().get_mut(model)
+            && !entries.sealed
+        {
+            let entry = Entry {
+                arrays: data,
+                batches: batches.clone(),
+            };
+            entries.by_hash.entry(key).or_default().push(entry);
+        }
+        Ok(batches)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entries>> {
-        self.models.lock().expect("key lists")
+        // A panic elsewhere while holding the lock leaves the map consistent: every change
+        // is one insert or removal.
+        self.models.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -161,9 +184,20 @@ mod tests {
             reads, 6,
             "other rows, equal data elsewhere, another model: read"
         );
+        assert_eq!(lists.hits("m"), 2);
+
+        lists.seal("m");
+        let c = arrays(7);
+        lists.get_or_read("m", &c, || read(&c, &mut reads)).unwrap();
+        lists.get_or_read("m", &c, || read(&c, &mut reads)).unwrap();
+        lists.get_or_read("m", &a, || read(&a, &mut reads)).unwrap();
+        assert_eq!(
+            reads, 8,
+            "sealed: what was cached is found, nothing new is kept"
+        );
 
         lists.disable("m");
         lists.get_or_read("m", &a, || read(&a, &mut reads)).unwrap();
-        assert_eq!(reads, 7, "disabling drops the entries");
+        assert_eq!(reads, 9, "disabling drops the entries");
     }
 }

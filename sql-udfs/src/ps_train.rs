@@ -216,19 +216,19 @@ impl Train {
         Ok(self.model.as_ref().expect("opened above"))
     }
 
-    /// Joins the model's clock table, ordered by the task's first mini-batch.
+    /// Joins the model's clock table, ordered by the task's first mini-batch (its keys in row
+    /// order, so BSP orders pushes the same way at every run).
     fn join(&mut self, first: &Gathered) -> Result<()> {
         let model = self.model()?;
         let client = model.client().clone();
         let sync = model.spec.sync.clone();
         self.names = ChangeNames::for_accumulator();
-        let bytes: Vec<u8> = first.keys.iter().flat_map(|k| k.to_le_bytes()).collect();
         self.worker = Some(Worker::join(
             client,
             &self.name,
             &sync,
             self.names.as_ref().map_or(0, ChangeNames::task),
-            xxhash_rust::xxh3::xxh3_64(&bytes),
+            first.fingerprint(),
         )?);
         Ok(())
     }

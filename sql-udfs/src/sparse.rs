@@ -31,7 +31,8 @@ pub struct SparseRows {
 /// needs of a record batch, kept by [`crate::key_lists::KeyLists`] across epochs.
 #[derive(Debug)]
 pub struct MiniBatches {
-    /// Labels, offsets and values of the rows (their indices are dropped once gathered).
+    /// Labels, offsets and values of the rows. Their indices are dropped once gathered, so
+    /// these rows are not gathered again.
     pub rows: SparseRows,
     /// Each mini-batch's rows and gathered keys, in order.
     pub batches: Vec<(Range<usize>, Gathered)>,
@@ -40,7 +41,7 @@ pub struct MiniBatches {
 /// The distinct keys of some rows, and for each of their non-zeros the key's position.
 #[derive(Debug)]
 pub struct Gathered {
-    /// Distinct keys, ascending; the intercept's key is last.
+    /// Distinct keys, ascending, then the intercept's key (the largest for checked rows).
     pub keys: Vec<u64>,
     /// Per non-zero of the gathered rows, in order: its key's position in `keys`.
     slots: Vec<u32>,
@@ -215,6 +216,16 @@ impl SparseRows {
             .map(|(s, v)| f64::from(weights[s]) * v)
             .sum::<f64>()
             + bias
+    }
+}
+
+impl Gathered {
+    /// A hash of the gathered rows' keys in row order: what tells two mini-batches apart when
+    /// they use the same set of keys.
+    pub fn fingerprint(&self) -> u64 {
+        let keys = self.slots.iter().map(|&s| self.keys[s as usize]);
+        let bytes: Vec<u8> = keys.flat_map(u64::to_le_bytes).collect();
+        xxhash_rust::xxh3::xxh3_64(&bytes)
     }
 }
 

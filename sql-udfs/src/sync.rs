@@ -148,13 +148,25 @@ impl SyncSpec {
         Ok(true)
     }
 
-    /// Refuses combinations no single option shows: backup workers must leave a worker.
+    /// True when workers pull their next mini-batch while computing the current one.
+    pub fn pulls_ahead(&self) -> bool {
+        self.pull_ahead && self.consistency == Consistency::Asp && self.rule != Rule::Average
+    }
+
+    /// Refuses combinations no single option shows: backup workers must leave a worker, and
+    /// pulling ahead needs ASP and a rule that pulls every mini-batch.
     pub fn check(&self) -> Result<()> {
         if self.workers > 0 && self.backup_workers >= self.workers {
             return plan_err!(
                 "model option backup_workers = {} must be below workers = {}",
                 self.backup_workers,
                 self.workers
+            );
+        }
+        if self.pull_ahead && !self.pulls_ahead() {
+            return plan_err!(
+                "model option pull_ahead = 'true' needs sync = 'asp' and an update rule other \
+                 than 'average'"
             );
         }
         Ok(())
@@ -259,6 +271,16 @@ mod tests {
                 "{err}"
             );
         }
+        let mut ahead = SyncSpec::default();
+        ahead.set("pull_ahead", "true").unwrap();
+        ahead.check().unwrap();
+        assert!(ahead.pulls_ahead());
+        ahead.set("sync", "bsp").unwrap();
+        let err = ahead.check().unwrap_err().to_string();
+        assert!(
+            err.contains("pull_ahead = 'true' needs sync = 'asp'"),
+            "{err}"
+        );
         spec.set("backup_workers", "4").unwrap();
         assert!(
             spec.check()

@@ -88,7 +88,7 @@ impl Worker {
     /// `None` unless the model pulls ahead: only under ASP does no worker wait on clocks, so
     /// only there may a pull run one step early.
     pub fn pull_ahead(&mut self) -> Result<Option<Step>> {
-        if !self.sync.pull_ahead || self.sync.staleness() >= 0 {
+        if !self.sync.pulls_ahead() {
             return Ok(None);
         }
         let step = self.before_pull()?;

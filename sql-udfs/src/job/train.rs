@@ -147,7 +147,7 @@ pub async fn create_model(
     }
     let matrix = plan.spec.create(&client, name).await?;
     // Rows held in memory reach ps_train as the same batches every epoch: read them once.
-    let _caching = matches!(train_rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
+    let caching = matches!(train_rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
     let bar = bar(rows * plan.epochs as u64);
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {
@@ -163,6 +163,9 @@ pub async fn create_model(
         )
         .await?;
         let trained = started.elapsed();
+        if let Some(caching) = &caching {
+            caching.after_epoch(epoch);
+        }
         let status = client.status().await.map_err(ps_error)?;
         let after = push_traffic(&status, matrix.meta.id);
         let traffic = (after.0 - before.0, after.1 - before.1);
@@ -199,6 +202,17 @@ impl<'a> Caching<'a> {
     fn on(binding: &'a Binding, model: &'a str) -> Self {
         binding.key_lists().enable(model);
         Caching { binding, model }
+    }
+
+    /// The first epoch filled the cache; after the second, a cache nothing was found in (the
+    /// query makes new arrays at every epoch) goes.
+    fn after_epoch(&self, epoch: usize) {
+        let lists = self.binding.key_lists();
+        match epoch {
+            1 => lists.seal(self.model),
+            2 if lists.hits(self.model) == 0 => lists.disable(self.model),
+            _ => {}
+        }
     }
 }
 
