@@ -263,9 +263,10 @@ async fn a_standby_takes_no_new_partitions_and_takes_a_dead_servers_place() {
 
 /// How far apart two holdout AUCs of the CTR job below may be and still count as the same:
 /// its two training tasks run asynchronously (ASP) and interleave differently at every run, so
-/// even without a fault the AUC measured 0.8236-0.8273 over six runs. The job's own summary
-/// must still say that no change was lost.
-const SAME_AUC: f64 = 0.005;
+/// even without a fault the AUC measured 0.8236-0.8273 over six runs, so the bound is well
+/// above that spread. What tells a lost change is the job's own summary, which must say that
+/// none was lost.
+const SAME_AUC: f64 = 0.01;
 
 /// Starts the CTR job (3 epochs) on `data` against the service at `master`.
 fn ctr_job(master: &str, data: &std::path::Path) -> Job {
