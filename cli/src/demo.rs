@@ -51,6 +51,10 @@ pub struct DemoArgs {
     /// 'sketchml(buckets, groups, rows, col_ratio)'.
     #[arg(long, default_value = "none")]
     pub compression: String,
+    /// With compression: compress every push (always), or only while pushes measure faster
+    /// compressed (auto).
+    #[arg(long, default_value = "auto")]
+    pub compression_mode: String,
     /// How the job uses memory.
     #[command(flatten)]
     pub memory: MemoryArgs,
@@ -84,6 +88,7 @@ pub async fn run_ctr(
             ("data".into(), data.display().to_string()),
             ("epochs".into(), args.epochs.to_string()),
             ("compression".into(), args.compression.clone()),
+            ("compression_mode".into(), args.compression_mode.clone()),
         ],
         master: master.or_else(|| cluster.as_ref().map(|c| c.master.addr.clone())),
         servers: args.servers,

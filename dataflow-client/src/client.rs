@@ -489,11 +489,12 @@ impl PsClient {
         let m = self.typed_matrix::<T>(name).await?;
         let band = m.layout.band(row)?;
         let split = KeySplit::new(&m.layout, band, keys)?;
+        let compression = m.pull_compression();
         let slices = split
             .groups
             .iter()
             .map(|g| {
-                let (codec, keys) = codec::encode_keys(&m.compression, &g.keys);
+                let (codec, keys) = codec::encode_keys(&compression, &g.keys);
                 RowSlice {
                     partition_id: m.meta.partitions[band.part(g.pos)].id,
                     row,
@@ -611,13 +612,15 @@ impl PsClient {
         }
         let m = self.typed_matrix::<T>(name).await?;
         let band = m.layout.band(row)?;
+        let start = Instant::now();
+        let (compression, compressed) = m.push_compression();
         let split = KeySplit::new(&m.layout, band, keys)?;
         let slices = split
             .groups
             .iter()
             .zip(split.merge(values))
             .map(|(g, merged)| {
-                let encoded = codec::encode_slice(&m.compression, &g.keys, &merged);
+                let encoded = codec::encode_slice(&compression, &g.keys, &merged);
                 RowSlice {
                     partition_id: m.meta.partitions[band.part(g.pos)].id,
                     row,
@@ -627,9 +630,12 @@ impl PsClient {
                 }
             })
             .collect();
-        self.send_slices(&m, slices, SliceOp::Push(how))
-            .await
-            .map(drop)
+        self.send_slices(&m, slices, SliceOp::Push(how)).await?;
+        if let Some(choice) = &m.choice {
+            let raw_bytes = keys.len() * (8 + std::mem::size_of::<T>());
+            choice.record(compressed, raw_bytes, start.elapsed());
+        }
+        Ok(())
     }
 
     /// Adds a whole dense row (`values.len()` must equal the matrix's columns).

@@ -4,6 +4,8 @@
 //!
 //! - [`client`]: [`PsClient`], the one object a process keeps: connects to the master, caches
 //!   the partition map, and offers the whole API (create, describe, drop, pull, push, psf).
+//! - [`codec_choice`]: whether the next push to a compressed matrix is compressed, from measured
+//!   push times (SketchML only where it pays).
 //! - [`counter`]: distributed counters of string keys: create, increase, seal, get, clean.
 //! - [`counter_space`]: [`Counter`], a counter's metadata and which partition a key routes to.
 //! - [`matrix`]: [`MatrixSpec`], what a caller asks for when creating a matrix, and the cached
@@ -22,6 +24,7 @@
 //! `angel-proto`, shared with the servers; the types this API uses are re-exported here.
 
 pub mod client;
+pub mod codec_choice;
 pub mod counter;
 pub mod counter_space;
 pub mod matrix;
@@ -33,8 +36,8 @@ pub mod step;
 pub mod task_change;
 
 pub use angel_proto::{
-    Ack, ClockPhase, ClockReply, ClockRequest, Compression, CounterState, Element, Layout, Merge,
-    PsError, Result, SnapshotReply, StorageKind, Update, ValueType, update,
+    Ack, ClockPhase, ClockReply, ClockRequest, Compression, CompressionMode, CounterState, Element,
+    Layout, Merge, PsError, Result, SnapshotReply, StorageKind, Update, ValueType, update,
 };
 pub use client::{ClientConfig, PsClient, worker_pid};
 pub use counter_space::Counter;

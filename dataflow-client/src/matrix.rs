@@ -1,10 +1,13 @@
 //! What a caller asks for when it creates a matrix, and the handle it gets back.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use angel_proto::{CreateMatrixRequest, Layout, MatrixMeta, Result, StorageKind, ValueType};
 
-use angel_proto::codec::{self, Compression};
+use angel_proto::codec::{self, Compression, CompressionMode};
+
+use crate::codec_choice::CodecChoice;
 
 /// A request to create a matrix: shape, element type, storage and partitioning.
 ///
@@ -106,6 +109,9 @@ pub struct Matrix {
     pub layout: Layout,
     /// How sparse pushes to it are encoded (its `compression` attribute).
     pub compression: Compression,
+    /// With compression under `compression_mode = 'auto'` (the default): this process's
+    /// measurements deciding, push by push, whether compressing pays.
+    pub choice: Option<Arc<CodecChoice>>,
 }
 
 impl Matrix {
@@ -117,11 +123,36 @@ impl Matrix {
             Some(text) => text.parse()?,
             None => Compression::None,
         };
+        let mode = match meta.attrs.get(codec::MODE_ATTR) {
+            Some(text) => text.parse()?,
+            None => CompressionMode::Auto,
+        };
+        let choice =
+            (compression != Compression::None && mode == CompressionMode::Auto).then(Arc::default);
         Ok(Matrix {
             meta,
             layout,
             compression,
+            choice,
         })
+    }
+
+    /// The compression of the next push, and whether it is compressed (to report its time to
+    /// [`Matrix::choice`]).
+    pub fn push_compression(&self) -> (Compression, bool) {
+        let compressed = self.choice.as_ref().is_none_or(|c| c.compress());
+        match compressed {
+            true => (self.compression, true),
+            false => (Compression::None, false),
+        }
+    }
+
+    /// The compression of a pull's keys: the matrix's, unless raw pushes measured cheaper.
+    pub fn pull_compression(&self) -> Compression {
+        match self.choice.as_ref().is_none_or(|c| c.prefers_compressed()) {
+            true => self.compression,
+            false => Compression::None,
+        }
     }
 
     /// The matrix name.

@@ -9,7 +9,7 @@ CREATE TABLE test AS SELECT label, idx, val FROM read_libsvm('${data:-examples/d
 CREATE OR REPLACE MODEL a9a OPTIONS (
   kind = 'logistic', dim = 123, optimizer = 'adam', learning_rate = 0.01, l2 = 0.0001,
   batch_size = 128, epochs = 10, holdout = 'test',
-  compression = '${compression:-none}'
+  compression = '${compression:-none}', compression_mode = '${compression_mode:-auto}'
 ) AS SELECT label, idx, val FROM train;
 
 SELECT ps_auc(label, p) AS test_auc, ps_logloss(label, p) AS test_logloss

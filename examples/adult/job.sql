@@ -39,7 +39,7 @@ CREATE TABLE test AS SELECT label, ps_index('adult_features', features) AS idx F
 CREATE OR REPLACE MODEL adult OPTIONS (
   kind = 'logistic', counter = 'adult_features', optimizer = 'adam', learning_rate = 0.01,
   l2 = 0.0001, batch_size = 128, epochs = 8, holdout = 'test',
-  compression = '${compression:-none}'
+  compression = '${compression:-none}', compression_mode = '${compression_mode:-auto}'
 ) AS SELECT label, idx FROM train;
 
 SELECT ps_auc(label, p) AS holdout_auc, ps_logloss(label, p) AS holdout_logloss

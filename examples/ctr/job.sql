@@ -37,7 +37,7 @@ CREATE TABLE test AS SELECT label, ps_index('ctr_features', features) AS idx FRO
 CREATE OR REPLACE MODEL ctr OPTIONS (
   kind = 'logistic', counter = 'ctr_features', optimizer = 'adagrad', learning_rate = 0.05,
   l2 = 0.0001, batch_size = 2048, epochs = ${epochs:-5}, holdout = 'test',
-  compression = '${compression:-none}'
+  compression = '${compression:-none}', compression_mode = '${compression_mode:-auto}'
 ) AS SELECT label, idx FROM train;
 
 SELECT ps_auc(label, p) AS holdout_auc, ps_logloss(label, p) AS holdout_logloss

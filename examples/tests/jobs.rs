@@ -191,6 +191,8 @@ async fn sketchml_converges_like_raw(job: &str, vars: &[(&str, String)], ratio: 
     let run = |compression: &str| {
         let mut vars = vars.to_vec();
         vars.push(("compression", compression.to_string()));
+        // Every push compressed, whatever the timings: both runs stay deterministic.
+        vars.push(("compression_mode", "always".to_string()));
         async move { run_example(job, &vars, 1).await }
     };
     let raw = run("none").await;

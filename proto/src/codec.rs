@@ -26,6 +26,8 @@ pub const SKETCHML: u32 = 1;
 pub const RICE_KEYS: u32 = 2;
 /// The matrix attribute that selects a compression.
 pub const ATTR: &str = "compression";
+/// The matrix attribute that says when a compressed matrix's pushes are compressed.
+pub const MODE_ATTR: &str = "compression_mode";
 /// Sparse pushes with fewer pairs go raw: bucket means and sketch headers would cost about
 /// as much as they save. Larger ones go raw too when the payload is not smaller.
 pub const MIN_SKETCH_PAIRS: usize = 16;
@@ -99,6 +101,42 @@ impl fmt::Display for Compression {
                 p.buckets, p.groups, p.rows, p.col_ratio
             ),
         }
+    }
+}
+
+/// When the pushes of a compressed matrix are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompressionMode {
+    /// While the client measures compressed pushes to be faster than raw ones: encoding costs
+    /// more CPU than it saves in transfer on a fast link, so compression never makes a job
+    /// slower.
+    #[default]
+    Auto,
+    /// Every push, whatever it costs in time (fewest bytes on the wire).
+    Always,
+}
+
+impl FromStr for CompressionMode {
+    type Err = PsError;
+
+    /// `auto` or `always`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(CompressionMode::Auto),
+            "always" => Ok(CompressionMode::Always),
+            _ => Err(PsError::InvalidArgument(format!(
+                "compression_mode '{s}': expected auto or always"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for CompressionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CompressionMode::Auto => "auto",
+            CompressionMode::Always => "always",
+        })
     }
 }
 
@@ -227,6 +265,22 @@ mod tests {
         ] {
             assert!(bad.parse::<Compression>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn compression_mode_parses_and_prints() {
+        for mode in [CompressionMode::Auto, CompressionMode::Always] {
+            assert_eq!(mode.to_string().parse::<CompressionMode>().unwrap(), mode);
+        }
+        assert_eq!(
+            " ALWAYS ".parse::<CompressionMode>().unwrap(),
+            CompressionMode::Always
+        );
+        let e = "sometimes".parse::<CompressionMode>().unwrap_err();
+        assert!(
+            e.to_string().contains("compression_mode 'sometimes'"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub mod update;
 pub mod value;
 pub mod wire;
 
-pub use codec::Compression;
+pub use codec::{Compression, CompressionMode};
 pub use error::{PsError, Result};
 pub use routing::Layout;
 pub use update::update;

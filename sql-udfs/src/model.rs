@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use angel_client::matrix::Matrix;
 use angel_client::runtime::{Started, start};
-use angel_client::{Ack, Compression, MatrixSpec, PsClient, Step, StepPush, TaskChange, Update};
+use angel_client::{
+    Ack, Compression, CompressionMode, MatrixSpec, PsClient, Step, StepPush, TaskChange, Update,
+};
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 
 use crate::bridge::{block_on, client, ps_error};
@@ -130,6 +132,9 @@ pub struct ModelSpec {
     /// How gradient pushes are encoded (`none` or `sketchml(...)`); stored as the matrix's
     /// `compression` attribute, so every process pushing to the model uses it.
     pub compression: Compression,
+    /// Whether compression is used on every push or only while measured faster
+    /// (`compression_mode`, stored as that attribute).
+    pub compression_mode: CompressionMode,
     /// How its workers keep in step, and the update rule.
     pub sync: SyncSpec,
 }
@@ -145,6 +150,7 @@ impl ModelSpec {
             batch_size: 256,
             counter: None,
             compression: Compression::None,
+            compression_mode: CompressionMode::Auto,
             sync: SyncSpec::default(),
         }
     }
@@ -178,6 +184,11 @@ impl ModelSpec {
                     .parse()
                     .map_err(|e| DataFusionError::Plan(format!("model option {e}")))?
             }
+            "compression_mode" => {
+                self.compression_mode = value
+                    .parse()
+                    .map_err(|e| DataFusionError::Plan(format!("model option {e}")))?
+            }
             _ => return plan_err!("unknown model option '{key}'"),
         }
         Ok(())
@@ -199,6 +210,7 @@ impl ModelSpec {
             ("beta", u.beta.to_string()),
             ("batch_size", self.batch_size.to_string()),
             ("compression", self.compression.to_string()),
+            ("compression_mode", self.compression_mode.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -434,6 +446,8 @@ mod tests {
         spec.set("optimizer", "FTRL").unwrap();
         spec.set("l1", "0.5").unwrap();
         spec.set("counter", "feats").unwrap();
+        spec.set("compression", "sketchml").unwrap();
+        spec.set("compression_mode", "always").unwrap();
         let back = ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap();
         assert_eq!(back, spec);
         assert_eq!(back.matrix("m", 2).unwrap().rows, 3);
@@ -454,6 +468,11 @@ mod tests {
         }
         assert_eq!(spec, ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap());
         assert!(spec.set("momentum", "1").is_err());
+        let err = spec
+            .set("compression_mode", "never")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("compression_mode 'never'"), "{err}");
     }
 
     #[test]

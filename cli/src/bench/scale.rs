@@ -68,6 +68,7 @@ pub async fn run(args: ScaleBenchArgs) -> Result<(), Box<dyn Error>> {
             ballista: false,
             executors: 0,
             compression: "none".into(),
+            compression_mode: "auto".into(),
             memory: args.memory.clone(),
         };
         logs(&demo)?;

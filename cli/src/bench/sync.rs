@@ -93,6 +93,7 @@ pub async fn run(args: SyncBenchArgs) -> Result<(), Box<dyn Error>> {
         ballista: false,
         executors: 2,
         compression: "none".into(),
+        compression_mode: "auto".into(),
         memory: Default::default(),
     };
     let data = logs(&demo)?;
