@@ -5,6 +5,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Keys and values are packed arrays: keep them as `bytes::Bytes`, zero-copy from the wire.
         .bytes(".")
+        // Sizes the encode buffer before writing, so a large payload is not copied again.
+        .codec_path("crate::grpc_codec::SizedCodec")
         .compile_fds(fds)?;
     println!("cargo:rerun-if-changed=proto/angel.proto");
     Ok(())

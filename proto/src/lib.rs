@@ -19,6 +19,7 @@
 //! - [`pulls`]: how far ahead of the slowest worker training pulls went (consistency checks).
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses, both ways.
 //! - [`limits`]: HTTP/2 window and frame sizes both sides set.
+//! - [`grpc_codec`]: the services' gRPC codec (prost, each message written once).
 //!
 //! Servers (`angel-ps`) and clients (`angel-client`) both build on this crate and on nothing
 //! of each other.
@@ -26,6 +27,7 @@
 pub mod codec;
 pub mod counter_keys;
 pub mod error;
+pub mod grpc_codec;
 pub mod limits;
 pub mod merge;
 pub mod pulls;
