@@ -15,6 +15,7 @@ use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Float64Type;
 
 use crate::local_cluster::LocalCluster;
+use crate::output::{self, Output};
 
 use super::run::{MemoryArgs, RunArgs, print_report, print_summary, run_text};
 
@@ -60,12 +61,39 @@ pub struct DemoArgs {
     pub memory: MemoryArgs,
 }
 
-/// Runs the demo and prints its results.
-pub async fn run(args: DemoArgs) -> Result<(), Box<dyn Error>> {
-    let reports = run_ctr(&args, None, print_report).await?;
-    print_summary(&reports);
-    let (auc, loss) = holdout(&reports)?;
-    println!("holdout AUC {auc:.4}, log loss {loss:.4}");
+/// `angel-ps demo`: the demo job's flags and how to print.
+#[derive(Debug, Args)]
+pub struct DemoCommand {
+    /// The job's flags.
+    #[command(flatten)]
+    pub demo: DemoArgs,
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+}
+
+/// Runs the demo and prints its results. Notes on the data and cluster go to standard error,
+/// so that standard output holds results only.
+pub async fn run(command: DemoCommand) -> Result<(), Box<dyn Error>> {
+    let args = &command.demo;
+    let (auc, loss) = match command.output {
+        Output::Text => {
+            let reports = run_ctr(args, None, print_report).await?;
+            print_summary(&reports);
+            holdout(&reports)?
+        }
+        Output::Json => {
+            let reports = run_ctr(args, None, output::print_report).await?;
+            output::print(&output::summary_line(&reports));
+            holdout(&reports)?
+        }
+    };
+    match command.output {
+        Output::Text => println!("holdout AUC {auc:.4}, log loss {loss:.4}"),
+        Output::Json => output::print(&serde_json::json!({
+            "kind": "holdout", "auc": auc, "log_loss": loss,
+        })),
+    }
     Ok(())
 }
 
@@ -96,6 +124,7 @@ pub async fn run_ctr(
         ballista: cluster.as_ref().map(|c| c.scheduler_url().to_string()),
         stage: None,
         memory: args.memory.clone(),
+        output: Default::default(),
     };
     run_text(&run, CTR_JOB, each).await
 }
@@ -105,7 +134,7 @@ pub fn start_cluster(args: &DemoArgs) -> Result<LocalCluster, Box<dyn Error>> {
     let binary = std::env::current_exe()?;
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let cluster = LocalCluster::start(&binary, args.servers, args.executors, cores)?;
-    println!(
+    eprintln!(
         "local cluster: PS master {} with {} servers, Ballista scheduler {} with {} executors",
         cluster.master.addr,
         cluster.servers.len(),
@@ -127,7 +156,7 @@ pub fn logs_path(args: &DemoArgs) -> PathBuf {
 pub fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
     let path = logs_path(args);
     if args.data.is_none() && path.is_file() {
-        println!("using click logs generated before: {}", path.display());
+        eprintln!("using click logs generated before: {}", path.display());
         return Ok(path);
     }
     let started = Instant::now();
@@ -135,7 +164,7 @@ pub fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
     angel_etl::ctr_data::generate(&partial, args.rows, args.seed)
         .and_then(|()| std::fs::rename(&partial, &path))
         .map_err(|e| format!("cannot write click logs to {}: {e}", path.display()))?;
-    println!(
+    eprintln!(
         "generated {} rows of click logs in {:.1}s: {}",
         args.rows,
         started.elapsed().as_secs_f64(),

@@ -9,6 +9,7 @@
 //! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
 //!   [`executor`]).
 //! - `demo`: the CTR job on generated click logs ([`demo`]).
+//! - [`output`]: `--output json`, what `run` and `demo` print as JSON lines.
 //! - `bench ps`, `bench e2e`, `bench codec`: benchmark tables ([`bench`]).
 //! - [`local_cluster`]: master, servers, Ballista scheduler and executors as processes on
 //!   127.0.0.1 (demo, benchmarks, tests).
@@ -17,6 +18,7 @@ pub mod bench;
 pub mod demo;
 pub mod executor;
 pub mod local_cluster;
+pub mod output;
 pub mod run;
 pub mod scheduler;
 pub mod service;
@@ -55,7 +57,7 @@ enum Command {
     /// Run a Ballista executor that runs the angel-ps functions.
     Executor(executor::ExecutorArgs),
     /// The main job: generate click logs and run the CTR SQL job on an embedded service.
-    Demo(demo::DemoArgs),
+    Demo(demo::DemoCommand),
     /// Benchmarks; each prints a table.
     #[command(subcommand)]
     Bench(bench::BenchCommand),

@@ -23,6 +23,8 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use angel_ps::standalone::{Standalone, StandaloneConfig};
 
+use crate::output::{self, Output};
+
 /// Rows of a statement's result printed in full.
 const SHOW_ROWS: usize = 20;
 
@@ -55,6 +57,9 @@ pub struct RunArgs {
     /// How the job uses memory.
     #[command(flatten)]
     pub memory: MemoryArgs,
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
 }
 
 /// Flags of how a job on one machine uses memory (`run`, `demo`, `bench scale`).
@@ -90,8 +95,12 @@ fn parse_var(s: &str) -> Result<(String, String), String> {
 
 /// Runs the job and prints its results and summary.
 pub async fn run(args: RunArgs) -> Result<(), Box<dyn Error>> {
-    let reports = run_job(&args, print_report).await?;
-    print_summary(&reports);
+    match args.output {
+        Output::Text => print_summary(&run_job(&args, print_report).await?),
+        Output::Json => output::print(&output::summary_line(
+            &run_job(&args, output::print_report).await?,
+        )),
+    }
     Ok(())
 }
 

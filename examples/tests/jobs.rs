@@ -30,6 +30,7 @@ async fn run_example(
         ballista: None,
         stage: None,
         memory: Default::default(),
+        output: Default::default(),
     };
     run_job(&args, |_| {})
         .await
@@ -148,6 +149,7 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
         ballista: None,
         stage: None,
         memory: Default::default(),
+        output: Default::default(),
     };
     let reports = run_job(&args, |_| {}).await.unwrap();
     let result = &reports.last().unwrap().output[0];

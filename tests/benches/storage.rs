@@ -14,7 +14,7 @@ use angel_ps_cli::bench::Table;
 use angel_ps_cli::demo::CTR_JOB;
 use angel_storage::{Location, stores};
 use angel_tests::s3_server::{KEY, S3Server, SECRET};
-use angel_tests::{printed_row, run_job};
+use angel_tests::{result_value, run_job};
 use object_store::aws::AmazonS3Builder;
 
 const ROWS: u64 = 1_000_000;
@@ -147,7 +147,5 @@ fn job(dir: &Path, s3: &S3Server, data: &str, out: &str) -> (f64, f64) {
         "{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    // The job's last result (holdout_auc, holdout_logloss); the epoch table names no
-    // holdout_logloss column.
-    (seconds, printed_row(&stdout, "holdout_logloss")[0])
+    (seconds, result_value(&stdout, "holdout_auc"))
 }

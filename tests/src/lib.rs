@@ -4,11 +4,13 @@
 //! - [`binary`]: the `angel-ps` binary of this build (rebuilt when stale).
 //! - [`Node`]: one child process and the address it printed.
 //! - [`Cluster`]: a master and N servers, with a client connected to them.
-//! - [`run_job`] and [`printed_row`]: `angel-ps run` as a user runs it, and its printed results.
+//! - [`run_job`], [`result_value`] and [`summary`]: `angel-ps run` as a user runs it, and
+//!   its results read from its JSON lines.
 //! - [`s3_server`]: a real S3 server on 127.0.0.1.
 
 pub mod s3_server;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, OnceLock};
@@ -16,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use angel_client::{ClientConfig, PsClient, PsError};
 use angel_proto::server_client::ServerClient;
+use serde_json::Value;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -82,7 +85,8 @@ pub fn spawn(args: &[&str]) -> Node {
     Node::spawn(&binary(), args).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Runs `angel-ps run args...` to the end with `env` added; returns its pid and output.
+/// Runs `angel-ps run --output json args...` to the end with `env` added; returns its pid and
+/// output.
 pub fn run_job(args: &[&str], env: &[(String, String)]) -> (u32, Output) {
     let mut job = start_job(args, env);
     let status = job.child.wait().expect("angel-ps run ends");
@@ -102,10 +106,10 @@ pub struct Job {
     stderr: std::thread::JoinHandle<Vec<u8>>,
 }
 
-/// Starts `angel-ps run args...` with `env` added, its output piped.
+/// Starts `angel-ps run --output json args...` with `env` added, its output piped.
 pub fn start_job(args: &[&str], env: &[(String, String)]) -> Job {
     let mut child = Command::new(binary())
-        .arg("run")
+        .args(["run", "--output", "json"])
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
@@ -161,17 +165,44 @@ pub fn repo(path: &str) -> PathBuf {
         .join(path)
 }
 
-/// The first data row of the printed result whose header holds `column`, as numbers.
-pub fn printed_row(stdout: &str, column: &str) -> Vec<f64> {
-    let lines: Vec<&str> = stdout.lines().collect();
-    let header = lines
-        .iter()
-        .position(|l| l.starts_with('|') && l.contains(column))
-        .unwrap_or_else(|| panic!("no result with column {column} in:\n{stdout}"));
-    lines[header + 2]
-        .split('|')
-        .filter_map(|cell| cell.trim().parse().ok())
+/// The JSON lines a job printed with `--output json`, each parsed; a line that is not JSON
+/// fails the test, naming it.
+pub fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
+}
+
+/// The first row of the first statement result (`"kind": "result"`) with a column named
+/// `column`, as column name to number (non-numbers left out).
+pub fn result_row(stdout: &str, column: &str) -> HashMap<String, f64> {
+    let lines = json_lines(stdout);
+    let row = lines
+        .iter()
+        .filter(|l| l["kind"] == "result")
+        .filter_map(|l| l["rows"].get(0))
+        .find(|row| row.get(column).is_some())
+        .unwrap_or_else(|| panic!("no result with column {column} in:\n{stdout}"));
+    let row = row.as_object().expect("a row is an object");
+    row.iter()
+        .filter_map(|(name, value)| Some((name.clone(), value.as_f64()?)))
+        .collect()
+}
+
+/// `column` of [`result_row`], as a number.
+pub fn result_value(stdout: &str, column: &str) -> f64 {
+    let row = result_row(stdout, column);
+    *row.get(column)
+        .unwrap_or_else(|| panic!("column {column} is not a number in:\n{stdout}"))
+}
+
+/// The job's summary line (`"kind": "summary"`).
+pub fn summary(stdout: &str) -> Value {
+    json_lines(stdout)
+        .into_iter()
+        .find(|l| l["kind"] == "summary")
+        .unwrap_or_else(|| panic!("no summary in:\n{stdout}"))
 }
 
 /// A master and servers as separate processes.

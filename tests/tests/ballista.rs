@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
 use angel_ps_cli::local_cluster::{LocalCluster, Options, Process};
-use angel_tests::{Job, binary, finished, printed_row, repo, run_job, start_job, stock_scheduler};
+use angel_tests::{Job, binary, finished, repo, result_value, run_job, start_job, stock_scheduler};
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
 fn run(args: &[&str]) -> (u32, Output) {
@@ -30,7 +30,7 @@ fn adult(out: &Path, extra: &[&str]) -> (u32, f64, String) {
         "angel-ps run {extra:?} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let auc = printed_row(&stdout, "holdout_logloss")[0];
+    let auc = result_value(&stdout, "holdout_auc");
     (pid, auc, stdout)
 }
 
@@ -74,7 +74,7 @@ fn adult_on_ballista_matches_embedded_and_trains_in_the_executors() {
         (cluster_auc - embedded_auc).abs() <= 0.005,
         "AUC on Ballista {cluster_auc} vs embedded {embedded_auc}"
     );
-    let difference = printed_row(&stdout, "max_difference")[0];
+    let difference = result_value(&stdout, "max_difference");
     assert!(
         difference < 1e-6,
         "saved and reloaded model differ by {difference}"

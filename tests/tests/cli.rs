@@ -180,20 +180,37 @@ fn demo_trains_on_generated_click_logs() {
     let data = dir.path().join("ctr.csv");
     let text = stdout_of(
         Command::new(binary())
-            .args(["demo", "--rows", "20000", "--epochs", "2", "--data"])
+            .args([
+                "demo", "--output", "json", "--rows", "20000", "--epochs", "2",
+            ])
+            .arg("--data")
             .arg(&data),
     );
-    let auc: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("holdout AUC "))
-        .and_then(|l| l.split(',').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no AUC line in:\n{text}"));
-    assert!(auc > 0.65, "holdout AUC {auc}");
-    assert!(
-        text.contains("ps_counter_seal") && text.contains("total"),
-        "{text}"
+    // Every line of standard output is JSON: one per epoch, per result, the summary, the AUC.
+    let lines = angel_tests::json_lines(&text);
+    let kind = |k: &'static str| lines.iter().filter(move |l| l["kind"] == k);
+    let epochs: Vec<_> = kind("epoch").map(|l| l["epoch"].as_u64()).collect();
+    assert_eq!(epochs, [Some(1), Some(2)], "{text}");
+    assert!(kind("epoch").all(|l| l["holdout_auc"].as_f64().is_some() && l["rows"] == 18_000));
+    let auc = kind("holdout").find_map(|l| l["auc"].as_f64());
+    assert!(auc.is_some_and(|auc| auc > 0.65), "holdout AUC {auc:?}");
+    assert_eq!(
+        angel_tests::result_value(&text, "holdout_auc"),
+        auc.unwrap()
     );
+    let summary = angel_tests::summary(&text);
+    let statements = summary["statements"].as_array().unwrap();
+    assert!(
+        statements
+            .iter()
+            .any(|s| s["statement"].as_str().unwrap().contains("ps_counter_seal")),
+        "{summary}"
+    );
+    let total: f64 = statements
+        .iter()
+        .filter_map(|s| s["seconds"].as_f64())
+        .sum();
+    assert!((summary["total_seconds"].as_f64().unwrap() - total).abs() < 1e-9);
 }
 
 /// The demo within a 4 MB memory limit: its tables go mostly to disk in the temporary

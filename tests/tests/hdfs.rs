@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use angel_ps_cli::local_cluster::free_port;
 use angel_storage::Location;
-use angel_tests::{printed_row, repo, run_job};
+use angel_tests::{repo, result_value, run_job};
 
 #[test]
 fn an_unreachable_name_node_fails_fast_naming_the_url() {
@@ -62,7 +62,7 @@ fn the_adult_job_on_a_real_hdfs_when_one_is_named() {
         "{said}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(printed_row(&said, "holdout_logloss")[0] >= 0.905, "{said}");
-    assert!(printed_row(&said, "max_difference")[0] < 1e-6, "{said}");
+    assert!(result_value(&said, "holdout_auc") >= 0.905, "{said}");
+    assert!(result_value(&said, "max_difference") < 1e-6, "{said}");
     angel_storage::write::remove_all(&Location::parse(&dir).unwrap()).unwrap();
 }

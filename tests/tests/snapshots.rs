@@ -106,10 +106,25 @@ async fn a_snapshot_on_request_writes_only_what_changed() {
     c.push_keys("w", 0, &[2], &[1.0f32]).await.unwrap();
     let job = dir.path().join("job.sql");
     std::fs::write(&job, "SNAPSHOT;\n").unwrap();
-    let (ok, text) = angel(&["run", job.to_str().unwrap(), "--master", master]);
+    let (ok, text) = angel(&[
+        "run",
+        "--output",
+        "json",
+        job.to_str().unwrap(),
+        "--master",
+        master,
+    ]);
     assert!(ok, "{text}");
-    let row = angel_tests::printed_row(&text, "partitions");
-    assert_eq!(row[0], 1.0, "{text}");
+    let stdout = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(
+        angel_tests::result_value(&stdout, "partitions"),
+        1.0,
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -179,6 +179,7 @@ async fn train(
         ballista: cluster.map(|c| c.scheduler_url().to_string()),
         stage: None,
         memory: Default::default(),
+        output: Default::default(),
     };
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
