@@ -101,6 +101,29 @@ pub fn summary_line(reports: &[StatementReport]) -> Value {
     })
 }
 
+/// A table as a JSON line: `{"kind": "table", "table": name, "rows": [...]}`, each row an
+/// object of column header to cell; a cell that reads as an integer or a finite number
+/// becomes a number.
+pub fn table_line(name: &str, header: &[String], rows: &[Vec<String>]) -> Value {
+    let cell = |text: &String| match (text.parse::<i64>(), text.parse::<f64>()) {
+        (Ok(n), _) => json!(n),
+        (_, Ok(x)) if x.is_finite() => json!(x),
+        _ => json!(text),
+    };
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            let object: Map<String, Value> = header
+                .iter()
+                .zip(row)
+                .map(|(h, c)| (h.clone(), cell(c)))
+                .collect();
+            Value::Object(object)
+        })
+        .collect();
+    json!({"kind": "table", "table": name, "rows": rows})
+}
+
 /// Prints one JSON line.
 pub fn print(line: &Value) {
     println!("{line}");
@@ -148,5 +171,31 @@ mod tests {
         assert_eq!(rows[1]["name"], Value::Null);
         assert_eq!(rows[1]["auc"], Value::Null, "NaN is not JSON");
         assert!(super::rows(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn table_cells_that_read_as_numbers_become_numbers() {
+        let header = ["phase".to_string(), "s".to_string(), "rows".to_string()];
+        let line = table_line(
+            "t",
+            &header,
+            &[vec!["read".into(), "1.50".into(), "20000".into()]],
+        );
+        assert_eq!(line["kind"], "table");
+        assert_eq!(line["table"], "t");
+        let row = &line["rows"][0];
+        assert_eq!(
+            (row["phase"].as_str(), row["s"].as_f64()),
+            (Some("read"), Some(1.5))
+        );
+        assert_eq!(row["rows"].as_i64(), Some(20000));
+        let dash = table_line("t", &header, &[vec!["x".into(), "-".into(), "NaN".into()]]);
+        assert_eq!(
+            (
+                dash["rows"][0]["s"].as_str(),
+                dash["rows"][0]["rows"].as_str()
+            ),
+            (Some("-"), Some("NaN"))
+        );
     }
 }

@@ -250,42 +250,53 @@ fn demo_runs_within_a_memory_limit_and_cleans_up() {
 fn bench_scale_reports_each_size_and_phase() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("scale.md");
-    stdout_of(
+    let text = stdout_of(
         Command::new(binary())
-            .args([
-                "bench",
-                "scale",
-                "--rows",
-                "20000,40000",
-                "--epochs",
-                "1",
-                "--out",
-            ])
+            .args(["bench", "scale", "--rows", "20000,40000", "--epochs", "1"])
+            .args(["--output", "json", "--out"])
             .arg(&out)
             .env("TMPDIR", dir.path()),
     );
-    let text = std::fs::read_to_string(&out).unwrap();
-    let cells = |row: &str| -> Vec<String> {
-        row.split('|')
-            .map(|c| c.trim().to_string())
-            .filter(|c| !c.is_empty())
-            .collect()
+    let lines = angel_tests::json_lines(&text);
+    let table = |name: &str| {
+        let line = lines
+            .iter()
+            .find(|l| l["kind"] == "table" && l["table"] == name)
+            .unwrap_or_else(|| panic!("no table {name} in:\n{text}"));
+        line["rows"].as_array().unwrap().clone()
     };
-    for rows in ["20000", "40000"] {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("| {rows} |")))
+    let sizes = table("sizes");
+    for rows in [20000, 40000] {
+        let row = sizes
+            .iter()
+            .find(|r| r["rows"].as_i64() == Some(rows))
             .unwrap_or_else(|| panic!("no row for {rows}:\n{text}"));
-        let numbers: Vec<f64> = cells(line).iter().map(|c| c.parse().unwrap()).collect();
-        let (seconds, peak_mb, auc) = (numbers[1], numbers[3], numbers[4]);
-        assert!(seconds > 0.0 && peak_mb > 10.0, "{line}");
-        assert!(auc > 0.6, "holdout AUC of {rows} rows: {line}");
+        let number = |column: &str| row[column].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            number("whole job s") > 0.0 && number("peak RSS MB") > 10.0,
+            "{row}"
+        );
+        assert!(
+            number("holdout AUC") > 0.6,
+            "holdout AUC of {rows} rows: {row}"
+        );
     }
-    let train = text
-        .lines()
-        .find(|l| l.starts_with("| train"))
+    let phases = table("phases");
+    let train = phases
+        .iter()
+        .find(|r| r["phase"].as_str().is_some_and(|p| p.starts_with("train")))
         .unwrap_or_else(|| panic!("no training phase:\n{text}"));
-    assert_eq!(cells(train).len(), 5, "a time and a peak per size: {train}");
+    let numbers = train
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|v| v.is_number());
+    assert_eq!(numbers.count(), 4, "a time and a peak per size: {train}");
+    let markdown = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        markdown.contains("| 20000 |"),
+        "the Markdown copy:\n{markdown}"
+    );
 }
 
 /// A job whose CSV has a bad row fails, naming the file and line, with a non-zero exit.

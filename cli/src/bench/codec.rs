@@ -19,10 +19,14 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use super::Table;
+use crate::output::Output;
 
 /// Flags of `angel-ps bench codec`.
 #[derive(Debug, Args)]
 pub struct CodecBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
     /// Rows per mini-batch.
     #[arg(long, default_value_t = 2048)]
     pub batch: usize,
@@ -139,7 +143,7 @@ pub fn run(args: CodecBenchArgs) -> Result<(), Box<dyn Error>> {
         "sketchml{:?}; one core; zstd level 3 on the raw bytes; targets: <= 2.0 B/pair, >= 20M pairs/s",
         (params.buckets, params.groups, params.rows, params.col_ratio)
     );
-    println!("{}\n{note}", table.terminal());
+    super::show(args.output, &[("codec", &table)], &[&note]);
     if let Some(path) = &args.out {
         super::write(path, &format!("{}\n{note}\n", table.markdown()))?;
     }

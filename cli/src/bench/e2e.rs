@@ -17,10 +17,14 @@ use datafusion::arrow::datatypes::{Float64Type, Int64Type};
 use super::Table;
 use super::link::SlowService;
 use crate::demo::{DemoArgs, holdout, run_ctr};
+use crate::output::Output;
 
 /// Flags of `angel-ps bench e2e`.
 #[derive(Debug, Args)]
 pub struct E2eBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
     /// The demo job's flags (rows, seed, epochs, servers, data).
     #[command(flatten)]
     pub demo: DemoArgs,
@@ -158,7 +162,7 @@ async fn compression_table(args: &E2eBenchArgs) -> Result<String, Box<dyn Error>
         seconds[3] / seconds[4],
         seconds[3] / seconds[5]
     );
-    println!("{}\n{summary}", table.terminal());
+    super::show(args.output, &[("compression", &table)], &[&summary]);
     Ok(format!("{}\n{summary}\n", table.markdown()))
 }
 
@@ -204,7 +208,7 @@ fn side_by_side(
         b / a,
         if b <= 1.3 * a { "met" } else { "not met" }
     );
-    println!("{}\n{summary}", table.terminal());
+    super::show(args.output, &[("ballista", &table)], &[&summary]);
     Ok(format!("{}\n{summary}\n", table.markdown()))
 }
 
@@ -280,7 +284,11 @@ fn embedded_tables(
         ],
     );
     let summary = format!("peak RSS {peak}; holdout AUC {auc:.4}, log loss {loss:.4}");
-    println!("{}\n{}\n{summary}", table.terminal(), targets.terminal());
+    super::show(
+        args.output,
+        &[("phases", &table), ("targets", &targets)],
+        &[&summary],
+    );
     Ok(format!(
         "{}\n{}\n{summary}\n",
         table.markdown(),

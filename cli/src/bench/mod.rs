@@ -20,6 +20,8 @@ use std::path::Path;
 
 use clap::Subcommand;
 
+use crate::output::{self, Output};
+
 /// Benchmarks.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -88,6 +90,23 @@ impl Table {
             s.push_str(&format!("| {} |\n", row.join(" | ")));
         }
         s
+    }
+}
+
+/// Prints a benchmark's `tables`, each under a stable name, then its `notes`: box-drawn tables
+/// and plain lines, or with `--output json` one JSON line each (`docs/operations.md`).
+pub fn show(how: Output, tables: &[(&str, &Table)], notes: &[&str]) {
+    for (name, table) in tables {
+        match how {
+            Output::Text => println!("{}", table.terminal()),
+            Output::Json => output::print(&output::table_line(name, &table.header, &table.rows)),
+        }
+    }
+    for note in notes {
+        match how {
+            Output::Text => println!("{note}"),
+            Output::Json => output::print(&serde_json::json!({"kind": "note", "text": note})),
+        }
     }
 }
 

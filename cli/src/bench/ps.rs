@@ -12,11 +12,15 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::output::Output;
 use angel_ps::standalone::{Standalone, StandaloneConfig};
 
 /// Flags of `angel-ps bench ps`.
 #[derive(Debug, Args)]
 pub struct PsBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
     /// Server counts to measure, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     pub servers: Vec<usize>,
@@ -97,7 +101,7 @@ pub async fn ps(args: PsBenchArgs) -> Result<()> {
         service.shutdown().await?;
     }
     let table = table(&rows);
-    println!("{}\n{memory}", table.terminal());
+    super::show(args.output, &[("throughput", &table)], &[&memory]);
     if let Some(path) = &args.out {
         super::write(path, &format!("{}\n{memory}\n", table.markdown()))
             .map_err(|e| PsError::Internal(e.to_string()))?;

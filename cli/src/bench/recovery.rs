@@ -22,10 +22,14 @@ use rand::{Rng, SeedableRng};
 use super::Table;
 use super::ps::progress;
 use crate::local_cluster::Process;
+use crate::output::Output;
 
 /// Flags of `angel-ps bench recovery`.
 #[derive(Debug, Args)]
 pub struct RecoveryBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
     /// Model sizes (distinct keys), comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     pub keys: Vec<u64>,
@@ -83,7 +87,11 @@ pub async fn run(args: RecoveryBenchArgs) -> Result<(), Box<dyn Error>> {
         ],
         overhead,
     );
-    println!("{}\n{}", recovery.terminal(), overhead.terminal());
+    super::show(
+        args.output,
+        &[("recovery", &recovery), ("overhead", &overhead)],
+        &[],
+    );
     if let Some(path) = &args.out {
         let text = format!("{}\n{}", recovery.markdown(), overhead.markdown());
         super::write(path, &text)?;

@@ -15,11 +15,15 @@ use clap::Args;
 use super::Table;
 use super::e2e::phase_name;
 use crate::demo::{DemoArgs, holdout, logs, run_ctr};
+use crate::output::Output;
 use crate::run::MemoryArgs;
 
 /// Flags of `angel-ps bench scale`.
 #[derive(Debug, Args)]
 pub struct ScaleBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
     /// Sizes to run, in rows, comma-separated.
     #[arg(
         long,
@@ -75,7 +79,7 @@ pub async fn run(args: ScaleBenchArgs) -> Result<(), Box<dyn Error>> {
         runs.push(run_one(&demo).await?);
     }
     let (sizes, phases) = (size_table(&runs), phase_table(&runs));
-    println!("{}\n{}", sizes.terminal(), phases.terminal());
+    super::show(args.output, &[("sizes", &sizes), ("phases", &phases)], &[]);
     if let Some(path) = &args.out {
         super::write(
             path,

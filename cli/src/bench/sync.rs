@@ -19,11 +19,15 @@ use datafusion::arrow::datatypes::Float64Type;
 use super::Table;
 use crate::demo::{CTR_JOB, DemoArgs, logs};
 use crate::local_cluster::{LocalCluster, Options};
+use crate::output::Output;
 use crate::run::{RunArgs, run_text};
 
 /// Flags of `angel-ps bench sync`.
 #[derive(Debug, Args)]
 pub struct SyncBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
     /// Rows of generated click logs.
     #[arg(long, default_value_t = 300_000)]
     pub rows: u64,
@@ -280,6 +284,7 @@ fn table<'a>(
         "{title}: {} rows, {} workers, worker 1 {}x slower when slow, target holdout AUC {target:.4}",
         args.rows, args.workers, args.slow
     );
-    println!("{heading}\n{}", table.terminal());
+    super::show(args.output, &[], &[&heading]);
+    super::show(args.output, &[("outcomes", &table)], &[]);
     format!("### {heading}\n\n{}", table.markdown())
 }
