@@ -1,4 +1,5 @@
-//! `angel-ps status`: servers, matrices, counters and pushes per client as tables.
+//! `angel-ps status`: servers, matrices, counters and pushes per client as tables, or with
+//! `--output json` as JSON lines, one per table.
 
 use std::collections::HashMap;
 
@@ -7,6 +8,9 @@ use angel_proto::pulls::lead;
 use angel_proto::{StatusReply, StatusRequest};
 use clap::Args;
 use comfy_table::Table;
+use serde_json::{Value, json};
+
+use crate::output::{self, Output};
 
 /// Flags of `angel-ps status`.
 #[derive(Debug, Args)]
@@ -18,6 +22,51 @@ pub struct StatusArgs {
     /// the slowest worker still training any worker pulled.
     #[arg(long)]
     pub pulls: bool,
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+}
+
+/// One part of the status: a heading (may be empty) over a table (may be absent), under a
+/// stable name (the table's name in JSON output).
+struct Section {
+    name: &'static str,
+    heading: String,
+    table: Option<Table>,
+}
+
+impl Section {
+    fn new(name: &'static str, heading: impl Into<String>, table: Option<Table>) -> Self {
+        Section {
+            name,
+            heading: heading.into(),
+            table,
+        }
+    }
+
+    /// The heading line, then the box-drawn table.
+    fn text(&self) -> String {
+        let lines = [
+            Some(self.heading.clone()).filter(|h| !h.is_empty()),
+            self.table.as_ref().map(Table::to_string),
+        ];
+        lines.into_iter().flatten().map(|l| l + "\n").collect()
+    }
+
+    /// A `table` line with the heading as `title`, or a `note` line when there is no table.
+    fn json(&self) -> Value {
+        let Some(table) = &self.table else {
+            return json!({"kind": "note", "text": self.heading});
+        };
+        let cells = |row: &comfy_table::Row| row.cell_iter().map(|c| c.content()).collect();
+        let header: Vec<String> = table.header().map(cells).unwrap_or_default();
+        let rows: Vec<Vec<String>> = table.row_iter().map(cells).collect();
+        let mut line = output::table_line(self.name, &header, &rows);
+        if !self.heading.is_empty() {
+            line["title"] = json!(self.heading);
+        }
+        line
+    }
 }
 
 /// Prints the service's status.
@@ -25,15 +74,27 @@ pub async fn run(args: StatusArgs) -> Result<()> {
     let client = PsClient::connect(&args.master).await?;
     let request = StatusRequest { pulls: args.pulls };
     let status = client.status_with(request).await?;
-    print!("{}", render(&status));
+    let mut parts = sections(&status);
     if args.pulls {
-        print!("{}", leads_table(&status));
+        parts.push(leads_table(&status));
+    }
+    for part in &parts {
+        match args.output {
+            Output::Text => print!("{}", part.text()),
+            Output::Json => output::print(&part.json()),
+        }
     }
     Ok(())
 }
 
-/// The status as tables: servers, matrices, counters, then pushes per client.
+/// The status as text: servers, matrices, counters, pushes per client, snapshots,
+/// recoveries and training workers.
 pub fn render(status: &StatusReply) -> String {
+    sections(status).iter().map(Section::text).collect()
+}
+
+/// The parts of the status, in the order printed.
+fn sections(status: &StatusReply) -> Vec<Section> {
     let map = status.map.clone().unwrap_or_default();
     let mut per_matrix: HashMap<u32, (u64, u64)> = HashMap::new();
     let mut servers = Table::new();
@@ -122,21 +183,24 @@ pub fn render(status: &StatusReply) -> String {
         .collect();
     let mut names = names;
     names.extend(map.counters.iter().map(|c| (c.id, c.name.as_str())));
-    format!(
-        "partition map epoch {}\n{servers}\n{matrices}\n{counters}\n{}\n{}\n{}{}",
-        map.epoch,
-        pushes_table(status, &names),
+    let mut parts = vec![
+        Section::new("map", format!("partition map epoch {}", map.epoch), None),
+        Section::new("servers", "", Some(servers)),
+        Section::new("matrices", "", Some(matrices)),
+        Section::new("counters", "", Some(counters)),
+        Section::new("pushes", "", Some(pushes_table(status, &names))),
         snapshots_table(status, &names),
-        recoveries_table(status),
-        workers_table(status)
-    )
+    ];
+    parts.extend(recoveries_table(status));
+    parts.extend(workers_table(status));
+    parts
 }
 
 /// Training workers of each model's current or last round: clock, rate, waits, slow flag;
 /// nothing when no model trained.
-fn workers_table(status: &StatusReply) -> String {
+fn workers_table(status: &StatusReply) -> Option<Section> {
     if status.workers.is_empty() {
-        return String::new();
+        return None;
     }
     let mut table = Table::new();
     table.set_header([
@@ -166,12 +230,12 @@ fn workers_table(status: &StatusReply) -> String {
             state.to_string(),
         ]);
     }
-    format!("training workers\n{table}\n")
+    Some(Section::new("workers", "training workers", Some(table)))
 }
 
 /// Per model and server: training pulls recorded and the largest lead of a pull over a
 /// worker still training (what SSP's staleness bounds).
-fn leads_table(status: &StatusReply) -> String {
+fn leads_table(status: &StatusReply) -> Section {
     let map = status.map.clone().unwrap_or_default();
     let mut table = Table::new();
     table.set_header(["model", "server", "pulls recorded", "largest lead (clocks)"]);
@@ -190,14 +254,14 @@ fn leads_table(status: &StatusReply) -> String {
             ]);
         }
     }
-    format!("training pulls\n{table}\n")
+    Section::new("pulls", "training pulls", Some(table))
 }
 
 /// Servers declared dead and what became of their partitions and of the changes clients had
 /// made since their snapshots (as the clients reported); nothing when none died.
-fn recoveries_table(status: &StatusReply) -> String {
+fn recoveries_table(status: &StatusReply) -> Option<Section> {
     if status.recoveries.is_empty() {
-        return String::new();
+        return None;
     }
     let mut table = Table::new();
     table.set_header([
@@ -225,14 +289,15 @@ fn recoveries_table(status: &StatusReply) -> String {
             r.changes_lost.to_string(),
         ]);
     }
-    format!("recoveries\n{table}\n")
+    Some(Section::new("recoveries", "recoveries", Some(table)))
 }
 
 /// Each partition's changes and newest snapshot (age, bytes, the pause it cost pushes), or
 /// the line saying snapshots are off.
-fn snapshots_table(status: &StatusReply, names: &HashMap<u32, &str>) -> String {
+fn snapshots_table(status: &StatusReply, names: &HashMap<u32, &str>) -> Section {
     if status.snapshot_dir.is_empty() {
-        return "snapshots: off (start the master with --snapshot-dir URL)".into();
+        let off = "snapshots: off (start the master with --snapshot-dir URL)";
+        return Section::new("snapshots", off, None);
     }
     let mut table = Table::new();
     table.set_header([
@@ -271,11 +336,12 @@ fn snapshots_table(status: &StatusReply, names: &HashMap<u32, &str>) -> String {
             format!("{:.2} ms", p.snapshot_pause_us as f64 / 1e3),
         ]);
     }
-    format!(
-        "snapshots to {} every {:.1} s\n{table}",
+    let heading = format!(
+        "snapshots to {} every {:.1} s",
         status.snapshot_dir,
         status.snapshot_interval_ms as f64 / 1e3
-    )
+    );
+    Section::new("snapshots", heading, Some(table))
 }
 
 /// Pushes per (client, matrix), summed over servers, with bytes sent beside what raw keys and

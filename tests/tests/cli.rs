@@ -93,6 +93,55 @@ async fn status_lists_servers_and_matrices() {
         text.contains("model") && text.contains("Sparse") && text.contains("1 x 1099511627776"),
         "{text}"
     );
+
+    // The same as JSON lines: one per table, rows keyed by the column headers.
+    let out = Command::new(binary())
+        .args([
+            "status",
+            "--output",
+            "json",
+            "--master",
+            &cluster.master.addr,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines = angel_tests::json_lines(&text);
+    let rows = |name: &str| {
+        let table = lines
+            .iter()
+            .find(|l| l["kind"] == "table" && l["table"] == name);
+        let rows = table.and_then(|t| t["rows"].as_array()).cloned();
+        rows.unwrap_or_else(|| panic!("no table {name} in:\n{text}"))
+    };
+    let mut addresses: Vec<&str> = cluster.servers.iter().map(|s| s.addr.as_str()).collect();
+    addresses.sort();
+    let servers = rows("servers");
+    let mut listed: Vec<&str> = servers
+        .iter()
+        .filter_map(|s| s["address"].as_str())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, addresses, "{text}");
+    let matrices = rows("matrices");
+    let model = matrices.iter().find(|m| m["matrix"] == "model");
+    let model = model.unwrap_or_else(|| panic!("no matrix 'model' in:\n{text}"));
+    assert_eq!(model["shape"], "1 x 1099511627776");
+    assert_eq!(model["elements"].as_i64(), Some(3), "{model}");
+    let notes: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["kind"] == "note")
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("partition map epoch")),
+        "{text}"
+    );
+    assert!(
+        notes.iter().any(|n| n.starts_with("snapshots: off")),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
