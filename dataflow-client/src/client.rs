@@ -213,7 +213,9 @@ impl PsClient {
         let mut by_name = HashMap::new();
         let mut by_id = HashMap::new();
         for meta in map.matrices {
-            let matrix = Arc::new(Matrix::new(meta)?);
+            let mut matrix = Matrix::new(meta)?;
+            matrix.keep_measurements(routing.by_id.get(&matrix.meta.id).map(Arc::as_ref));
+            let matrix = Arc::new(matrix);
             by_id.insert(matrix.meta.id, matrix.clone());
             by_name.insert(matrix.meta.name.clone(), matrix);
         }
@@ -613,9 +615,9 @@ impl PsClient {
         let m = self.typed_matrix::<T>(name).await?;
         let band = m.layout.band(row)?;
         let start = Instant::now();
-        let (compression, compressed) = m.push_compression();
+        let compression = m.push_compression();
         let split = KeySplit::new(&m.layout, band, keys)?;
-        let slices = split
+        let slices: Vec<RowSlice> = split
             .groups
             .iter()
             .zip(split.merge(values))
@@ -630,10 +632,12 @@ impl PsClient {
                 }
             })
             .collect();
+        // Timed as it went: a slice falls back to raw when small or not smaller compressed.
+        let sketched = slices.iter().any(|s| s.codec == codec::SKETCHML);
         self.send_slices(&m, slices, SliceOp::Push(how)).await?;
         if let Some(choice) = &m.choice {
             let raw_bytes = keys.len() * (8 + std::mem::size_of::<T>());
-            choice.record(compressed, raw_bytes, start.elapsed());
+            choice.record(sketched, raw_bytes, start.elapsed());
         }
         Ok(())
     }

@@ -127,8 +127,10 @@ impl Matrix {
             Some(text) => text.parse()?,
             None => CompressionMode::Auto,
         };
-        let choice =
-            (compression != Compression::None && mode == CompressionMode::Auto).then(Arc::default);
+        // Only float pushes are ever sketched (`codec::encode_slice`).
+        let float = matches!(meta.value_type(), ValueType::F32 | ValueType::F64);
+        let choice = (compression != Compression::None && mode == CompressionMode::Auto && float)
+            .then(Arc::default);
         Ok(Matrix {
             meta,
             layout,
@@ -137,13 +139,20 @@ impl Matrix {
         })
     }
 
-    /// The compression of the next push, and whether it is compressed (to report its time to
-    /// [`Matrix::choice`]).
-    pub fn push_compression(&self) -> (Compression, bool) {
-        let compressed = self.choice.as_ref().is_none_or(|c| c.compress());
-        match compressed {
-            true => (self.compression, true),
-            false => (Compression::None, false),
+    /// Keeps the push measurements of `before`, this matrix's handle from an older partition
+    /// map, so that refreshing the map does not start them over.
+    pub fn keep_measurements(&mut self, before: Option<&Matrix>) {
+        let old = before.and_then(|b| b.choice.as_ref());
+        if let (Some(choice), Some(old)) = (&mut self.choice, old) {
+            *choice = old.clone();
+        }
+    }
+
+    /// The compression of the next push: the matrix's, unless [`Matrix::choice`] says raw.
+    pub fn push_compression(&self) -> Compression {
+        match self.choice.as_ref().is_none_or(|c| c.compress()) {
+            true => self.compression,
+            false => Compression::None,
         }
     }
 

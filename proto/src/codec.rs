@@ -107,9 +107,9 @@ impl fmt::Display for Compression {
 /// When the pushes of a compressed matrix are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CompressionMode {
-    /// While the client measures compressed pushes to be faster than raw ones: encoding costs
-    /// more CPU than it saves in transfer on a fast link, so compression never makes a job
-    /// slower.
+    /// While the client measures compressed pushes to be faster than raw ones: on a fast link
+    /// encoding costs more than it saves in transfer. Only the warm-up and the probes of the
+    /// slower form cost time then (`angel_client::codec_choice`).
     #[default]
     Auto,
     /// Every push, whatever it costs in time (fewest bytes on the wire).

@@ -11,10 +11,9 @@ use angel_ps_cli::local_cluster::{LocalCluster, Options};
 use angel_tests::s3_server::{S3Server, SECRET};
 use angel_tests::{binary, repo, result_row, result_value, run_job};
 
-/// Runs `job` (a file path) with `args` against `s3`, signing with `secret`; returns stdout
-/// and stderr together, after checking the exit status is `ok`.
-/// Runs a job; returns its standard output (JSON lines) if it succeeded as `ok` says, else
-/// both outputs, where the errors are.
+/// Runs `angel-ps run args...` against `s3`, signing with `secret`, and checks that its exit
+/// status is `ok`. Returns its standard output (JSON lines) when it succeeded, else stdout and
+/// stderr together, where the errors are.
 fn run(args: &[&str], s3: &S3Server, secret: &str, ok: bool) -> String {
     let (_, output) = run_job(args, &s3.env(secret));
     let said = text(&output);
@@ -37,7 +36,6 @@ fn text(output: &Output) -> String {
     )
 }
 
-/// A job file holding `sql`, in `dir`.
 /// The example job at `path` trained under BSP: two runs of it then give the same model bit
 /// for bit, so a difference between them comes from the reading. Under the examples' ASP the
 /// training tasks interleave differently at every run.
@@ -52,6 +50,7 @@ fn under_bsp(path: &str) -> String {
     text
 }
 
+/// A job file holding `sql`, in `dir`.
 fn job(dir: &Path, sql: &str) -> String {
     let file = dir.join("job.sql");
     std::fs::write(&file, sql).unwrap();
