@@ -6,15 +6,16 @@
 //! processes (PS master + servers, Ballista scheduler + executors), stopped afterwards.
 
 use std::error::Error;
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use angel_sql::job::StatementReport;
 use clap::Args;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Float64Type;
 
-use crate::local_cluster::LocalCluster;
+use crate::local_cluster::{LocalCluster, Options};
 use crate::output::{self, Output};
 
 use super::run::{MemoryArgs, RunArgs, print_report, print_summary, run_text};
@@ -56,6 +57,10 @@ pub struct DemoArgs {
     /// compressed (auto).
     #[arg(long, default_value = "auto")]
     pub compression_mode: String,
+    /// Serve the status page and Prometheus `/metrics` of the demo's service over HTTP on
+    /// this address while it runs (port 0 picks a free port); the URL goes to stderr.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
     /// How the job uses memory.
     #[command(flatten)]
     pub memory: MemoryArgs,
@@ -118,11 +123,16 @@ pub async fn run_ctr(
             ("compression".into(), args.compression.clone()),
             ("compression_mode".into(), args.compression_mode.clone()),
         ],
-        master: master.or_else(|| cluster.as_ref().map(|c| c.master.addr.clone())),
+        master: master
+            .clone()
+            .or_else(|| cluster.as_ref().map(|c| c.master.addr.clone())),
         servers: args.servers,
         partitions: 0,
         ballista: cluster.as_ref().map(|c| c.scheduler_url().to_string()),
         stage: None,
+        // The service embedded here serves the page; a cluster's master serves it itself (see
+        // `start_cluster`), and a given master has its own flags.
+        http: args.http.filter(|_| cluster.is_none() && master.is_none()),
         memory: args.memory.clone(),
         output: Default::default(),
     };
@@ -133,7 +143,18 @@ pub async fn run_ctr(
 pub fn start_cluster(args: &DemoArgs) -> Result<LocalCluster, Box<dyn Error>> {
     let binary = std::env::current_exe()?;
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let cluster = LocalCluster::start(&binary, args.servers, args.executors, cores)?;
+    let options = Options {
+        master_args: match args.http {
+            Some(addr) => vec!["--http".into(), addr.to_string()],
+            None => Vec::new(),
+        },
+        ..Options::default()
+    };
+    let cluster = LocalCluster::start_with(&binary, args.servers, args.executors, cores, &options)?;
+    if args.http.is_some() {
+        let url = cluster.master.next_word(Duration::from_secs(5));
+        eprintln!("status page and metrics on {}", url.unwrap_or_default());
+    }
     eprintln!(
         "local cluster: PS master {} with {} servers, Ballista scheduler {} with {} executors",
         cluster.master.addr,

@@ -18,6 +18,8 @@ pub struct Process {
     child: Child,
     /// The last word of the first line it printed (its address).
     pub addr: String,
+    /// The lines it printed after the first.
+    lines: mpsc::Receiver<String>,
 }
 
 impl Process {
@@ -44,13 +46,11 @@ impl Process {
             .map_err(|e| format!("cannot start {} {args:?}: {e}", binary.display()))?;
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = mpsc::channel();
+        // Reads every line, so the child never blocks on a full pipe.
         std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
+            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
                 let _ = tx.send(line);
             }
-            // Keep draining so the child never blocks on a full pipe.
-            lines.for_each(drop);
         });
         let Ok(line) = rx.recv_timeout(START_TIMEOUT) else {
             let _ = child.kill();
@@ -60,7 +60,18 @@ impl Process {
             ));
         };
         let addr = line.rsplit(' ').next().unwrap_or_default().to_string();
-        Ok(Process { child, addr })
+        Ok(Process {
+            child,
+            addr,
+            lines: rx,
+        })
+    }
+
+    /// The last word of the next line it prints (the URL of `--http`), waiting up to
+    /// `timeout`.
+    pub fn next_word(&self, timeout: Duration) -> Option<String> {
+        let line = self.lines.recv_timeout(timeout).ok()?;
+        line.rsplit(' ').next().map(str::to_string)
     }
 
     /// The process id.
@@ -123,6 +134,8 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// More flags of `angel-ps scheduler` (`--executor-timeout-secs`, for example).
     pub scheduler_args: Vec<String>,
+    /// More flags of `angel-ps master` (`--http`, for example).
+    pub master_args: Vec<String>,
 }
 
 /// A PS service and a Ballista cluster as separate processes.
@@ -158,11 +171,13 @@ impl LocalCluster {
         options: &Options,
     ) -> Result<LocalCluster, String> {
         let env = options.env.as_slice();
-        let master = Process::spawn(binary, &["master", "--bind", "127.0.0.1:0"])?;
+        let mut args = vec!["master", "--bind", "127.0.0.1:0"];
+        args.extend(options.master_args.iter().map(String::as_str));
+        let master = Process::spawn(binary, &args)?;
         let servers = (0..servers)
             .map(|_| Process::spawn(binary, &["server", "--master", &master.addr]))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut args = vec!["scheduler", "--bind", "127.0.0.1:0"];
+        args = vec!["scheduler", "--bind", "127.0.0.1:0"];
         args.extend(options.scheduler_args.iter().map(String::as_str));
         let scheduler = Process::spawn_with_env(binary, &args, env)?;
         let scheduler_addr = scheduler.addr.trim_start_matches("df://").to_string();

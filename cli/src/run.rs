@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::error::Error;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -54,6 +55,10 @@ pub struct RunArgs {
     /// shared mount). Default: a temporary directory on this machine, removed after.
     #[arg(long)]
     pub stage: Option<String>,
+    /// Serve the embedded service's status page and Prometheus `/metrics` over HTTP on this
+    /// address while the job runs (port 0 picks a free port); the URL goes to stderr.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
     /// How the job uses memory.
     #[command(flatten)]
     pub memory: MemoryArgs,
@@ -124,6 +129,13 @@ pub async fn run_text(
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
     let vars: HashMap<String, String> = args.vars.iter().cloned().collect();
     let file = args.file.display().to_string();
+    if args.http.is_some() && args.master.is_some() {
+        return Err(
+            "--http serves the page of the service `run` embeds; with --master, give \
+                    --http to `angel-ps master` instead"
+                .into(),
+        );
+    }
     if let Some(url) = &args.ballista {
         let job = cluster_job(args, url).await?;
         return Ok(job.run(&file, text, &vars, each).await?);
@@ -141,7 +153,14 @@ pub async fn run_text(
             Ok(job.run(&file, text, &vars, each).await?)
         }
         None => {
-            let service = Standalone::start(StandaloneConfig::new(args.servers)).await?;
+            let config = StandaloneConfig {
+                http: args.http,
+                ..StandaloneConfig::new(args.servers)
+            };
+            let service = Standalone::start(config).await?;
+            if let Some(addr) = service.http_addr() {
+                eprintln!("status page and metrics on http://{addr}/");
+            }
             let job = Job::new(ctx, &service.master_addr()).keeping_tables(tables());
             let result = match job {
                 Ok(job) => job.run(&file, text, &vars, each).await,

@@ -29,6 +29,10 @@ pub struct MasterArgs {
     /// their snapshots (clients' reports are acted on sooner).
     #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 10)]
     pub server_timeout_secs: u64,
+    /// Serve the status page and Prometheus `/metrics` over HTTP on this address (port 0
+    /// picks a free port); off unless given.
+    #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
 }
@@ -95,6 +99,10 @@ pub struct ServerArgs {
     /// here from their snapshots) instead of taking partitions of new matrices.
     #[arg(long, env = "ANGEL_STANDBY")]
     pub standby: bool,
+    /// Serve Prometheus `/metrics` over HTTP on this address (port 0 picks a free port); off
+    /// unless given.
+    #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
 }
 
 /// Flags of `angel-ps standalone`.
@@ -113,6 +121,10 @@ pub struct StandaloneArgs {
     /// of the machine's memory.
     #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
+    /// Serve the status page and Prometheus `/metrics` (of the master and every
+    /// server) over HTTP on this address (port 0 picks a free port); off unless given.
+    #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
 }
@@ -125,10 +137,12 @@ pub async fn master(args: MasterArgs) -> Result<()> {
         parts_per_server: args.parts_per_server,
         server_timeout: Duration::from_secs(args.server_timeout_secs.max(1)),
         snapshots: args.snapshots.settings()?,
+        http: args.http,
         ..MasterConfig::new(args.bind)
     };
     let node = MasterNode::start(config, shutdown).await?;
     println!("angel-ps master listening on {}", node.addr);
+    print_http("master", node.http);
     node.wait().await
 }
 
@@ -144,10 +158,12 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
         request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         standby: args.standby,
+        http: args.http,
         ..ServerConfig::new(args.master)
     };
     let node = ServerNode::start(config, Functions::default(), shutdown).await?;
     println!("angel-ps server {} listening on {}", node.id, node.addr);
+    print_http("server", node.http);
     node.wait().await
 }
 
@@ -158,12 +174,21 @@ pub async fn standalone(args: StandaloneArgs) -> Result<()> {
         max_message_bytes: args.max_message_bytes,
         memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
         snapshots: args.snapshots.settings()?,
+        http: args.http,
         ..StandaloneConfig::new(args.servers)
     };
     let service = Standalone::start(config).await?;
     net::cancel_on_signal(service.shutdown_token());
     println!("angel-ps master listening on {}", service.master_addr());
+    print_http("standalone", service.http_addr());
     service.wait().await?;
     eprintln!("angel-ps standalone stopped");
     Ok(())
+}
+
+/// Prints the second line of a node with `--http`: where its page and metrics are.
+pub fn print_http(who: &str, http: Option<SocketAddr>) {
+    if let Some(addr) = http {
+        println!("angel-ps {who} serving HTTP on http://{addr}/");
+    }
 }

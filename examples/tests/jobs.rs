@@ -29,6 +29,7 @@ async fn run_example(
         partitions,
         ballista: None,
         stage: None,
+        http: None,
         memory: Default::default(),
         output: Default::default(),
     };
@@ -148,6 +149,7 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
         partitions: 2,
         ballista: None,
         stage: None,
+        http: None,
         memory: Default::default(),
         output: Default::default(),
     };

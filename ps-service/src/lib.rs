@@ -12,6 +12,7 @@
 //! - [`registry`]: named extensions (PS functions, optimizers) and the NOT_FOUND that lists them.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
+//! - [`telemetry`]: Prometheus metrics and the `--http` listener that serves them.
 //! - [`admin`]: the credential that keeps the master's calls to servers the master's.
 //!
 //! The wire both sides speak (codecs, routing, value types, errors) is `angel-proto`; snapshots
@@ -29,8 +30,10 @@ pub mod server;
 pub mod snapshot;
 pub mod standalone;
 pub mod storage;
+pub mod telemetry;
 
 pub use optim::{Optimizer, OptimizerRegistry};
 pub use psf::{PsFunction, PsfContext, PsfRegistry};
 pub use server::Functions;
 pub use standalone::{Standalone, StandaloneConfig};
+pub use telemetry::Telemetry;

@@ -8,6 +8,14 @@ use angel_proto::limits::{MAX_FRAME, WINDOW};
 use angel_proto::{PsError, Result};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
+use tower_layer::{Identity, Stack};
+
+use crate::telemetry::RpcMetricsLayer;
+
+/// A node's gRPC server: tonic's, with every RPC counted for `/metrics`.
+pub type GrpcServer = tonic::transport::Server<Stack<RpcMetricsLayer, Identity>>;
+/// [`GrpcServer`] with its services added.
+pub type GrpcRouter = tonic::transport::server::Router<Stack<RpcMetricsLayer, Identity>>;
 
 /// Default request size limit (bytes) for servers and the master.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 << 20;
@@ -41,8 +49,8 @@ const KEEPALIVE: (Duration, Duration) = (Duration::from_secs(10), Duration::from
 
 /// A tonic server tuned for bulk transfers (large HTTP/2 windows and frames). A request
 /// whose body stalls is cancelled after `request_timeout` (DEADLINE_EXCEEDED), releasing its
-/// buffers: the body is read inside the timed handler.
-pub fn grpc_server(request_timeout: Duration) -> tonic::transport::Server {
+/// buffers: the body is read inside the timed handler. `metrics` counts its RPCs.
+pub fn grpc_server(request_timeout: Duration, metrics: RpcMetricsLayer) -> GrpcServer {
     tonic::transport::Server::builder()
         .initial_stream_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
@@ -52,6 +60,7 @@ pub fn grpc_server(request_timeout: Duration) -> tonic::transport::Server {
         .http2_keepalive_interval(Some(KEEPALIVE.0))
         .http2_keepalive_timeout(Some(KEEPALIVE.1))
         .http2_max_header_list_size(Some(MAX_HEADERS))
+        .layer(metrics)
 }
 
 /// Cancels `token` on Ctrl-C or SIGTERM.
@@ -80,7 +89,7 @@ pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2
 /// Serves `router` on `incoming` until `shutdown` is cancelled, then allows in-flight
 /// requests [`SHUTDOWN_GRACE`] to finish; idle client connections do not hold it open.
 pub async fn serve(
-    router: tonic::transport::server::Router,
+    router: GrpcRouter,
     incoming: TcpIncoming,
     shutdown: CancellationToken,
     who: &str,

@@ -28,6 +28,8 @@ pub struct StandaloneConfig {
     pub partitioners: Vec<Arc<dyn Partitioner>>,
     /// Where and how often servers snapshot their partitions (no directory: no snapshots).
     pub snapshots: Snapshots,
+    /// Where the master serves `/metrics` (covering every server) over HTTP; none: no HTTP.
+    pub http: Option<SocketAddr>,
 }
 
 impl StandaloneConfig {
@@ -41,6 +43,7 @@ impl StandaloneConfig {
             functions: Functions::default(),
             partitioners: Vec::new(),
             snapshots: Snapshots::default(),
+            http: None,
         }
     }
 }
@@ -59,8 +62,10 @@ impl Standalone {
         let master_config = MasterConfig {
             partitioners: config.partitioners.clone(),
             snapshots: config.snapshots.clone(),
+            http: config.http,
             ..MasterConfig::new(config.bind)
         };
+        let telemetry = master_config.telemetry.clone();
         let master = MasterNode::start(master_config, shutdown.clone()).await?;
         let mut servers = Vec::with_capacity(config.servers);
         for _ in 0..config.servers {
@@ -68,6 +73,7 @@ impl Standalone {
                 bind: SocketAddr::new(master.addr.ip(), 0),
                 max_message_bytes: config.max_message_bytes,
                 memory_budget: config.memory_budget / config.servers.max(1) as u64,
+                telemetry: telemetry.clone(),
                 ..ServerConfig::new(master.addr.to_string())
             };
             servers.push(
@@ -85,6 +91,11 @@ impl Standalone {
     /// The master address clients connect to.
     pub fn master_addr(&self) -> String {
         self.master.addr.to_string()
+    }
+
+    /// Where the master serves `/metrics`, when asked to.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.master.http
     }
 
     /// A token that stops everything when cancelled (for signal handlers).

@@ -73,6 +73,7 @@ pub async fn run(args: ScaleBenchArgs) -> Result<(), Box<dyn Error>> {
             executors: 0,
             compression: "none".into(),
             compression_mode: "auto".into(),
+            http: None,
             memory: args.memory.clone(),
         };
         logs(&demo)?;

@@ -98,6 +98,7 @@ pub async fn run(args: SyncBenchArgs) -> Result<(), Box<dyn Error>> {
         executors: 2,
         compression: "none".into(),
         compression_mode: "auto".into(),
+        http: None,
         memory: Default::default(),
     };
     let data = logs(&demo)?;
@@ -182,6 +183,7 @@ async fn train(
         partitions: args.workers as usize,
         ballista: cluster.map(|c| c.scheduler_url().to_string()),
         stage: None,
+        http: None,
         memory: Default::default(),
         output: Default::default(),
     };

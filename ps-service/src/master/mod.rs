@@ -9,10 +9,12 @@
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
 //! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
 //! - [`state_file`]: the master's own state, saved after every change and resumed on start.
+//! - [`metrics`]: what the master reports at each Prometheus scrape.
 //! - [`node`]: [`MasterNode`], which binds and serves.
 
 pub mod clocks;
 pub mod counters;
+mod metrics;
 pub mod node;
 pub mod optimizers;
 pub mod partitioner;

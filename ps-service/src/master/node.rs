@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::service::{MasterService, Snapshots};
 use super::{Partitioner, RangePartitioner};
 use crate::net;
+use crate::telemetry::{Telemetry, http};
 
 /// Largest request the master decodes: its requests carry names, shapes and attributes
 /// (bounded far below this), never data.
@@ -37,6 +38,10 @@ pub struct MasterConfig {
     /// Where and how often servers snapshot their partitions (`--snapshot-dir`,
     /// `--snapshot-interval`).
     pub snapshots: Snapshots,
+    /// Where to serve `/metrics` over HTTP (`--http`); none: no HTTP listener.
+    pub http: Option<SocketAddr>,
+    /// The process's metrics, shared with servers started in the same process.
+    pub telemetry: Telemetry,
 }
 
 impl MasterConfig {
@@ -48,6 +53,8 @@ impl MasterConfig {
             partitioners: Vec::new(),
             server_timeout: Duration::from_secs(10),
             snapshots: Snapshots::default(),
+            http: None,
+            telemetry: Telemetry::new(),
         }
     }
 }
@@ -71,6 +78,8 @@ async fn watch_heartbeats(
 pub struct MasterNode {
     /// The address it listens on.
     pub addr: SocketAddr,
+    /// The address of its HTTP listener, when it has one.
+    pub http: Option<SocketAddr>,
     task: JoinHandle<Result<()>>,
 }
 
@@ -88,6 +97,14 @@ impl MasterNode {
             config.snapshots,
         ));
         service.resume()?;
+        let http = match config.http {
+            Some(at) => {
+                let routes = http::metrics_router(config.telemetry.clone());
+                Some(http::serve(at, routes, shutdown.clone()).await?)
+            }
+            None => None,
+        };
+        config.telemetry.watch(Arc::downgrade(&service) as _);
         tokio::spawn(watch_heartbeats(
             service.clone(),
             config.server_timeout,
@@ -96,11 +113,12 @@ impl MasterNode {
         let service = MasterServer::from_arc(service)
             .max_decoding_message_size(MAX_MASTER_REQUEST)
             .max_encoding_message_size(usize::MAX);
-        let router = net::grpc_server(MASTER_REQUEST_TIMEOUT).add_service(service);
+        let metrics = config.telemetry.rpc_layer("master");
+        let router = net::grpc_server(MASTER_REQUEST_TIMEOUT, metrics).add_service(service);
         let task =
             tokio::spawn(async move { net::serve(router, incoming, shutdown, "master").await });
-        tracing::info!(%addr, "master started");
-        Ok(MasterNode { addr, task })
+        tracing::info!(%addr, ?http, "master started");
+        Ok(MasterNode { addr, http, task })
     }
 
     /// Waits until the master has shut down.

@@ -52,7 +52,7 @@ pub(super) type ServerRpc = ServerClient<InterceptedService<Channel, AdminToken>
 #[derive(Debug, Clone)]
 pub(super) struct ServerEntry {
     pub(super) addr: String,
-    last_seen: Instant,
+    pub(super) last_seen: Instant,
     pub(super) rpc: ServerRpc,
     /// The optimizers it runs, as it reported them.
     pub(super) optimizers: Vec<OptimizerInfo>,

@@ -17,6 +17,7 @@ use super::service::ServerService;
 use crate::optim::OptimizerRegistry;
 use crate::psf::PsfRegistry;
 use crate::snapshot::SnapshotDir;
+use crate::telemetry::{Telemetry, http};
 use crate::{admin, net};
 
 /// How to start a server.
@@ -41,6 +42,10 @@ pub struct ServerConfig {
     pub request_timeout: Duration,
     /// Wait empty for a dead server's partitions instead of taking new matrices' (`--standby`).
     pub standby: bool,
+    /// Where to serve `/metrics` over HTTP (`--http`); none: no HTTP listener.
+    pub http: Option<SocketAddr>,
+    /// The process's metrics, shared with the master and servers of the same process.
+    pub telemetry: Telemetry,
 }
 
 impl ServerConfig {
@@ -56,6 +61,8 @@ impl ServerConfig {
             memory_budget: default_memory_budget(),
             request_timeout: net::DEFAULT_REQUEST_TIMEOUT,
             standby: false,
+            http: None,
+            telemetry: Telemetry::new(),
         }
     }
 }
@@ -88,6 +95,8 @@ pub struct ServerNode {
     pub id: u32,
     /// Address clients reach it at.
     pub addr: String,
+    /// The address of its HTTP listener, when it has one.
+    pub http: Option<SocketAddr>,
     task: JoinHandle<Result<()>>,
 }
 
@@ -126,13 +135,16 @@ impl ServerNode {
             pulls: Default::default(),
             snapshot_dir: Default::default(),
             snapshot_writer: Default::default(),
+            node: format!("server@{addr}"),
         });
+        config.telemetry.watch(Arc::downgrade(&service) as _);
         let grpc = ServerServer::from_arc(service.clone())
             .max_decoding_message_size(net::decode_cap(config.max_message_bytes))
             .max_encoding_message_size(usize::MAX);
         // Serve before registering: the master calls back to check the address answers.
         let serving = shutdown.child_token();
-        let router = net::grpc_server(config.request_timeout).add_service(grpc);
+        let metrics = config.telemetry.rpc_layer(&service.node);
+        let router = net::grpc_server(config.request_timeout, metrics).add_service(grpc);
         let (stop, label) = (serving.clone(), format!("server {addr}"));
         let task = tokio::spawn(async move { net::serve(router, incoming, stop, &label).await });
         let registered = match connect_master(&config).await {
@@ -166,8 +178,20 @@ impl ServerNode {
             register,
         };
         tokio::spawn(beat.run(config.heartbeat, shutdown.clone()));
-        tracing::info!(id, %addr, "server started");
-        Ok(ServerNode { id, addr, task })
+        let http = match config.http {
+            Some(at) => {
+                let routes = http::metrics_router(config.telemetry.clone());
+                Some(http::serve(at, routes, serving.clone()).await?)
+            }
+            None => None,
+        };
+        tracing::info!(id, %addr, ?http, "server started");
+        Ok(ServerNode {
+            id,
+            addr,
+            http,
+            task,
+        })
     }
 
     /// Waits until the server has shut down.

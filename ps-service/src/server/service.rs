@@ -50,6 +50,8 @@ pub struct ServerService {
     pub snapshot_dir: parking_lot::RwLock<Option<SnapshotDir>>,
     /// Held while snapshots are written: one writer per partition directory at a time.
     pub snapshot_writer: parking_lot::Mutex<()>,
+    /// This server's `node` label in metrics (`server@ADDR`).
+    pub node: String,
 }
 
 /// Bytes of the keys and values of `slices`.

@@ -287,6 +287,7 @@ mod tests {
                 dir.map(|d| SnapshotDir::parse(&d.display().to_string()).unwrap()),
             ),
             snapshot_writer: Default::default(),
+            node: "server@test".into(),
         }
     }
 
