@@ -17,10 +17,10 @@ use angel_proto::master_client::MasterClient;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
     Ack, Caller, ClockReply, ClockRequest, CounterIncreaseRequest, DescribeMatrixRequest,
-    DropMatrixRequest, Element, GetPartitionMapRequest, Merge, OptimizerInfo, PartitionMap,
-    PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, ReplayReport,
-    ReportUnreachableRequest, Result, RowSlice, SnapshotReply, SnapshotRequest, StatusReply,
-    StatusRequest, StorageKind, Update, codec, wire,
+    DropMatrixRequest, Element, EpochReport, GetPartitionMapRequest, Merge, OptimizerInfo,
+    PartitionMap, PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest,
+    ReplayReport, ReportUnreachableRequest, Result, RowSlice, SnapshotReply, SnapshotRequest,
+    StatusReply, StatusRequest, StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -455,6 +455,13 @@ impl PsClient {
                 return Ok(reply);
             }
         }
+    }
+
+    /// Tells the master a model finished an epoch, for the curves of its status page.
+    pub async fn report_epoch(&self, report: EpochReport) -> Result<()> {
+        self.on_master(report, |mut m, r| async move { m.report_epoch(r).await })
+            .await
+            .map(drop)
     }
 
     /// Has every server write a snapshot of the partitions that changed since their last one

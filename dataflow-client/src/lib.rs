@@ -37,7 +37,8 @@ pub mod task_change;
 
 pub use angel_proto::{
     Ack, ClockPhase, ClockReply, ClockRequest, Compression, CompressionMode, CounterState, Element,
-    Layout, Merge, PsError, Result, SnapshotReply, StorageKind, Update, ValueType, update,
+    EpochReport, Layout, Merge, PsError, Result, SnapshotReply, StorageKind, Update, ValueType,
+    update,
 };
 pub use client::{ClientConfig, PsClient, worker_pid};
 pub use counter_space::Counter;

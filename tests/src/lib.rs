@@ -106,6 +106,13 @@ pub struct Job {
     stderr: std::thread::JoinHandle<Vec<u8>>,
 }
 
+impl Job {
+    /// Whether it has not ended yet.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
 /// Starts `angel-ps run --output json args...` with `env` added, its output piped.
 pub fn start_job(args: &[&str], env: &[(String, String)]) -> Job {
     let mut child = Command::new(binary())

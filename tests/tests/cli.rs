@@ -10,7 +10,7 @@ use angel_tests::{Cluster, binary, spawn};
 #[test]
 fn every_subcommand_documents_its_flags() {
     for (sub, flags) in [
-        ("master", &["--bind", "--parts-per-server"][..]),
+        ("master", &["--bind", "--parts-per-server", "--http"][..]),
         (
             "server",
             &[
@@ -19,11 +19,12 @@ fn every_subcommand_documents_its_flags() {
                 "--advertise",
                 "--max-message-bytes",
                 "--heartbeat-ms",
+                "--http",
             ],
         ),
         (
             "standalone",
-            &["--servers", "--bind", "--max-message-bytes"],
+            &["--servers", "--bind", "--max-message-bytes", "--http"],
         ),
         ("status", &["--master", "--pulls"]),
         (
@@ -36,6 +37,7 @@ fn every_subcommand_documents_its_flags() {
                 "--servers",
                 "--memory-limit",
                 "--storage-level",
+                "--http",
             ],
         ),
         (

@@ -7,9 +7,12 @@
 //! - [`clocks`]: training workers' clocks: BSP, SSP and ASP, and slow-worker flags.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
+//! - [`progress`]: each model's finished epochs, as its job reported them (the page's curves).
 //! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
 //! - [`state_file`]: the master's own state, saved after every change and resumed on start.
 //! - [`metrics`]: what the master reports at each Prometheus scrape.
+//! - [`page`]: the status page (`GET /`) and its JSON (`GET /api/status`, see
+//!   [`status_json`]).
 //! - [`node`]: [`MasterNode`], which binds and serves.
 
 pub mod clocks;
@@ -17,10 +20,13 @@ pub mod counters;
 mod metrics;
 pub mod node;
 pub mod optimizers;
+pub mod page;
 pub mod partitioner;
+pub mod progress;
 pub mod recovery;
 pub mod service;
 pub mod state_file;
+pub mod status_json;
 
 pub use node::{MasterConfig, MasterNode};
 pub use partitioner::{BlockRange, Partitioner, RangePartitioner};

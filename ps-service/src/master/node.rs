@@ -38,7 +38,8 @@ pub struct MasterConfig {
     /// Where and how often servers snapshot their partitions (`--snapshot-dir`,
     /// `--snapshot-interval`).
     pub snapshots: Snapshots,
-    /// Where to serve `/metrics` over HTTP (`--http`); none: no HTTP listener.
+    /// Where to serve the status page and `/metrics` over HTTP (`--http`); none: no HTTP
+    /// listener.
     pub http: Option<SocketAddr>,
     /// The process's metrics, shared with servers started in the same process.
     pub telemetry: Telemetry,
@@ -99,7 +100,8 @@ impl MasterNode {
         service.resume()?;
         let http = match config.http {
             Some(at) => {
-                let routes = http::metrics_router(config.telemetry.clone());
+                let routes = http::metrics_router(config.telemetry.clone())
+                    .merge(super::page::router(service.clone()));
                 Some(http::serve(at, routes, shutdown.clone()).await?)
             }
             None => None,

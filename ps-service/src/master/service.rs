@@ -11,11 +11,12 @@ use angel_proto::server_client::ServerClient;
 use angel_proto::{
     ClockReply, ClockRequest, CounterMeta, CounterRequest, CreateMatrixRequest,
     CreatePartitionsRequest, DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest,
-    DropPartitionsRequest, GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout,
-    MatrixMeta, OptimizerInfo, Partition, PartitionMap, PsError, Recovery, RegisterServerReply,
-    RegisterServerRequest, ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result,
-    SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest,
-    StatusReply, StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
+    DropPartitionsRequest, EpochReport, EpochReportReply, GetPartitionMapRequest, HeartbeatReply,
+    HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo, Partition, PartitionMap, PsError,
+    Recovery, RegisterServerReply, RegisterServerRequest, ReplayReport, ReplayReportReply,
+    ReportUnreachableRequest, Result, SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply,
+    SnapshotRequest, StatsRequest, StatusReply, StatusRequest, StorageKind, ValueType,
+    WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use tonic::codegen::InterceptedService;
@@ -23,6 +24,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 use super::clocks::Clocks;
+use super::progress::Progress;
 use super::{Partitioner, optimizers};
 use crate::admin::AdminToken;
 use crate::snapshot::SnapshotDir;
@@ -188,6 +190,8 @@ pub struct MasterService {
     pub(super) snapshots: Snapshots,
     /// Training workers' clocks, per model.
     pub(super) clocks: Clocks,
+    /// Finished epochs per model, for the status page.
+    pub(super) progress: Progress,
 }
 
 impl MasterService {
@@ -205,6 +209,7 @@ impl MasterService {
             server_timeout,
             snapshots,
             clocks: Clocks::default(),
+            progress: Progress::default(),
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -507,7 +512,7 @@ impl MasterService {
     }
 
     /// The service's state; with `pulls`, each server's record of training pulls too.
-    async fn status(&self, pulls: bool) -> StatusReply {
+    pub(super) async fn status(&self, pulls: bool) -> StatusReply {
         let (map, servers) = {
             let state = self.state.lock();
             (state.map(), state.servers.clone())
@@ -541,6 +546,7 @@ impl MasterService {
             snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
             recoveries: self.state.lock().recoveries.clone(),
             workers: self.clocks.status(),
+            epochs: self.progress.all(),
         }
     }
 }
@@ -728,5 +734,16 @@ impl Master for MasterService {
             )));
         }
         Ok(Response::new(self.clocks.clock(&request).await))
+    }
+
+    async fn report_epoch(
+        &self,
+        request: Request<EpochReport>,
+    ) -> std::result::Result<Response<EpochReportReply>, Status> {
+        answer(
+            self.progress
+                .record(request.into_inner())
+                .map(|()| EpochReportReply {}),
+        )
     }
 }

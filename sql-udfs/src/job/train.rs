@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use angel_client::{CounterState, PsError};
+use angel_client::{CounterState, EpochReport, PsError};
 use angel_proto::{StatusReply, WorkerStatus};
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -175,6 +175,23 @@ pub async fn create_model(
         };
         let rows = float(&n).unwrap_or_default() as i64;
         let evaluated = started.elapsed() - trained;
+        let report = EpochReport {
+            model: name.to_string(),
+            epoch: epoch as u32,
+            rows: rows as u64,
+            train_loss: float(&loss),
+            holdout_loss,
+            holdout_auc: auc,
+            seconds: trained.as_secs_f64(),
+        };
+        // The curves are for people watching; training goes on without them.
+        if let Err(e) = client.report_epoch(report).await {
+            tracing::warn!(
+                model = name,
+                epoch,
+                "the master did not take the epoch report: {e}"
+            );
+        }
         table.push(
             (epoch, rows),
             loss,
