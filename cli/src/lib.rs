@@ -49,6 +49,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Have every server write a snapshot of the partitions that changed, now.
     Snapshot(snapshot::SnapshotArgs),
+    /// Print a fresh random service token (256 bits as hex), for `--token-file`.
+    Token,
     /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion, or
     /// with --ballista on a Ballista cluster.
     Run(run::RunArgs),
@@ -87,6 +89,10 @@ pub fn main() -> ExitCode {
             Command::Standalone(args) => Ok(service::standalone(args).await?),
             Command::Status(args) => Ok(status::run(args).await?),
             Command::Snapshot(args) => Ok(snapshot::run(args).await?),
+            Command::Token => {
+                println!("{}", service::new_token());
+                Ok(())
+            }
             Command::Run(args) => run::run(args).await,
             Command::Scheduler(args) => scheduler::run(args).await,
             Command::Executor(args) => executor::run(args).await,

@@ -2,10 +2,13 @@
 //! stdout once it is ready (scripts and tests wait for it), then runs until Ctrl-C / SIGTERM.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use angel_client::{PsError, Result};
+use angel_proto::credential::Token;
 use clap::Args;
+use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use angel_ps::Functions;
@@ -29,6 +32,10 @@ pub struct MasterArgs {
     /// their snapshots (clients' reports are acted on sooner).
     #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 10)]
     pub server_timeout_secs: u64,
+    /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
+    /// Without it (or ANGEL_TOKEN) there is no check, and only a loopback address is served.
+    #[arg(long, env = "ANGEL_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Serve the status page and Prometheus `/metrics` over HTTP on this address (port 0
     /// picks a free port); off unless given.
     #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
@@ -99,6 +106,10 @@ pub struct ServerArgs {
     /// here from their snapshots) instead of taking partitions of new matrices.
     #[arg(long, env = "ANGEL_STANDBY")]
     pub standby: bool,
+    /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
+    /// Without it (or ANGEL_TOKEN) there is no check, and only a loopback address is served.
+    #[arg(long, env = "ANGEL_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Serve Prometheus `/metrics` over HTTP on this address (port 0 picks a free port); off
     /// unless given.
     #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
@@ -121,6 +132,10 @@ pub struct StandaloneArgs {
     /// of the machine's memory.
     #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
+    /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
+    /// Without it (or ANGEL_TOKEN) there is no check, and only a loopback address is served.
+    #[arg(long, env = "ANGEL_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// Serve the status page and Prometheus `/metrics` (of the master and every
     /// server) over HTTP on this address (port 0 picks a free port); off unless given.
     #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
@@ -138,6 +153,7 @@ pub async fn master(args: MasterArgs) -> Result<()> {
         server_timeout: Duration::from_secs(args.server_timeout_secs.max(1)),
         snapshots: args.snapshots.settings()?,
         http: args.http,
+        token: Token::resolve(args.token_file.as_deref())?,
         ..MasterConfig::new(args.bind)
     };
     let node = MasterNode::start(config, shutdown).await?;
@@ -159,6 +175,7 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         standby: args.standby,
         http: args.http,
+        token: Token::resolve(args.token_file.as_deref())?,
         ..ServerConfig::new(args.master)
     };
     let node = ServerNode::start(config, Functions::default(), shutdown).await?;
@@ -175,6 +192,7 @@ pub async fn standalone(args: StandaloneArgs) -> Result<()> {
         memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
         snapshots: args.snapshots.settings()?,
         http: args.http,
+        token: Token::resolve(args.token_file.as_deref())?,
         ..StandaloneConfig::new(args.servers)
     };
     let service = Standalone::start(config).await?;
@@ -191,4 +209,10 @@ pub fn print_http(who: &str, http: Option<SocketAddr>) {
     if let Some(addr) = http {
         println!("angel-ps {who} serving HTTP on http://{addr}/");
     }
+}
+
+/// A fresh random service token: 256 bits as hex.
+pub fn new_token() -> String {
+    let mut rng = rand::rng();
+    format!("{:032x}{:032x}", rng.random::<u128>(), rng.random::<u128>())
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use angel_proto::credential::{AuthChannel, Credential, Token};
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_client::ServerClient;
 use angel_proto::{
@@ -25,7 +26,7 @@ use angel_proto::{
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use prost::Message;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 
 use angel_proto::limits::{MAX_FRAME, WINDOW};
 use angel_proto::merge::{finish, merge_into};
@@ -65,6 +66,8 @@ pub struct ClientConfig {
     /// Bytes of changes kept until a snapshot holds them, to replay to a partition restored
     /// from an older snapshot; past it the oldest are dropped (counted as lost if needed).
     pub replay_bytes: usize,
+    /// The service token sent with every request (`ANGEL_TOKEN` or `ANGEL_TOKEN_FILE`).
+    pub token: Option<Token>,
 }
 
 impl Default for ClientConfig {
@@ -74,6 +77,7 @@ impl Default for ClientConfig {
             max_message_bytes: 256 << 20,
             worker_id: u64::from(std::process::id()) << 20 | next_local_id(),
             replay_bytes: 256 << 20,
+            token: None,
         }
     }
 }
@@ -83,9 +87,13 @@ pub const REPLAY_MB_VAR: &str = "ANGEL_REPLAY_MB";
 
 impl ClientConfig {
     /// The defaults, with [`ClientConfig::replay_bytes`] from `ANGEL_REPLAY_MB` (megabytes)
-    /// when it is set; an error naming the variable when it is not a whole number.
+    /// when it is set, and the token of `ANGEL_TOKEN` or `ANGEL_TOKEN_FILE`; an error naming
+    /// the variable when one is malformed.
     pub fn from_env() -> Result<Self> {
-        let mut config = ClientConfig::default();
+        let mut config = ClientConfig {
+            token: Token::resolve(None)?,
+            ..ClientConfig::default()
+        };
         if let Ok(text) = std::env::var(REPLAY_MB_VAR) {
             let mb: usize = text.trim().parse().map_err(|_| {
                 PsError::InvalidArgument(format!(
@@ -96,6 +104,13 @@ impl ClientConfig {
             config.replay_bytes = mb.saturating_mul(1 << 20);
         }
         Ok(config)
+    }
+}
+
+impl ClientConfig {
+    /// The interceptor that adds the token to requests.
+    fn credential(&self) -> Credential {
+        Credential::new(self.token.as_ref())
     }
 }
 
@@ -114,7 +129,7 @@ fn next_local_id() -> u64 {
 #[derive(Debug)]
 pub struct PsClient {
     master_addr: String,
-    pub(crate) master: MasterClient<Channel>,
+    pub(crate) master: MasterClient<AuthChannel>,
     config: ClientConfig,
     pub(crate) routing: RwLock<Routing>,
     seq: AtomicU64,
@@ -123,9 +138,10 @@ pub struct PsClient {
 }
 
 impl PsClient {
-    /// Connects to the master at `addr` (`host:port`) with default settings.
+    /// Connects to the master at `addr` (`host:port`) with default settings and the token
+    /// and replay buffer the environment gives ([`ClientConfig::from_env`]).
     pub async fn connect(addr: &str) -> Result<Arc<Self>> {
-        Self::connect_with(addr, ClientConfig::default()).await
+        Self::connect_with(addr, ClientConfig::from_env()?).await
     }
 
     /// Connects to the master at `addr` and loads the partition map.
@@ -137,7 +153,7 @@ impl PsClient {
             .map_err(|e| PsError::Unavailable(format!("master {addr} is unreachable: {e}")))?;
         let client = Arc::new(PsClient {
             master_addr: addr.to_string(),
-            master: MasterClient::new(channel)
+            master: MasterClient::with_interceptor(channel, config.credential())
                 .max_decoding_message_size(usize::MAX)
                 .max_encoding_message_size(usize::MAX),
             config,
@@ -203,9 +219,12 @@ impl PsClient {
                 Some(conn) if conn.addr == s.addr => conn.clone(),
                 _ => ServerConn {
                     addr: s.addr.clone(),
-                    rpc: ServerClient::new(endpoint(&s.addr, &self.config)?.connect_lazy())
-                        .max_decoding_message_size(usize::MAX)
-                        .max_encoding_message_size(usize::MAX),
+                    rpc: ServerClient::with_interceptor(
+                        endpoint(&s.addr, &self.config)?.connect_lazy(),
+                        self.config.credential(),
+                    )
+                    .max_decoding_message_size(usize::MAX)
+                    .max_encoding_message_size(usize::MAX),
                 },
             };
             servers.insert(s.id, conn);
@@ -346,7 +365,7 @@ impl PsClient {
     pub(crate) async fn on_master<R, T, Fut>(
         &self,
         request: R,
-        call: impl Fn(MasterClient<Channel>, R) -> Fut,
+        call: impl Fn(MasterClient<AuthChannel>, R) -> Fut,
     ) -> Result<T>
     where
         R: Clone,

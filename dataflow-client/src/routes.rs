@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use angel_proto::OptimizerInfo;
+use angel_proto::credential::AuthChannel;
 use angel_proto::server_client::ServerClient;
-use tonic::transport::Channel;
 
 use crate::counter_space::Counter;
 use crate::matrix::Matrix;
@@ -16,7 +16,7 @@ use crate::{PsError, Result};
 #[derive(Debug, Clone)]
 pub(crate) struct ServerConn {
     pub(crate) addr: String,
-    pub(crate) rpc: ServerClient<Channel>,
+    pub(crate) rpc: ServerClient<AuthChannel>,
 }
 
 /// The cached partition map.

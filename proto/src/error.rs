@@ -42,6 +42,9 @@ pub enum PsError {
     /// A call only the master may make, made without its credential (PERMISSION_DENIED).
     #[error("permission denied: {0}")]
     PermissionDenied(String),
+    /// A request without the service's token, or with a wrong one (UNAUTHENTICATED).
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
     /// A deadline passed (DEADLINE_EXCEEDED).
     #[error("timed out: {0}")]
     Timeout(String),
@@ -66,6 +69,7 @@ impl PsError {
             PsError::Unavailable(_) => Code::Unavailable,
             PsError::StaleMap(_) | PsError::WrongState(_) => Code::FailedPrecondition,
             PsError::PermissionDenied(_) => Code::PermissionDenied,
+            PsError::Unauthenticated(_) => Code::Unauthenticated,
             PsError::Timeout(_) => Code::DeadlineExceeded,
             PsError::DataLoss(_) => Code::DataLoss,
             PsError::Internal(_) => Code::Internal,
@@ -99,6 +103,7 @@ impl PsError {
             Code::FailedPrecondition if is_stale_map(&status) => PsError::StaleMap(msg),
             Code::FailedPrecondition => PsError::WrongState(msg),
             Code::PermissionDenied => PsError::PermissionDenied(msg),
+            Code::Unauthenticated => PsError::Unauthenticated(format!("{peer}: {msg}")),
             Code::DeadlineExceeded => PsError::Timeout(format!("{peer}: {msg}")),
             Code::DataLoss => PsError::DataLoss(msg),
             Code::Unavailable | Code::Unknown | Code::Cancelled => {
@@ -121,6 +126,7 @@ impl From<PsError> for Status {
             | PsError::StaleMap(m)
             | PsError::WrongState(m)
             | PsError::PermissionDenied(m)
+            | PsError::Unauthenticated(m)
             | PsError::Timeout(m)
             | PsError::DataLoss(m)
             | PsError::Internal(m) => m.clone(),

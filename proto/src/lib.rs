@@ -17,6 +17,8 @@
 //! - [`update`]: an optimizer step with the usual defaults.
 //! - [`pushes`]: per-client push counters, summed the same way by servers and readers.
 //! - [`pulls`]: how far ahead of the slowest worker training pulls went (consistency checks).
+//! - [`credential`]: the service token every RPC carries, and the client interceptor that
+//!   adds it.
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses, both ways.
 //! - [`limits`]: HTTP/2 window and frame sizes both sides set.
 //! - [`grpc_codec`]: the services' gRPC codec (prost, each message written once).
@@ -26,6 +28,7 @@
 
 pub mod codec;
 pub mod counter_keys;
+pub mod credential;
 pub mod error;
 pub mod grpc_codec;
 pub mod limits;

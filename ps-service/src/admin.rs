@@ -6,6 +6,7 @@
 //! `CounterAdmin` call, and the server refuses those calls without it (PERMISSION_DENIED). No
 //! other process learns a server's token, so nothing needs configuring, embedded or not.
 
+use angel_proto::credential::Credential;
 use angel_proto::{PsError, Result};
 use rand::Rng;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -22,16 +23,20 @@ pub fn new_token() -> String {
     format!("{:032x}", rand::rng().random::<u128>())
 }
 
-/// Adds a server's token to every request of the master's client for that server.
+/// Adds a server's token, and the service's credential, to every request of the master's
+/// client for that server.
 #[derive(Debug, Clone)]
-pub struct AdminToken(MetadataValue<Ascii>);
+pub struct AdminToken(MetadataValue<Ascii>, Credential);
 
 impl AdminToken {
-    /// The interceptor for `token`, as a server registered it.
-    pub fn new(token: &str) -> Result<Self> {
+    /// The interceptor for `token`, as a server registered it, sending `credential` too.
+    pub fn new(token: &str, credential: Credential) -> Result<Self> {
         let valid = !token.is_empty() && token.len() <= MAX_TOKEN;
         match valid && token.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            true => Ok(AdminToken(token.parse().map_err(|_| bad_token())?)),
+            true => Ok(AdminToken(
+                token.parse().map_err(|_| bad_token())?,
+                credential,
+            )),
             false => Err(bad_token()),
         }
     }
@@ -46,6 +51,7 @@ fn bad_token() -> PsError {
 impl Interceptor for AdminToken {
     fn call(&mut self, mut request: Request<()>) -> std::result::Result<Request<()>, Status> {
         request.metadata_mut().insert(HEADER, self.0.clone());
+        self.1.add(&mut request);
         Ok(request)
     }
 }
@@ -79,13 +85,13 @@ mod tests {
     fn only_requests_with_the_token_pass() {
         let token = new_token();
         assert_eq!(token.len(), 32);
-        let mut with = AdminToken::new(&token).unwrap();
+        let mut with = AdminToken::new(&token, Credential::default()).unwrap();
         let request = with.call(Request::new(())).unwrap();
         check(&request, &token, "CreatePartitions").unwrap();
         let err = check(&Request::new(()), &token, "CreatePartitions").unwrap_err();
         assert!(matches!(err, PsError::PermissionDenied(_)), "{err}");
         assert!(check(&request, &new_token(), "DropPartitions").is_err());
-        assert!(AdminToken::new("bad token\n").is_err());
-        assert!(AdminToken::new(&"a".repeat(MAX_TOKEN + 1)).is_err());
+        assert!(AdminToken::new("bad token\n", Credential::default()).is_err());
+        assert!(AdminToken::new(&"a".repeat(MAX_TOKEN + 1), Credential::default()).is_err());
     }
 }

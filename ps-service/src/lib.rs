@@ -13,6 +13,8 @@
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
 //! - [`telemetry`]: Prometheus metrics and the `--http` listener that serves them.
+//! - [`auth`]: the service token checked on every RPC, and the refusal to serve a wider
+//!   address without one.
 //! - [`admin`]: the credential that keeps the master's calls to servers the master's.
 //!
 //! The wire both sides speak (codecs, routing, value types, errors) is `angel-proto`; snapshots
@@ -21,6 +23,7 @@
 //! `angel-ps-cli` crate (folder `cli/`).
 
 pub mod admin;
+pub mod auth;
 pub mod master;
 pub mod net;
 pub mod optim;

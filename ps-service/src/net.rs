@@ -10,12 +10,16 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 use tower_layer::{Identity, Stack};
 
+use crate::auth::AuthLayer;
 use crate::telemetry::RpcMetricsLayer;
 
-/// A node's gRPC server: tonic's, with every RPC counted for `/metrics`.
-pub type GrpcServer = tonic::transport::Server<Stack<RpcMetricsLayer, Identity>>;
+/// The layers around a node's services: metrics outside (refused requests count too), then
+/// the token check.
+type Layers = Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>;
+/// A node's gRPC server: tonic's, with every RPC counted for `/metrics` and its token checked.
+pub type GrpcServer = tonic::transport::Server<Layers>;
 /// [`GrpcServer`] with its services added.
-pub type GrpcRouter = tonic::transport::server::Router<Stack<RpcMetricsLayer, Identity>>;
+pub type GrpcRouter = tonic::transport::server::Router<Layers>;
 
 /// Default request size limit (bytes) for servers and the master.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 << 20;
@@ -49,8 +53,13 @@ const KEEPALIVE: (Duration, Duration) = (Duration::from_secs(10), Duration::from
 
 /// A tonic server tuned for bulk transfers (large HTTP/2 windows and frames). A request
 /// whose body stalls is cancelled after `request_timeout` (DEADLINE_EXCEEDED), releasing its
-/// buffers: the body is read inside the timed handler. `metrics` counts its RPCs.
-pub fn grpc_server(request_timeout: Duration, metrics: RpcMetricsLayer) -> GrpcServer {
+/// buffers: the body is read inside the timed handler. `metrics` counts its RPCs and `auth`
+/// checks their token.
+pub fn grpc_server(
+    request_timeout: Duration,
+    metrics: RpcMetricsLayer,
+    auth: AuthLayer,
+) -> GrpcServer {
     tonic::transport::Server::builder()
         .initial_stream_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
@@ -61,6 +70,7 @@ pub fn grpc_server(request_timeout: Duration, metrics: RpcMetricsLayer) -> GrpcS
         .http2_keepalive_timeout(Some(KEEPALIVE.1))
         .http2_max_header_list_size(Some(MAX_HEADERS))
         .layer(metrics)
+        .layer(auth)
 }
 
 /// Cancels `token` on Ctrl-C or SIGTERM.

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use angel_proto::Result;
+use angel_proto::credential::Token;
 use tokio_util::sync::CancellationToken;
 
 use crate::master::{MasterConfig, MasterNode, Partitioner, Snapshots};
@@ -30,6 +31,8 @@ pub struct StandaloneConfig {
     pub snapshots: Snapshots,
     /// Where the master serves `/metrics` (covering every server) over HTTP; none: no HTTP.
     pub http: Option<SocketAddr>,
+    /// The service token every RPC must carry; none: no check (loopback only).
+    pub token: Option<Token>,
 }
 
 impl StandaloneConfig {
@@ -44,6 +47,7 @@ impl StandaloneConfig {
             partitioners: Vec::new(),
             snapshots: Snapshots::default(),
             http: None,
+            token: None,
         }
     }
 }
@@ -63,6 +67,7 @@ impl Standalone {
             partitioners: config.partitioners.clone(),
             snapshots: config.snapshots.clone(),
             http: config.http,
+            token: config.token.clone(),
             ..MasterConfig::new(config.bind)
         };
         let telemetry = master_config.telemetry.clone();
@@ -74,6 +79,7 @@ impl Standalone {
                 max_message_bytes: config.max_message_bytes,
                 memory_budget: config.memory_budget / config.servers.max(1) as u64,
                 telemetry: telemetry.clone(),
+                token: config.token.clone(),
                 ..ServerConfig::new(master.addr.to_string())
             };
             servers.push(

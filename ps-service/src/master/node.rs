@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use angel_proto::credential::{Credential, Token};
 use angel_proto::master_server::MasterServer;
 use angel_proto::{PsError, Result};
 use tokio::task::JoinHandle;
@@ -11,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::service::{MasterService, Snapshots};
 use super::{Partitioner, RangePartitioner};
+use crate::auth::{self, AuthLayer};
 use crate::net;
 use crate::telemetry::{Telemetry, http};
 
@@ -43,6 +45,9 @@ pub struct MasterConfig {
     pub http: Option<SocketAddr>,
     /// The process's metrics, shared with servers started in the same process.
     pub telemetry: Telemetry,
+    /// The service token every RPC must carry (`--token-file`); none: no check, and only a
+    /// loopback address may be served.
+    pub token: Option<Token>,
 }
 
 impl MasterConfig {
@@ -56,6 +61,7 @@ impl MasterConfig {
             snapshots: Snapshots::default(),
             http: None,
             telemetry: Telemetry::new(),
+            token: None,
         }
     }
 }
@@ -87,6 +93,7 @@ pub struct MasterNode {
 impl MasterNode {
     /// Binds and serves until `shutdown` is cancelled.
     pub async fn start(config: MasterConfig, shutdown: CancellationToken) -> Result<Self> {
+        auth::require_token(config.bind, config.token.as_ref(), "the master")?;
         let (incoming, addr) = net::bind(config.bind).await?;
         let mut partitioners: Vec<Arc<dyn Partitioner>> = vec![Arc::new(RangePartitioner {
             parts_per_server: config.parts_per_server,
@@ -96,6 +103,7 @@ impl MasterNode {
             partitioners,
             config.server_timeout,
             config.snapshots,
+            Credential::new(config.token.as_ref()),
         ));
         service.resume()?;
         let http = match config.http {
@@ -116,7 +124,8 @@ impl MasterNode {
             .max_decoding_message_size(MAX_MASTER_REQUEST)
             .max_encoding_message_size(usize::MAX);
         let metrics = config.telemetry.rpc_layer("master");
-        let router = net::grpc_server(MASTER_REQUEST_TIMEOUT, metrics).add_service(service);
+        let auth = AuthLayer::new(config.token);
+        let router = net::grpc_server(MASTER_REQUEST_TIMEOUT, metrics, auth).add_service(service);
         let task =
             tokio::spawn(async move { net::serve(router, incoming, shutdown, "master").await });
         tracing::info!(%addr, ?http, "master started");

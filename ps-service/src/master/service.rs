@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use angel_proto::credential::Credential;
 use angel_proto::limits::WINDOW;
 use angel_proto::master_server::Master;
 use angel_proto::server_client::ServerClient;
@@ -192,15 +193,19 @@ pub struct MasterService {
     pub(super) clocks: Clocks,
     /// Finished epochs per model, for the status page.
     pub(super) progress: Progress,
+    /// The service token, sent with every call to a server.
+    credential: Credential,
 }
 
 impl MasterService {
     /// A master with the given partitioners (by name), taking servers silent for
-    /// `server_timeout` out of new placements, whose servers write `snapshots`.
+    /// `server_timeout` out of new placements, whose servers write `snapshots`, calling its
+    /// servers with `credential`.
     pub fn new(
         partitioners: Vec<Arc<dyn Partitioner>>,
         server_timeout: Duration,
         snapshots: Snapshots,
+        credential: Credential,
     ) -> Self {
         MasterService {
             state: Mutex::new(State::default()),
@@ -210,6 +215,7 @@ impl MasterService {
             snapshots,
             clocks: Clocks::default(),
             progress: Progress::default(),
+            credential,
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -245,10 +251,12 @@ impl MasterService {
             .connect_timeout(REGISTER_PROBE_TIMEOUT)
             .initial_stream_window_size(Some(WINDOW))
             .initial_connection_window_size(Some(WINDOW));
-        let mut rpc =
-            ServerClient::with_interceptor(endpoint.connect_lazy(), AdminToken::new(&admin_token)?)
-                .max_decoding_message_size(usize::MAX)
-                .max_encoding_message_size(usize::MAX);
+        let mut rpc = ServerClient::with_interceptor(
+            endpoint.connect_lazy(),
+            AdminToken::new(&admin_token, self.credential.clone())?,
+        )
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
         let probe =
             tokio::time::timeout(REGISTER_PROBE_TIMEOUT, rpc.stats(StatsRequest::default())).await;
         if let Err(why) = probe.map_err(|_| "no answer".to_string()).and_then(|r| {

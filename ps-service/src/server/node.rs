@@ -6,14 +6,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use angel_proto::credential::{AuthChannel, Credential, Token};
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_server::ServerServer;
 use angel_proto::{HeartbeatRequest, PsError, RegisterServerRequest, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
 
 use super::partition::Partitions;
 use super::service::ServerService;
+use crate::auth::{self, AuthLayer};
 use crate::optim::OptimizerRegistry;
 use crate::psf::PsfRegistry;
 use crate::snapshot::SnapshotDir;
@@ -46,6 +49,9 @@ pub struct ServerConfig {
     pub http: Option<SocketAddr>,
     /// The process's metrics, shared with the master and servers of the same process.
     pub telemetry: Telemetry,
+    /// The service token every RPC must carry, and this server sends to the master
+    /// (`--token-file`); none: no check, and only a loopback address may be served.
+    pub token: Option<Token>,
 }
 
 impl ServerConfig {
@@ -63,6 +69,7 @@ impl ServerConfig {
             standby: false,
             http: None,
             telemetry: Telemetry::new(),
+            token: None,
         }
     }
 }
@@ -107,6 +114,7 @@ impl ServerNode {
         functions: Functions,
         shutdown: CancellationToken,
     ) -> Result<Self> {
+        auth::require_token(config.bind, config.token.as_ref(), "a server")?;
         let (incoming, local) = net::bind(config.bind).await?;
         let addr = config
             .advertise
@@ -144,7 +152,8 @@ impl ServerNode {
         // Serve before registering: the master calls back to check the address answers.
         let serving = shutdown.child_token();
         let metrics = config.telemetry.rpc_layer(&service.node);
-        let router = net::grpc_server(config.request_timeout, metrics).add_service(grpc);
+        let auth = AuthLayer::new(config.token.clone());
+        let router = net::grpc_server(config.request_timeout, metrics, auth).add_service(grpc);
         let (stop, label) = (serving.clone(), format!("server {addr}"));
         let task = tokio::spawn(async move { net::serve(router, incoming, stop, &label).await });
         let registered = match connect_master(&config).await {
@@ -202,12 +211,17 @@ impl ServerNode {
     }
 }
 
-async fn connect_master(config: &ServerConfig) -> Result<MasterClient<tonic::transport::Channel>> {
+async fn connect_master(config: &ServerConfig) -> Result<MasterClient<AuthChannel>> {
     let url = format!("http://{}", config.master);
     let deadline = tokio::time::Instant::now() + config.register_timeout;
+    let credential = Credential::new(config.token.as_ref());
     loop {
-        match MasterClient::connect(url.clone()).await {
-            Ok(client) => return Ok(client),
+        match Channel::from_shared(url.clone())
+            .map_err(|e| PsError::InvalidArgument(format!("--master {}: {e}", config.master)))?
+            .connect()
+            .await
+        {
+            Ok(channel) => return Ok(MasterClient::with_interceptor(channel, credential)),
             Err(e) if tokio::time::Instant::now() >= deadline => {
                 return Err(PsError::Unavailable(format!(
                     "master {} is unreachable after {:?}: {e}",
@@ -241,7 +255,7 @@ async fn snapshot_every(service: Arc<ServerService>, every: Duration, shutdown: 
 /// What a server's heartbeat needs: the master, its id (which changes if it registers again)
 /// and what it registers with.
 struct Heartbeat {
-    master: MasterClient<tonic::transport::Channel>,
+    master: MasterClient<AuthChannel>,
     server_id: Arc<AtomicU32>,
     parts: Arc<Partitions>,
     register: RegisterServerRequest,

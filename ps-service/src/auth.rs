@@ -1,0 +1,94 @@
+//! [`AuthLayer`]: the check of the service token on every RPC a node answers (see
+//! [`angel_proto::credential`]). A request without it, or with another, gets
+//! UNAUTHENTICATED saying which setting to give, and reaches no handler: nothing changes.
+
+use std::net::SocketAddr;
+use std::task::{Context, Poll};
+
+use angel_proto::credential::{HEADER, TOKEN_FILE_VAR, TOKEN_VAR, Token};
+use angel_proto::{PsError, Result};
+use futures::future::{Either, Ready, ready};
+use http::{Request, Response};
+use tonic::Status;
+use tonic::body::Body;
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// Refuses to serve `addr` (`what` names it) without a token unless it is a loopback
+/// address: anyone who can reach a wider address could otherwise overwrite or drop any model.
+pub fn require_token(addr: SocketAddr, token: Option<&Token>, what: &str) -> Result<()> {
+    match token.is_some() || addr.ip().is_loopback() {
+        true => Ok(()),
+        false => Err(PsError::InvalidArgument(format!(
+            "refusing to serve {what} on {addr} without a token: anyone who reaches it could \
+             change any model. Make one with `angel-ps token > angel.token` and give every \
+             master, server and client --token-file angel.token (or {TOKEN_FILE_VAR}, or \
+             {TOKEN_VAR} with the token itself)"
+        ))),
+    }
+}
+
+/// Checks the token of every request, when the node has one.
+#[derive(Clone, Debug, Default)]
+pub struct AuthLayer {
+    token: Option<Token>,
+}
+
+impl AuthLayer {
+    /// Checks for `token`; none lets every request through.
+    pub fn new(token: Option<Token>) -> Self {
+        AuthLayer { token }
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = Authenticated<S>;
+
+    fn layer(&self, inner: S) -> Authenticated<S> {
+        Authenticated {
+            inner,
+            token: self.token.clone(),
+        }
+    }
+}
+
+/// The service [`AuthLayer`] wraps around a node's routes.
+#[derive(Clone, Debug)]
+pub struct Authenticated<S> {
+    inner: S,
+    token: Option<Token>,
+}
+
+impl<S> Service<Request<Body>> for Authenticated<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = Either<S::Future, Ready<std::result::Result<Response<Body>, S::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let Some(token) = &self.token else {
+            return Either::Left(self.inner.call(request));
+        };
+        let sent = request.headers().get(HEADER).map(|v| v.as_bytes());
+        let refusal = match sent {
+            Some(sent) if token.accepts(sent) => return Either::Left(self.inner.call(request)),
+            Some(_) => {
+                "wrong token: this service was started with another one; give the \
+                        client the service's token (ANGEL_TOKEN, or ANGEL_TOKEN_FILE naming its \
+                        file)"
+            }
+            None => {
+                "this service requires a token: give the client the service's token \
+                     (ANGEL_TOKEN, or ANGEL_TOKEN_FILE naming its file; --token-file for a \
+                     master or server)"
+            }
+        };
+        Either::Right(ready(Ok(Status::unauthenticated(refusal).into_http())))
+    }
+}

@@ -1,0 +1,129 @@
+//! The service token: master and servers started with `--token-file` answer only requests
+//! that carry it; a missing or wrong token gets UNAUTHENTICATED saying what to set, and
+//! changes nothing. A master or server refuses a wider address than loopback without one.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use angel_client::{ClientConfig, MatrixSpec, PsClient, PsError};
+use angel_proto::credential::Token;
+use angel_proto::{PushRequest, RowSlice, ValueType, wire};
+use angel_tests::{Cluster, binary, expect, raw_server, status};
+use tonic::Code;
+
+/// A fresh token from `angel-ps token`, written to a file in `dir`.
+fn token_file(dir: &std::path::Path) -> (PathBuf, String) {
+    let out = Command::new(binary()).arg("token").output().unwrap();
+    assert!(out.status.success());
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(token.len(), 64, "256 bits as hex: {token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    let path = dir.join("angel.token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    (path, token)
+}
+
+async fn client(addr: &str, token: Option<&str>) -> Result<std::sync::Arc<PsClient>, PsError> {
+    let config = ClientConfig {
+        token: token.map(|t| Token::new(t, "the test").unwrap()),
+        ..ClientConfig::default()
+    };
+    PsClient::connect_with(addr, config).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_requests_with_the_service_token_are_answered_and_the_others_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, token) = token_file(dir.path());
+    let flags = ["--token-file", path.to_str().unwrap()];
+    // The servers register and heartbeat, and the master calls them, with the token.
+    let cluster = Cluster::start_flags(2, &flags, &flags);
+    let addr = &cluster.master.addr;
+
+    let good = client(addr, Some(&token)).await.unwrap();
+    good.create_matrix(MatrixSpec::sparse("m", 1, 1 << 40))
+        .await
+        .unwrap();
+    let keys = [3u64, 1 << 39, (1 << 40) - 1];
+    good.push_keys("m", 0, &keys, &[1.0f32, 2.0, 3.0])
+        .await
+        .unwrap();
+
+    let missing = client(addr, None).await.unwrap_err();
+    expect(
+        missing,
+        Code::Unauthenticated,
+        &["requires a token", "ANGEL_TOKEN"],
+    );
+    let wrong = client(addr, Some(&"0".repeat(64))).await.unwrap_err();
+    expect(wrong, Code::Unauthenticated, &["wrong token"]);
+
+    // Straight to a server, past the master: refused before any handler runs.
+    let matrix = good.describe("m").await.unwrap();
+    for server in &cluster.servers {
+        let push = PushRequest {
+            matrix_id: matrix.meta.id,
+            value_type: ValueType::F32 as i32,
+            slices: vec![RowSlice {
+                partition_id: 0,
+                keys: wire::encode_keys(&[3]),
+                values: wire::encode_values(&[100.0f32]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let refused = status(raw_server(&server.addr).await.push(push).await);
+        expect(refused, Code::Unauthenticated, &["requires a token"]);
+    }
+    let values: Vec<f32> = good.pull_keys("m", 0, &keys).await.unwrap();
+    assert_eq!(values, [1.0, 2.0, 3.0], "nothing changed");
+
+    // The command line's clients read the token from their environment.
+    let status = |env: Option<&PathBuf>| {
+        let mut command = Command::new(binary());
+        command
+            .args(["status", "--master", addr])
+            .env_remove("ANGEL_TOKEN")
+            .env_remove("ANGEL_TOKEN_FILE");
+        if let Some(path) = env {
+            command.env("ANGEL_TOKEN_FILE", path);
+        }
+        command.output().unwrap()
+    };
+    let with = status(Some(&path));
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert!(String::from_utf8_lossy(&with.stdout).contains("m"));
+    let without = status(None);
+    assert!(!without.status.success());
+    let said = String::from_utf8_lossy(&without.stderr);
+    assert!(said.contains("ANGEL_TOKEN"), "{said}");
+    assert!(!said.contains(&token) && !String::from_utf8_lossy(&with.stdout).contains(&token));
+}
+
+#[test]
+fn a_master_or_server_on_a_wider_address_needs_a_token() {
+    for args in [
+        &["master", "--bind", "0.0.0.0:0"][..],
+        &["server", "--master", "127.0.0.1:1", "--bind", "0.0.0.0:0"][..],
+        &["standalone", "--bind", "0.0.0.0:0"][..],
+    ] {
+        let out = Command::new(binary())
+            .args(args)
+            .env_remove("ANGEL_TOKEN")
+            .env_remove("ANGEL_TOKEN_FILE")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} started without a token");
+        let said = String::from_utf8_lossy(&out.stderr);
+        for words in ["without a token", "angel-ps token", "--token-file"] {
+            assert!(
+                said.contains(words),
+                "{args:?}: '{said}' should mention '{words}'"
+            );
+        }
+    }
+}
