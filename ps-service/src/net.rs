@@ -30,14 +30,21 @@ pub fn decode_cap(limit: usize) -> usize {
     limit.saturating_add(64 << 20)
 }
 
-/// Binds `addr` (port 0 picks a free port) and returns the listener with its real address.
-pub async fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr)> {
+/// Binds `addr` (port 0 picks a free port) for `what` (named in errors) and returns the
+/// listener with its real address.
+pub async fn listen(addr: SocketAddr, what: &str) -> Result<(tokio::net::TcpListener, SocketAddr)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| PsError::Unavailable(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| PsError::Unavailable(format!("cannot listen for {what} on {addr}: {e}")))?;
     let local = listener
         .local_addr()
-        .map_err(|e| PsError::Internal(format!("listener on {addr} has no address: {e}")))?;
+        .map_err(|e| PsError::Internal(format!("{what} listener on {addr} has no address: {e}")))?;
+    Ok((listener, local))
+}
+
+/// Binds `addr` for gRPC (see [`listen`]).
+pub async fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr)> {
+    let (listener, local) = listen(addr, "gRPC").await?;
     Ok((TcpIncoming::from(listener).with_nodelay(Some(true)), local))
 }
 

@@ -157,22 +157,13 @@ fn dense() -> MatrixMeta {
 /// A server's service, off the network (the handlers are what the network would call), with
 /// the two matrices above and snapshots going to `dir`.
 fn server(dir: Option<&std::path::Path>) -> ServerService {
-    let functions = Functions::default();
     ServerService {
-        parts: Default::default(),
-        psfs: functions.psfs,
-        optimizers: functions.optimizers,
         max_message_bytes: 1 << 20,
         memory_budget: 1 << 30,
-        server_id: Default::default(),
-        admin_token: ADMIN.into(),
-        pushes: Default::default(),
-        pulls: Default::default(),
         snapshot_dir: parking_lot::RwLock::new(
             dir.map(|d| SnapshotDir::parse(&d.display().to_string()).unwrap()),
         ),
-        snapshot_writer: Default::default(),
-        node: "server@fuzz".into(),
+        ..ServerService::new(Functions::default(), ADMIN.into(), "server@fuzz".into())
     }
 }
 

@@ -133,17 +133,10 @@ impl ServerNode {
         let server_id = Arc::new(AtomicU32::new(u32::MAX));
         let service = Arc::new(ServerService {
             parts: parts.clone(),
-            psfs: functions.psfs,
-            optimizers: functions.optimizers,
             max_message_bytes: config.max_message_bytes,
             memory_budget: config.memory_budget,
             server_id: server_id.clone(),
-            admin_token,
-            pushes: Default::default(),
-            pulls: Default::default(),
-            snapshot_dir: Default::default(),
-            snapshot_writer: Default::default(),
-            node: format!("server@{addr}"),
+            ..ServerService::new(functions, admin_token, format!("server@{addr}"))
         });
         config.telemetry.watch(Arc::downgrade(&service) as _);
         let grpc = ServerServer::from_arc(service.clone())

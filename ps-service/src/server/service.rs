@@ -22,6 +22,7 @@ use super::pull_log::PullLog;
 use super::push_metrics::PushMetrics;
 use crate::optim::{Optimizer, OptimizerRegistry};
 use crate::psf::{PsfContext, PsfRegistry};
+use crate::server::Functions;
 use crate::snapshot::SnapshotDir;
 use crate::storage::AnyBlock;
 use crate::{admin, with_block};
@@ -99,6 +100,26 @@ struct Checked {
 }
 
 impl ServerService {
+    /// A service running `functions`, whose master's calls carry `admin_token`, labelled
+    /// `node` in metrics: no partitions, no snapshot directory, no memory limit, the default
+    /// request limit.
+    pub fn new(functions: Functions, admin_token: String, node: String) -> Self {
+        ServerService {
+            parts: Default::default(),
+            psfs: functions.psfs,
+            optimizers: functions.optimizers,
+            max_message_bytes: crate::net::DEFAULT_MAX_MESSAGE_BYTES,
+            memory_budget: u64::MAX,
+            server_id: Default::default(),
+            admin_token,
+            pushes: Default::default(),
+            pulls: Default::default(),
+            snapshot_dir: Default::default(),
+            snapshot_writer: Default::default(),
+            node,
+        }
+    }
+
     pub(super) fn check_size(&self, request: &impl Message, verb: &str) -> Result<()> {
         let len = request.encoded_len();
         if len > self.max_message_bytes {

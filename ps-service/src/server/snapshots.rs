@@ -272,22 +272,12 @@ mod tests {
     /// A server's service, not on the network: restore and deduplication are the service's,
     /// whatever carries the requests.
     fn service(dir: Option<&std::path::Path>) -> ServerService {
-        let functions = Functions::default();
         ServerService {
-            parts: Default::default(),
-            psfs: functions.psfs,
-            optimizers: functions.optimizers,
             max_message_bytes: 1 << 20,
-            memory_budget: u64::MAX,
-            server_id: Default::default(),
-            admin_token: String::new(),
-            pushes: Default::default(),
-            pulls: Default::default(),
             snapshot_dir: parking_lot::RwLock::new(
                 dir.map(|d| SnapshotDir::parse(&d.display().to_string()).unwrap()),
             ),
-            snapshot_writer: Default::default(),
-            node: "server@test".into(),
+            ..ServerService::new(Functions::default(), String::new(), "server@test".into())
         }
     }
 

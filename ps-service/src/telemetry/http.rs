@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use angel_proto::{PsError, Result};
+use angel_proto::Result;
 use axum::Router;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -32,12 +32,7 @@ pub async fn serve(
     router: Router,
     shutdown: CancellationToken,
 ) -> Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| PsError::Unavailable(format!("cannot listen for HTTP on {addr}: {e}")))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| PsError::Internal(format!("HTTP listener on {addr} has no address: {e}")))?;
+    let (listener, local) = crate::net::listen(addr, "HTTP").await?;
     tokio::spawn(async move {
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown.cancelled_owned())
