@@ -90,7 +90,7 @@ pub fn main() -> ExitCode {
             Command::Status(args) => Ok(status::run(args).await?),
             Command::Snapshot(args) => Ok(snapshot::run(args).await?),
             Command::Token => {
-                println!("{}", service::new_token());
+                println!("{}", angel_ps::auth::generate_token());
                 Ok(())
             }
             Command::Run(args) => run::run(args).await,

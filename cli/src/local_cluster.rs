@@ -48,8 +48,8 @@ impl Process {
         let (tx, rx) = mpsc::channel();
         // Reads every line, so the child never blocks on a full pipe.
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                let _ = tx.send(line);
+            for line in BufReader::new(stdout).split(b'\n').map_while(|l| l.ok()) {
+                let _ = tx.send(String::from_utf8_lossy(&line).into_owned());
             }
         });
         let Ok(line) = rx.recv_timeout(START_TIMEOUT) else {

@@ -8,7 +8,6 @@ use std::time::Duration;
 use angel_client::{PsError, Result};
 use angel_proto::credential::Token;
 use clap::Args;
-use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use angel_ps::Functions;
@@ -33,12 +32,13 @@ pub struct MasterArgs {
     #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 10)]
     pub server_timeout_secs: u64,
     /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
-    /// Without it (or ANGEL_TOKEN) there is no check, and only a loopback address is served.
-    #[arg(long, env = "ANGEL_TOKEN_FILE", value_name = "FILE")]
+    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file), as clients
+    /// read them; with none, there is no check and only a loopback address is served.
+    #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Serve the status page and Prometheus `/metrics` over HTTP on this address (port 0
     /// picks a free port); off unless given.
-    #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
+    #[arg(long, env = "ANGEL_MASTER_HTTP", value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
@@ -107,12 +107,13 @@ pub struct ServerArgs {
     #[arg(long, env = "ANGEL_STANDBY")]
     pub standby: bool,
     /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
-    /// Without it (or ANGEL_TOKEN) there is no check, and only a loopback address is served.
-    #[arg(long, env = "ANGEL_TOKEN_FILE", value_name = "FILE")]
+    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file), as clients
+    /// read them; with none, there is no check and only a loopback address is served.
+    #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Serve Prometheus `/metrics` over HTTP on this address (port 0 picks a free port); off
     /// unless given.
-    #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
+    #[arg(long, env = "ANGEL_SERVER_HTTP", value_name = "ADDR")]
     pub http: Option<SocketAddr>,
 }
 
@@ -133,12 +134,13 @@ pub struct StandaloneArgs {
     #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
     /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
-    /// Without it (or ANGEL_TOKEN) there is no check, and only a loopback address is served.
-    #[arg(long, env = "ANGEL_TOKEN_FILE", value_name = "FILE")]
+    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file), as clients
+    /// read them; with none, there is no check and only a loopback address is served.
+    #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Serve the status page and Prometheus `/metrics` (of the master and every
     /// server) over HTTP on this address (port 0 picks a free port); off unless given.
-    #[arg(long, env = "ANGEL_HTTP", value_name = "ADDR")]
+    #[arg(long, env = "ANGEL_MASTER_HTTP", value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
@@ -209,10 +211,4 @@ pub fn print_http(who: &str, http: Option<SocketAddr>) {
     if let Some(addr) = http {
         println!("angel-ps {who} serving HTTP on http://{addr}/");
     }
-}
-
-/// A fresh random service token: 256 bits as hex.
-pub fn new_token() -> String {
-    let mut rng = rand::rng();
-    format!("{:032x}{:032x}", rng.random::<u128>(), rng.random::<u128>())
 }

@@ -72,7 +72,10 @@ impl Section {
 /// Prints the service's status.
 pub async fn run(args: StatusArgs) -> Result<()> {
     let client = PsClient::connect(&args.master).await?;
-    let request = StatusRequest { pulls: args.pulls };
+    let request = StatusRequest {
+        pulls: args.pulls,
+        ..Default::default()
+    };
     let status = client.status_with(request).await?;
     let mut parts = sections(&status);
     if args.pulls {

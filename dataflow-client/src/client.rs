@@ -105,9 +105,7 @@ impl ClientConfig {
         }
         Ok(config)
     }
-}
 
-impl ClientConfig {
     /// The interceptor that adds the token to requests.
     fn credential(&self) -> Credential {
         Credential::new(self.token.as_ref())

@@ -1,7 +1,7 @@
 //! The service token: a shared secret every RPC carries (`authorization: Bearer TOKEN`) and
 //! the master and servers check when they were started with one (`--token-file`, or
 //! `ANGEL_TOKEN`). Clients — jobs, executors, `angel-ps status` — read it from their own
-//! environment, never from a plan or a request; nothing prints it.
+//! environment, never from a plan or a request; no log or error shows it.
 
 use std::fmt;
 use std::path::Path;

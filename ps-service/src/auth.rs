@@ -9,10 +9,17 @@ use angel_proto::credential::{HEADER, TOKEN_FILE_VAR, TOKEN_VAR, Token};
 use angel_proto::{PsError, Result};
 use futures::future::{Either, Ready, ready};
 use http::{Request, Response};
+use rand::Rng;
 use tonic::Status;
 use tonic::body::Body;
 use tower_layer::Layer;
 use tower_service::Service;
+
+/// A fresh random service token (`angel-ps token`): 256 bits as hex.
+pub fn generate_token() -> String {
+    let mut rng = rand::rng();
+    format!("{:032x}{:032x}", rng.random::<u128>(), rng.random::<u128>())
+}
 
 /// Refuses to serve `addr` (`what` names it) without a token unless it is a loopback
 /// address: anyone who can reach a wider address could otherwise overwrite or drop any model.
@@ -21,15 +28,15 @@ pub fn require_token(addr: SocketAddr, token: Option<&Token>, what: &str) -> Res
         true => Ok(()),
         false => Err(PsError::InvalidArgument(format!(
             "refusing to serve {what} on {addr} without a token: anyone who reaches it could \
-             change any model. Make one with `angel-ps token > angel.token` and give every \
-             master, server and client --token-file angel.token (or {TOKEN_FILE_VAR}, or \
-             {TOKEN_VAR} with the token itself)"
+             change any model. Make one with `angel-ps token > angel.token`, give every master \
+             and server --token-file angel.token, and every client {TOKEN_FILE_VAR}=angel.token \
+             (or {TOKEN_VAR} with the token itself)"
         ))),
     }
 }
 
 /// Checks the token of every request, when the node has one.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct AuthLayer {
     token: Option<Token>,
 }

@@ -24,7 +24,10 @@ async fn ssp_bounds_how_far_ahead_workers_pull_and_a_slow_worker_is_flagged() {
 
     let client = PsClient::connect(&service.master_addr()).await.unwrap();
     let status = client
-        .status_with(StatusRequest { pulls: true })
+        .status_with(StatusRequest {
+            pulls: true,
+            ..Default::default()
+        })
         .await
         .unwrap();
     let matrix = status

@@ -82,7 +82,7 @@ async fn only_requests_with_the_service_token_are_answered_and_the_others_change
     let status = |env: Option<&PathBuf>| {
         let mut command = Command::new(binary());
         command
-            .args(["status", "--master", addr])
+            .args(["status", "--master", addr, "--output", "json"])
             .env_remove("ANGEL_TOKEN")
             .env_remove("ANGEL_TOKEN_FILE");
         if let Some(path) = env {
@@ -96,7 +96,10 @@ async fn only_requests_with_the_service_token_are_answered_and_the_others_change
         "{}",
         String::from_utf8_lossy(&with.stderr)
     );
-    assert!(String::from_utf8_lossy(&with.stdout).contains("m"));
+    assert!(
+        String::from_utf8_lossy(&with.stdout).contains(r#""m""#),
+        "status lists matrix m"
+    );
     let without = status(None);
     assert!(!without.status.success());
     let said = String::from_utf8_lossy(&without.stderr);

@@ -331,7 +331,10 @@ async fn ssp_bounds_pulls_and_flags_a_slow_worker_on_the_executors() {
     );
     let c = PsClient::connect(&cluster.master.addr).await.unwrap();
     let status = c
-        .status_with(angel_proto::StatusRequest { pulls: true })
+        .status_with(angel_proto::StatusRequest {
+            pulls: true,
+            ..Default::default()
+        })
         .await
         .unwrap();
     let workers: Vec<_> = status.workers.iter().filter(|w| w.model == "ssp").collect();

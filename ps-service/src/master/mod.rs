@@ -10,7 +10,7 @@
 //! - [`progress`]: each model's finished epochs, as its job reported them (the page's curves).
 //! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
 //! - [`state_file`]: the master's own state, saved after every change and resumed on start.
-//! - [`metrics`]: what the master reports at each Prometheus scrape.
+//! - `metrics`: what the master reports at each Prometheus scrape.
 //! - [`page`]: the status page (`GET /`) and its JSON (`GET /api/status`, see
 //!   [`status_json`]).
 //! - [`node`]: [`MasterNode`], which binds and serves.

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use angel_proto::StatusRequest;
 use axum::Router;
 use axum::extract::State;
 use axum::response::{Html, Json};
@@ -29,5 +30,9 @@ async fn page() -> Html<&'static str> {
 }
 
 async fn status(State(service): State<Arc<MasterService>>) -> Json<Value> {
-    Json(status_json(&service.status(false).await))
+    let request = StatusRequest {
+        pulls: false,
+        epochs: true,
+    };
+    Json(status_json(&service.status(request).await))
 }

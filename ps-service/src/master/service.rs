@@ -519,8 +519,10 @@ impl MasterService {
         Ok(total)
     }
 
-    /// The service's state; with `pulls`, each server's record of training pulls too.
-    pub(super) async fn status(&self, pulls: bool) -> StatusReply {
+    /// The service's state; as `request` asks, each server's record of training pulls and
+    /// each model's epochs too.
+    pub(super) async fn status(&self, request: StatusRequest) -> StatusReply {
+        let pulls = request.pulls;
         let (map, servers) = {
             let state = self.state.lock();
             (state.map(), state.servers.clone())
@@ -554,7 +556,10 @@ impl MasterService {
             snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
             recoveries: self.state.lock().recoveries.clone(),
             workers: self.clocks.status(),
-            epochs: self.progress.all(),
+            epochs: match request.epochs {
+                true => self.progress.all(),
+                false => Vec::new(),
+            },
         }
     }
 }
@@ -681,7 +686,7 @@ impl Master for MasterService {
         &self,
         request: Request<StatusRequest>,
     ) -> std::result::Result<Response<StatusReply>, Status> {
-        Ok(Response::new(self.status(request.get_ref().pulls).await))
+        Ok(Response::new(self.status(request.into_inner()).await))
     }
 
     async fn create_counter(

@@ -51,7 +51,7 @@ pub fn status_json(reply: &StatusReply) -> Value {
         "clients": pushes::totals(reply).into_iter().map(|p| json!({
             // Worker ids use all 64 bits: strings, which JavaScript keeps exact.
             "client": p.worker_id.to_string(),
-            "matrix": names.get(&p.matrix_id).copied().unwrap_or_default(),
+            "matrix": names.get(&p.matrix_id).map_or_else(|| format!("#{}", p.matrix_id), |n| n.to_string()),
             "pushes": p.pushes,
             "elements": p.elements,
             "bytes": p.bytes,

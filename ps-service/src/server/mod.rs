@@ -9,7 +9,7 @@
 //! - [`marks`]: which changes (writer, seq) a partition applied, so none applies twice.
 //! - [`applied`]: a partition's version and marks, and what its newest snapshot holds.
 //! - [`snapshots`]: writing hosted partitions to the snapshot directory, and restoring them.
-//! - [`metrics`]: what a server reports at each Prometheus scrape.
+//! - `metrics`: what a server reports at each Prometheus scrape.
 //! - [`node`]: [`ServerNode`], which binds, registers with the master and heartbeats.
 
 pub mod applied;

@@ -148,6 +148,14 @@ impl ServerNode {
         let auth = AuthLayer::new(config.token.clone());
         let router = net::grpc_server(config.request_timeout, metrics, auth).add_service(grpc);
         let (stop, label) = (serving.clone(), format!("server {addr}"));
+        // Bound before registering: a server that cannot serve its metrics never joins.
+        let http = match config.http {
+            Some(at) => {
+                let routes = http::metrics_router(config.telemetry.clone());
+                Some(http::serve(at, routes, serving.clone()).await?)
+            }
+            None => None,
+        };
         let task = tokio::spawn(async move { net::serve(router, incoming, stop, &label).await });
         let registered = match connect_master(&config).await {
             Ok(mut master) => master
@@ -180,13 +188,6 @@ impl ServerNode {
             register,
         };
         tokio::spawn(beat.run(config.heartbeat, shutdown.clone()));
-        let http = match config.http {
-            Some(at) => {
-                let routes = http::metrics_router(config.telemetry.clone());
-                Some(http::serve(at, routes, serving.clone()).await?)
-            }
-            None => None,
-        };
         tracing::info!(id, %addr, ?http, "server started");
         Ok(ServerNode {
             id,

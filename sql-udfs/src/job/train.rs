@@ -175,13 +175,15 @@ pub async fn create_model(
         };
         let rows = float(&n).unwrap_or_default() as i64;
         let evaluated = started.elapsed() - trained;
+        // A diverged epoch's NaN loss is reported as missing: the rest of the epoch still counts.
+        let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
         let report = EpochReport {
             model: name.to_string(),
             epoch: epoch as u32,
             rows: rows as u64,
-            train_loss: float(&loss),
-            holdout_loss,
-            holdout_auc: auc,
+            train_loss: finite(float(&loss)),
+            holdout_loss: finite(holdout_loss),
+            holdout_auc: finite(auc),
             seconds: trained.as_secs_f64(),
         };
         // The curves are for people watching; training goes on without them.
