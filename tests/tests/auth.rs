@@ -8,7 +8,7 @@ use std::process::Command;
 use angel_client::{ClientConfig, MatrixSpec, PsClient, PsError};
 use angel_proto::credential::Token;
 use angel_proto::{PushRequest, RowSlice, ValueType, wire};
-use angel_tests::{Cluster, binary, expect, raw_server, status};
+use angel_tests::{Cluster, binary, expect, raw_server, repo, result_value, run_job, status};
 use tonic::Code;
 
 /// A fresh token from `angel-ps token`, written to a file in `dir`.
@@ -129,4 +129,35 @@ fn a_master_or_server_on_a_wider_address_needs_a_token() {
             );
         }
     }
+}
+
+#[test]
+fn a_job_against_a_service_with_a_token_trains_with_it_and_fails_clearly_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, token) = token_file(dir.path());
+    let flags = ["--token-file", path.to_str().unwrap()];
+    let cluster = Cluster::start_flags(1, &flags, &flags);
+    let job = repo("examples/a9a/job.sql");
+    let data = format!("data={}", repo("examples/data/a9a").display());
+    let args = [
+        job.to_str().unwrap(),
+        "--master",
+        cluster.master.addr.as_str(),
+        "--var",
+        &data,
+    ];
+    // The job's client reads ANGEL_TOKEN, as an executor's would.
+    let (_, trained) = run_job(&args, &[("ANGEL_TOKEN".into(), token.clone())]);
+    let stdout = String::from_utf8_lossy(&trained.stdout);
+    assert!(
+        trained.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&trained.stderr)
+    );
+    assert!(result_value(&stdout, "test_auc") > 0.85, "{stdout}");
+    let (_, refused) = run_job(&args, &[]);
+    assert!(!refused.status.success(), "a job without the token ran");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("requires a token"), "{said}");
+    assert!(!said.contains(&token) && !stdout.contains(&token));
 }
