@@ -135,6 +135,7 @@ pub async fn run_ctr(
         http: args.http.filter(|_| cluster.is_none() && master.is_none()),
         memory: args.memory.clone(),
         output: Default::default(),
+        access: Default::default(),
     };
     run_text(&run, CTR_JOB, each).await
 }

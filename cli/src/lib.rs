@@ -14,6 +14,7 @@
 //! - [`local_cluster`]: master, servers, Ballista scheduler and executors as processes on
 //!   127.0.0.1 (demo, benchmarks, tests).
 
+pub mod access;
 pub mod bench;
 pub mod demo;
 pub mod executor;

@@ -136,6 +136,8 @@ pub struct Options {
     pub scheduler_args: Vec<String>,
     /// More flags of `angel-ps master` (`--http`, for example).
     pub master_args: Vec<String>,
+    /// More flags of the PS master and every server (`--token-file`, TLS).
+    pub node_args: Vec<String>,
 }
 
 /// A PS service and a Ballista cluster as separate processes.
@@ -171,11 +173,17 @@ impl LocalCluster {
         options: &Options,
     ) -> Result<LocalCluster, String> {
         let env = options.env.as_slice();
+        let node_args = options.node_args.iter().map(String::as_str);
         let mut args = vec!["master", "--bind", "127.0.0.1:0"];
         args.extend(options.master_args.iter().map(String::as_str));
+        args.extend(node_args.clone());
         let master = Process::spawn(binary, &args)?;
         let servers = (0..servers)
-            .map(|_| Process::spawn(binary, &["server", "--master", &master.addr]))
+            .map(|_| {
+                let mut args = vec!["server", "--master", &master.addr];
+                args.extend(node_args.clone());
+                Process::spawn(binary, &args)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         args = vec!["scheduler", "--bind", "127.0.0.1:0"];
         args.extend(options.scheduler_args.iter().map(String::as_str));

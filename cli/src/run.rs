@@ -24,6 +24,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use angel_ps::standalone::{Standalone, StandaloneConfig};
 
+use crate::access::ClientAccess;
 use crate::output::{self, Output};
 
 /// Rows of a statement's result printed in full.
@@ -65,6 +66,9 @@ pub struct RunArgs {
     /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
     #[arg(long, value_enum, default_value_t)]
     pub output: Output,
+    /// With --master: the CA of the service's TLS (executors read ANGEL_TLS_CA).
+    #[command(flatten)]
+    pub access: ClientAccess,
 }
 
 /// Flags of how a job on one machine uses memory (`run`, `demo`, `bench scale`).
@@ -149,6 +153,8 @@ pub async fn run_text(
     let tables = || TableStorage::new(args.memory.storage_level, limit);
     match &args.master {
         Some(master) => {
+            // The job's functions share this process's client, made here with the flags.
+            PsClient::shared_with(master, args.access.config()?).await?;
             let job = Job::new(ctx, master).keeping_tables(tables())?;
             Ok(job.run(&file, text, &vars, each).await?)
         }
@@ -179,7 +185,7 @@ async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
         "--ballista needs --master HOST:PORT: the executors train against a running PS service \
          (start one with `angel-ps standalone`, or `angel-ps master` and `angel-ps server`)",
     )?;
-    PsClient::shared(master)
+    PsClient::shared_with(master, args.access.config()?)
         .await
         .map_err(|e| format!("PS master at {master}: {e}"))?;
     let partitions = match args.partitions {

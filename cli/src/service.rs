@@ -2,11 +2,9 @@
 //! stdout once it is ready (scripts and tests wait for it), then runs until Ctrl-C / SIGTERM.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use angel_client::{PsError, Result};
-use angel_proto::credential::Token;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +14,8 @@ use angel_ps::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
 use angel_ps::server::{ServerConfig, ServerNode, default_memory_budget};
 use angel_ps::snapshot::SnapshotDir;
 use angel_ps::standalone::{Standalone, StandaloneConfig};
+
+use crate::access::NodeAccess;
 
 /// Flags of `angel-ps master`.
 #[derive(Debug, Args)]
@@ -31,11 +31,9 @@ pub struct MasterArgs {
     /// their snapshots (clients' reports are acted on sooner).
     #[arg(long, env = "ANGEL_SERVER_TIMEOUT_SECS", default_value_t = 10)]
     pub server_timeout_secs: u64,
-    /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
-    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file), as clients
-    /// read them; with none, there is no check and only a loopback address is served.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    /// The service token and TLS.
+    #[command(flatten)]
+    pub access: NodeAccess,
     /// Serve the status page and Prometheus `/metrics` over HTTP on this address (port 0
     /// picks a free port); off unless given.
     #[arg(long, env = "ANGEL_MASTER_HTTP", value_name = "ADDR")]
@@ -106,11 +104,9 @@ pub struct ServerArgs {
     /// here from their snapshots) instead of taking partitions of new matrices.
     #[arg(long, env = "ANGEL_STANDBY")]
     pub standby: bool,
-    /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
-    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file), as clients
-    /// read them; with none, there is no check and only a loopback address is served.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    /// The service token and TLS.
+    #[command(flatten)]
+    pub access: NodeAccess,
     /// Serve Prometheus `/metrics` over HTTP on this address (port 0 picks a free port); off
     /// unless given.
     #[arg(long, env = "ANGEL_SERVER_HTTP", value_name = "ADDR")]
@@ -133,11 +129,9 @@ pub struct StandaloneArgs {
     /// of the machine's memory.
     #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
     pub memory_budget: Option<u64>,
-    /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
-    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file), as clients
-    /// read them; with none, there is no check and only a loopback address is served.
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    /// The service token and TLS.
+    #[command(flatten)]
+    pub access: NodeAccess,
     /// Serve the status page and Prometheus `/metrics` (of the master and every
     /// server) over HTTP on this address (port 0 picks a free port); off unless given.
     #[arg(long, env = "ANGEL_MASTER_HTTP", value_name = "ADDR")]
@@ -155,7 +149,8 @@ pub async fn master(args: MasterArgs) -> Result<()> {
         server_timeout: Duration::from_secs(args.server_timeout_secs.max(1)),
         snapshots: args.snapshots.settings()?,
         http: args.http,
-        token: Token::resolve(args.token_file.as_deref())?,
+        token: args.access.token()?,
+        tls: args.access.tls()?,
         ..MasterConfig::new(args.bind)
     };
     let node = MasterNode::start(config, shutdown).await?;
@@ -177,7 +172,8 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         standby: args.standby,
         http: args.http,
-        token: Token::resolve(args.token_file.as_deref())?,
+        token: args.access.token()?,
+        tls: args.access.tls()?,
         ..ServerConfig::new(args.master)
     };
     let node = ServerNode::start(config, Functions::default(), shutdown).await?;
@@ -194,7 +190,8 @@ pub async fn standalone(args: StandaloneArgs) -> Result<()> {
         memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
         snapshots: args.snapshots.settings()?,
         http: args.http,
-        token: Token::resolve(args.token_file.as_deref())?,
+        token: args.access.token()?,
+        tls: args.access.tls()?,
         ..StandaloneConfig::new(args.servers)
     };
     let service = Standalone::start(config).await?;

@@ -10,6 +10,7 @@ use clap::Args;
 use comfy_table::Table;
 use serde_json::{Value, json};
 
+use crate::access::ClientAccess;
 use crate::output::{self, Output};
 
 /// Flags of `angel-ps status`.
@@ -25,6 +26,9 @@ pub struct StatusArgs {
     /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
     #[arg(long, value_enum, default_value_t)]
     pub output: Output,
+    /// The CA of the service's TLS.
+    #[command(flatten)]
+    pub access: ClientAccess,
 }
 
 /// One part of the status: a heading (may be empty) over a table (may be absent), under a
@@ -71,7 +75,7 @@ impl Section {
 
 /// Prints the service's status.
 pub async fn run(args: StatusArgs) -> Result<()> {
-    let client = PsClient::connect(&args.master).await?;
+    let client = PsClient::connect_with(&args.master, args.access.config()?).await?;
     let request = StatusRequest {
         pulls: args.pulls,
         ..Default::default()

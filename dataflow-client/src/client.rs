@@ -28,6 +28,8 @@ use parking_lot::{Mutex, RwLock};
 use prost::Message;
 use tonic::transport::Endpoint;
 
+use angel_proto::tls::{self, CA_VAR, Trust, chain};
+
 use angel_proto::limits::{MAX_FRAME, WINDOW};
 use angel_proto::merge::{finish, merge_into};
 
@@ -68,6 +70,9 @@ pub struct ClientConfig {
     pub replay_bytes: usize,
     /// The service token sent with every request (`ANGEL_TOKEN` or `ANGEL_TOKEN_FILE`).
     pub token: Option<Token>,
+    /// The CA the nodes' TLS certificates are checked against (`ANGEL_TLS_CA`); none: plain
+    /// HTTP/2.
+    pub trust: Option<Trust>,
 }
 
 impl Default for ClientConfig {
@@ -78,6 +83,7 @@ impl Default for ClientConfig {
             worker_id: u64::from(std::process::id()) << 20 | next_local_id(),
             replay_bytes: 256 << 20,
             token: None,
+            trust: None,
         }
     }
 }
@@ -87,11 +93,12 @@ pub const REPLAY_MB_VAR: &str = "ANGEL_REPLAY_MB";
 
 impl ClientConfig {
     /// The defaults, with [`ClientConfig::replay_bytes`] from `ANGEL_REPLAY_MB` (megabytes)
-    /// when it is set, and the token of `ANGEL_TOKEN` or `ANGEL_TOKEN_FILE`; an error naming
-    /// the variable when one is malformed.
+    /// when it is set, the token of `ANGEL_TOKEN` or `ANGEL_TOKEN_FILE`, and the CA of
+    /// `ANGEL_TLS_CA`; an error naming the variable when one is malformed.
     pub fn from_env() -> Result<Self> {
         let mut config = ClientConfig {
             token: Token::resolve(None)?,
+            trust: Trust::resolve(None)?,
             ..ClientConfig::default()
         };
         if let Ok(text) = std::env::var(REPLAY_MB_VAR) {
@@ -148,7 +155,7 @@ impl PsClient {
         let channel = endpoint(addr, &config)?
             .connect()
             .await
-            .map_err(|e| PsError::Unavailable(format!("master {addr} is unreachable: {e}")))?;
+            .map_err(|e| unreachable(addr, &e))?;
         let client = Arc::new(PsClient {
             master_addr: addr.to_string(),
             master: MasterClient::with_interceptor(channel, config.credential())
@@ -168,13 +175,26 @@ impl PsClient {
     /// client runtime ([`crate::runtime`]), so they outlive the runtime of the first caller. Its replay buffer
     /// holds `ANGEL_REPLAY_MB` megabytes when that is set ([`ClientConfig::from_env`]).
     pub async fn shared(addr: &str) -> Result<Arc<Self>> {
+        Self::shared_or(addr, ClientConfig::from_env).await
+    }
+
+    /// [`PsClient::shared`], made with `config` when this process has no client of `addr`
+    /// yet: a command line sets up the client its job's functions will share.
+    pub async fn shared_with(addr: &str, config: ClientConfig) -> Result<Arc<Self>> {
+        Self::shared_or(addr, || Ok(config)).await
+    }
+
+    async fn shared_or(
+        addr: &str,
+        config: impl FnOnce() -> Result<ClientConfig>,
+    ) -> Result<Arc<Self>> {
         static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, Arc<PsClient>>>> =
             OnceLock::new();
         let mut clients = CLIENTS.get_or_init(Default::default).lock().await;
         if let Some(client) = clients.get(addr) {
             return Ok(client.clone());
         }
-        let config = ClientConfig::from_env()?;
+        let config = config()?;
         let owned = addr.to_string();
         let client =
             crate::runtime::spawn(async move { Self::connect_with(&owned, config).await }).await?;
@@ -380,9 +400,21 @@ impl PsClient {
                         tokio::time::sleep(wait).await;
                         wait = (wait * 2).min(Duration::from_secs(1));
                     }
+                    PsError::Unavailable(why) => {
+                        return Err(PsError::Unavailable(why + &self.tls_hint()));
+                    }
                     e => return Err(e),
                 },
             }
+        }
+    }
+
+    /// What to say after "unreachable" when this client speaks plain HTTP/2: the service may
+    /// serve TLS.
+    fn tls_hint(&self) -> String {
+        match self.config.trust {
+            Some(_) => String::new(),
+            None => format!(" (if the service serves TLS, set {CA_VAR} or --tls-ca to its CA)"),
         }
     }
 
@@ -1080,17 +1112,21 @@ fn decode_exact<T: Element>(bytes: &[u8], expected: usize, m: &Matrix) -> Result
     Ok(values)
 }
 
+/// Why the master at `addr` could not be reached, with the reason underneath tonic's
+/// "transport error".
+fn unreachable(addr: &str, e: &tonic::transport::Error) -> PsError {
+    PsError::Unavailable(format!("master {addr} is unreachable: {}", chain(e)))
+}
+
 /// A tonic endpoint tuned for bulk transfers: large HTTP/2 windows, no Nagle delay, and the
-/// configured request deadline.
+/// configured request deadline; TLS when the config trusts a CA.
 fn endpoint(addr: &str, config: &ClientConfig) -> Result<Endpoint> {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| PsError::InvalidArgument(format!("bad address '{addr}': {e}")))
-        .map(|e| {
-            e.timeout(config.timeout)
-                .connect_timeout(Duration::from_secs(5))
-                .tcp_nodelay(true)
-                .initial_stream_window_size(Some(WINDOW))
-                .initial_connection_window_size(Some(WINDOW))
-                .max_frame_size(Some(MAX_FRAME))
-        })
+    tls::endpoint(addr, config.trust.as_ref()).map(|e| {
+        e.timeout(config.timeout)
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .initial_stream_window_size(Some(WINDOW))
+            .initial_connection_window_size(Some(WINDOW))
+            .max_frame_size(Some(MAX_FRAME))
+    })
 }

@@ -32,6 +32,7 @@ async fn run_example(
         http: None,
         memory: Default::default(),
         output: Default::default(),
+        access: Default::default(),
     };
     run_job(&args, |_| {})
         .await
@@ -152,6 +153,7 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
         http: None,
         memory: Default::default(),
         output: Default::default(),
+        access: Default::default(),
     };
     let reports = run_job(&args, |_| {}).await.unwrap();
     let result = &reports.last().unwrap().output[0];

@@ -107,7 +107,18 @@ impl PsError {
             Code::DeadlineExceeded => PsError::Timeout(format!("{peer}: {msg}")),
             Code::DataLoss => PsError::DataLoss(msg),
             Code::Unavailable | Code::Unknown | Code::Cancelled => {
-                PsError::Unavailable(format!("{peer} is unreachable: {msg}"))
+                // A transport failure's reason (refused, reset, a TLS alert) is its source.
+                let why = match std::error::Error::source(&status) {
+                    Some(source) => {
+                        let chain = crate::tls::chain(source);
+                        match chain.starts_with(&msg) {
+                            true => chain,
+                            false => format!("{msg}: {chain}"),
+                        }
+                    }
+                    None => msg,
+                };
+                PsError::Unavailable(format!("{peer} is unreachable: {why}"))
             }
             _ => PsError::Internal(format!("{peer}: {msg}")),
         }

@@ -19,6 +19,7 @@
 //! - [`pulls`]: how far ahead of the slowest worker training pulls went (consistency checks).
 //! - [`credential`]: the service token every RPC carries, and the client interceptor that
 //!   adds it.
+//! - [`tls`]: TLS certificates a node serves with and the CA its callers trust.
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses, both ways.
 //! - [`limits`]: HTTP/2 window and frame sizes both sides set.
 //! - [`grpc_codec`]: the services' gRPC codec (prost, each message written once).
@@ -37,6 +38,7 @@ pub mod pulls;
 pub mod pushes;
 pub mod routing;
 pub mod sketchml;
+pub mod tls;
 pub mod update;
 pub mod value;
 pub mod wire;

@@ -23,8 +23,17 @@ pub fn generate_token() -> String {
 
 /// Refuses to serve `addr` (`what` names it) without a token unless it is a loopback
 /// address: anyone who can reach a wider address could otherwise overwrite or drop any model.
-pub fn require_token(addr: SocketAddr, token: Option<&Token>, what: &str) -> Result<()> {
-    match token.is_some() || addr.ip().is_loopback() {
+/// Warns when such an address is served without TLS: the token would cross the network in
+/// clear text.
+pub fn require_token(addr: SocketAddr, token: Option<&Token>, tls: bool, what: &str) -> Result<()> {
+    let loopback = addr.ip().is_loopback();
+    if !loopback && !tls {
+        tracing::warn!(
+            "serving {what} on {addr} without TLS: the token and all data cross the network \
+             in clear text; give --tls-cert, --tls-key and --tls-ca"
+        );
+    }
+    match token.is_some() || loopback {
         true => Ok(()),
         false => Err(PsError::InvalidArgument(format!(
             "refusing to serve {what} on {addr} without a token: anyone who reaches it could \

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use angel_proto::limits::{MAX_FRAME, WINDOW};
+use angel_proto::tls::{NodeTls, chain};
 use angel_proto::{PsError, Result};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
@@ -61,13 +62,20 @@ const KEEPALIVE: (Duration, Duration) = (Duration::from_secs(10), Duration::from
 /// A tonic server tuned for bulk transfers (large HTTP/2 windows and frames). A request
 /// whose body stalls is cancelled after `request_timeout` (DEADLINE_EXCEEDED), releasing its
 /// buffers: the body is read inside the timed handler. `metrics` counts its RPCs and `auth`
-/// checks their token.
+/// checks their token; with `tls` it serves TLS only.
 pub fn grpc_server(
     request_timeout: Duration,
     metrics: RpcMetricsLayer,
     auth: AuthLayer,
-) -> GrpcServer {
-    tonic::transport::Server::builder()
+    tls: Option<&NodeTls>,
+) -> Result<GrpcServer> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls.server_config()).map_err(|e| {
+            PsError::InvalidArgument(format!("--tls-cert / --tls-key ({tls:?}): {}", chain(&e)))
+        })?;
+    }
+    Ok(builder
         .initial_stream_window_size(WINDOW)
         .initial_connection_window_size(WINDOW)
         .max_frame_size(Some(MAX_FRAME))
@@ -77,7 +85,7 @@ pub fn grpc_server(
         .http2_keepalive_timeout(Some(KEEPALIVE.1))
         .http2_max_header_list_size(Some(MAX_HEADERS))
         .layer(metrics)
-        .layer(auth)
+        .layer(auth))
 }
 
 /// Cancels `token` on Ctrl-C or SIGTERM.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use angel_proto::Result;
 use angel_proto::credential::Token;
+use angel_proto::tls::NodeTls;
 use tokio_util::sync::CancellationToken;
 
 use crate::master::{MasterConfig, MasterNode, Partitioner, Snapshots};
@@ -33,6 +34,9 @@ pub struct StandaloneConfig {
     pub http: Option<SocketAddr>,
     /// The service token every RPC must carry; none: no check (loopback only).
     pub token: Option<Token>,
+    /// TLS for the master and every server (one certificate naming the master's host);
+    /// none: plain HTTP/2.
+    pub tls: Option<NodeTls>,
 }
 
 impl StandaloneConfig {
@@ -48,6 +52,7 @@ impl StandaloneConfig {
             snapshots: Snapshots::default(),
             http: None,
             token: None,
+            tls: None,
         }
     }
 }
@@ -68,6 +73,7 @@ impl Standalone {
             snapshots: config.snapshots.clone(),
             http: config.http,
             token: config.token.clone(),
+            tls: config.tls.clone(),
             ..MasterConfig::new(config.bind)
         };
         let telemetry = master_config.telemetry.clone();
@@ -80,6 +86,7 @@ impl Standalone {
                 memory_budget: config.memory_budget / config.servers.max(1) as u64,
                 telemetry: telemetry.clone(),
                 token: config.token.clone(),
+                tls: config.tls.clone(),
                 ..ServerConfig::new(master.addr.to_string())
             };
             servers.push(

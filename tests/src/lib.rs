@@ -11,7 +11,7 @@
 pub mod s3_server;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -66,6 +66,19 @@ pub fn binary() -> PathBuf {
         dir.join(format!("angel-ps{}", std::env::consts::EXE_SUFFIX))
     })
     .clone()
+}
+
+/// A fresh token from `angel-ps token`, written to `angel.token` in `dir`; its path and the
+/// token.
+pub fn token_file(dir: &Path) -> (PathBuf, String) {
+    let out = Command::new(binary()).arg("token").output().unwrap();
+    assert!(out.status.success());
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_eq!(token.len(), 64, "256 bits as hex: {token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    let path = dir.join("angel.token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    (path, token)
 }
 
 /// The `stock-ballista-scheduler` test binary of this build (a scheduler without our

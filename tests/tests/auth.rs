@@ -8,20 +8,10 @@ use std::process::Command;
 use angel_client::{ClientConfig, MatrixSpec, PsClient, PsError};
 use angel_proto::credential::Token;
 use angel_proto::{PushRequest, RowSlice, ValueType, wire};
-use angel_tests::{Cluster, binary, expect, raw_server, repo, result_value, run_job, status};
+use angel_tests::{
+    Cluster, binary, expect, raw_server, repo, result_value, run_job, status, token_file,
+};
 use tonic::Code;
-
-/// A fresh token from `angel-ps token`, written to a file in `dir`.
-fn token_file(dir: &std::path::Path) -> (PathBuf, String) {
-    let out = Command::new(binary()).arg("token").output().unwrap();
-    assert!(out.status.success());
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert_eq!(token.len(), 64, "256 bits as hex: {token}");
-    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
-    let path = dir.join("angel.token");
-    std::fs::write(&path, format!("{token}\n")).unwrap();
-    (path, token)
-}
 
 async fn client(addr: &str, token: Option<&str>) -> Result<std::sync::Arc<PsClient>, PsError> {
     let config = ClientConfig {

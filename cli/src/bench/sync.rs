@@ -186,6 +186,7 @@ async fn train(
         http: None,
         memory: Default::default(),
         output: Default::default(),
+        access: Default::default(),
     };
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use angel_proto::credential::{Credential, Token};
 use angel_proto::master_server::MasterServer;
+use angel_proto::tls::NodeTls;
 use angel_proto::{PsError, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -48,6 +49,9 @@ pub struct MasterConfig {
     /// The service token every RPC must carry (`--token-file`); none: no check, and only a
     /// loopback address may be served.
     pub token: Option<Token>,
+    /// The certificate and key it serves with, and the CA its servers' certificates must be
+    /// signed by (`--tls-cert`, `--tls-key`, `--tls-ca`); none: plain HTTP/2.
+    pub tls: Option<NodeTls>,
 }
 
 impl MasterConfig {
@@ -62,6 +66,7 @@ impl MasterConfig {
             http: None,
             telemetry: Telemetry::new(),
             token: None,
+            tls: None,
         }
     }
 }
@@ -93,7 +98,20 @@ pub struct MasterNode {
 impl MasterNode {
     /// Binds and serves until `shutdown` is cancelled.
     pub async fn start(config: MasterConfig, shutdown: CancellationToken) -> Result<Self> {
-        auth::require_token(config.bind, config.token.as_ref(), "the master")?;
+        let tls = config.tls.as_ref();
+        auth::require_token(
+            config.bind,
+            config.token.as_ref(),
+            tls.is_some(),
+            "the master",
+        )?;
+        // Checked before binding: a bad certificate or key stops the start with its files named.
+        let mut grpc = net::grpc_server(
+            MASTER_REQUEST_TIMEOUT,
+            config.telemetry.rpc_layer("master"),
+            AuthLayer::new(config.token.clone()),
+            tls,
+        )?;
         let (incoming, addr) = net::bind(config.bind).await?;
         let mut partitioners: Vec<Arc<dyn Partitioner>> = vec![Arc::new(RangePartitioner {
             parts_per_server: config.parts_per_server,
@@ -104,6 +122,7 @@ impl MasterNode {
             config.server_timeout,
             config.snapshots,
             Credential::new(config.token.as_ref()),
+            config.tls.map(|t| t.trust),
         ));
         service.resume()?;
         let http = match config.http {
@@ -123,9 +142,7 @@ impl MasterNode {
         let service = MasterServer::from_arc(service)
             .max_decoding_message_size(MAX_MASTER_REQUEST)
             .max_encoding_message_size(usize::MAX);
-        let metrics = config.telemetry.rpc_layer("master");
-        let auth = AuthLayer::new(config.token);
-        let router = net::grpc_server(MASTER_REQUEST_TIMEOUT, metrics, auth).add_service(service);
+        let router = grpc.add_service(service);
         let task =
             tokio::spawn(async move { net::serve(router, incoming, shutdown, "master").await });
         tracing::info!(%addr, ?http, "master started");

@@ -9,6 +9,7 @@ use angel_proto::credential::Credential;
 use angel_proto::limits::WINDOW;
 use angel_proto::master_server::Master;
 use angel_proto::server_client::ServerClient;
+use angel_proto::tls::{self, Trust};
 use angel_proto::{
     ClockReply, ClockRequest, CounterMeta, CounterRequest, CreateMatrixRequest,
     CreatePartitionsRequest, DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest,
@@ -21,7 +22,7 @@ use angel_proto::{
 };
 use parking_lot::Mutex;
 use tonic::codegen::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use super::clocks::Clocks;
@@ -195,17 +196,20 @@ pub struct MasterService {
     pub(super) progress: Progress,
     /// The service token, sent with every call to a server.
     credential: Credential,
+    /// The CA servers' certificates are checked against; none: plain HTTP/2.
+    trust: Option<Trust>,
 }
 
 impl MasterService {
     /// A master with the given partitioners (by name), taking servers silent for
     /// `server_timeout` out of new placements, whose servers write `snapshots`, calling its
-    /// servers with `credential`.
+    /// servers with `credential`, over TLS checked against `trust` when given.
     pub fn new(
         partitioners: Vec<Arc<dyn Partitioner>>,
         server_timeout: Duration,
         snapshots: Snapshots,
         credential: Credential,
+        trust: Option<Trust>,
     ) -> Self {
         MasterService {
             state: Mutex::new(State::default()),
@@ -216,6 +220,7 @@ impl MasterService {
             clocks: Clocks::default(),
             progress: Progress::default(),
             credential,
+            trust,
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -245,8 +250,7 @@ impl MasterService {
             }
         }
         check_registration(&addr, &optimizers)?;
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| PsError::InvalidArgument(format!("bad server address '{addr}': {e}")))?
+        let endpoint = tls::endpoint(&addr, self.trust.as_ref())?
             .timeout(SERVER_CALL_TIMEOUT)
             .connect_timeout(REGISTER_PROBE_TIMEOUT)
             .initial_stream_window_size(Some(WINDOW))

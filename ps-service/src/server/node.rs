@@ -9,10 +9,10 @@ use std::time::Duration;
 use angel_proto::credential::{AuthChannel, Credential, Token};
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_server::ServerServer;
+use angel_proto::tls::{self, NodeTls, chain};
 use angel_proto::{HeartbeatRequest, PsError, RegisterServerRequest, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 
 use super::partition::Partitions;
 use super::service::ServerService;
@@ -52,6 +52,9 @@ pub struct ServerConfig {
     /// The service token every RPC must carry, and this server sends to the master
     /// (`--token-file`); none: no check, and only a loopback address may be served.
     pub token: Option<Token>,
+    /// The certificate and key it serves with, and the CA the master's certificate must be
+    /// signed by (`--tls-cert`, `--tls-key`, `--tls-ca`); none: plain HTTP/2.
+    pub tls: Option<NodeTls>,
 }
 
 impl ServerConfig {
@@ -70,6 +73,7 @@ impl ServerConfig {
             http: None,
             telemetry: Telemetry::new(),
             token: None,
+            tls: None,
         }
     }
 }
@@ -114,7 +118,13 @@ impl ServerNode {
         functions: Functions,
         shutdown: CancellationToken,
     ) -> Result<Self> {
-        auth::require_token(config.bind, config.token.as_ref(), "a server")?;
+        let tls = config.tls.as_ref();
+        auth::require_token(
+            config.bind,
+            config.token.as_ref(),
+            tls.is_some(),
+            "a server",
+        )?;
         let (incoming, local) = net::bind(config.bind).await?;
         let addr = config
             .advertise
@@ -146,7 +156,8 @@ impl ServerNode {
         let serving = shutdown.child_token();
         let metrics = config.telemetry.rpc_layer(&service.node);
         let auth = AuthLayer::new(config.token.clone());
-        let router = net::grpc_server(config.request_timeout, metrics, auth).add_service(grpc);
+        let router =
+            net::grpc_server(config.request_timeout, metrics, auth, tls)?.add_service(grpc);
         let (stop, label) = (serving.clone(), format!("server {addr}"));
         // Bound before registering: a server that cannot serve its metrics never joins.
         let http = match config.http {
@@ -206,20 +217,22 @@ impl ServerNode {
 }
 
 async fn connect_master(config: &ServerConfig) -> Result<MasterClient<AuthChannel>> {
-    let url = format!("http://{}", config.master);
+    let trust = config.tls.as_ref().map(|t| &t.trust);
     let deadline = tokio::time::Instant::now() + config.register_timeout;
     let credential = Credential::new(config.token.as_ref());
     loop {
-        match Channel::from_shared(url.clone())
-            .map_err(|e| PsError::InvalidArgument(format!("--master {}: {e}", config.master)))?
+        match tls::endpoint(&config.master, trust)
+            .map_err(|e| PsError::InvalidArgument(format!("--master: {e}")))?
             .connect()
             .await
         {
             Ok(channel) => return Ok(MasterClient::with_interceptor(channel, credential)),
             Err(e) if tokio::time::Instant::now() >= deadline => {
                 return Err(PsError::Unavailable(format!(
-                    "master {} is unreachable after {:?}: {e}",
-                    config.master, config.register_timeout
+                    "master {} is unreachable after {:?}: {}",
+                    config.master,
+                    config.register_timeout,
+                    chain(&e)
                 )));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,

@@ -1,0 +1,68 @@
+//! Who may talk to the service, and over what: the token and TLS flags of `master`, `server`
+//! and `standalone` ([`NodeAccess`]), and the CA flag of the commands that call a running
+//! service ([`ClientAccess`]). Clients take the token from their environment only
+//! (`ANGEL_TOKEN`, `ANGEL_TOKEN_FILE`), so it never shows in a process list.
+
+use std::path::PathBuf;
+
+use angel_client::{ClientConfig, Result};
+use angel_proto::credential::Token;
+use angel_proto::tls::{NodeTls, Trust};
+use clap::Args;
+
+/// The token and TLS flags of a node.
+#[derive(Debug, Args)]
+pub struct NodeAccess {
+    /// The service token every RPC must carry: a file holding it (`angel-ps token > FILE`).
+    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file), as clients
+    /// read them; with none, there is no check and only a loopback address is served.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Serve TLS with this PEM certificate (chain first); it must name the address others
+    /// reach the node at (IP address or DNS name). Needs --tls-key and --tls-ca.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// The PEM CA certificate every node's certificate is signed by: this node checks the
+    /// nodes it calls (servers the master, the master its servers) against it.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl NodeAccess {
+    /// The token of --token-file or the environment.
+    pub fn token(&self) -> Result<Option<Token>> {
+        Token::resolve(self.token_file.as_deref())
+    }
+
+    /// TLS from the three flags (all or none).
+    pub fn tls(&self) -> Result<Option<NodeTls>> {
+        NodeTls::resolve(
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+            self.tls_ca.as_deref(),
+        )
+    }
+}
+
+/// The CA flag of a client command.
+#[derive(Debug, Default, Args)]
+pub struct ClientAccess {
+    /// The PEM CA certificate the service's TLS certificates are checked against. Without
+    /// it, the file ANGEL_TLS_CA names; with neither, plain HTTP/2. The token comes from
+    /// ANGEL_TOKEN or ANGEL_TOKEN_FILE.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl ClientAccess {
+    /// The client settings of the environment, with --tls-ca when given.
+    pub fn config(&self) -> Result<ClientConfig> {
+        Ok(ClientConfig {
+            trust: Trust::resolve(self.tls_ca.as_deref())?,
+            ..ClientConfig::from_env()?
+        })
+    }
+}
