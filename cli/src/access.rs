@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use angel_client::{ClientConfig, Result};
 use angel_proto::credential::Token;
 use angel_proto::tls::{NodeTls, Trust};
+use angel_ps::access::NamespaceTokens;
 use clap::Args;
 
 /// The token and TLS flags of a node.
@@ -18,6 +19,11 @@ pub struct NodeAccess {
     /// read them; with none, there is no check and only a loopback address is served.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Tokens limited to namespaces, one per line: `NAMESPACE[,NAMESPACE...] TOKEN` (`#`
+    /// comments). A client with one may only name matrices, counters and models of its
+    /// namespaces (`NAMESPACE/name`). Needs the service token too.
+    #[arg(long, value_name = "FILE")]
+    pub namespace_tokens: Option<PathBuf>,
     /// Serve TLS with this PEM certificate (chain first); it must name the address others
     /// reach the node at (IP address or DNS name). Needs --tls-key and --tls-ca.
     #[arg(long, value_name = "FILE")]
@@ -35,6 +41,14 @@ impl NodeAccess {
     /// The token of --token-file or the environment.
     pub fn token(&self) -> Result<Option<Token>> {
         Token::resolve(self.token_file.as_deref())
+    }
+
+    /// The tokens of --namespace-tokens (none without it).
+    pub fn namespace_tokens(&self) -> Result<NamespaceTokens> {
+        match &self.namespace_tokens {
+            Some(path) => NamespaceTokens::from_file(path),
+            None => Ok(NamespaceTokens::default()),
+        }
     }
 
     /// TLS from the three flags (all or none).

@@ -136,6 +136,7 @@ pub async fn run_ctr(
         memory: args.memory.clone(),
         output: Default::default(),
         access: Default::default(),
+        namespace: None,
     };
     run_text(&run, CTR_JOB, each).await
 }

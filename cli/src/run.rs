@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use angel_client::PsClient;
+use angel_client::{ClientConfig, PsClient};
+use angel_proto::namespace;
 use angel_sql::cluster::Stage;
 use angel_sql::job::{Job, StatementReport};
 use angel_sql::object_stores::runtime_env;
@@ -41,6 +42,11 @@ pub struct RunArgs {
     /// Master of a running service; without it the job starts an embedded one.
     #[arg(long, env = "ANGEL_MASTER")]
     pub master: Option<String>,
+    /// With --master: the namespace the job's matrices and counters are named in on the
+    /// service (`NAMESPACE/name`); jobs in other namespaces do not see them unless they name
+    /// them so. Default: a fresh one, the file's name and 8 random hex digits.
+    #[arg(long, env = "ANGEL_NAMESPACE")]
+    pub namespace: Option<String>,
     /// Servers of the embedded service.
     #[arg(long, default_value_t = 2)]
     pub servers: usize,
@@ -153,9 +159,10 @@ pub async fn run_text(
     let tables = || TableStorage::new(args.memory.storage_level, limit);
     match &args.master {
         Some(master) => {
-            // The job's functions share this process's client, made here with the flags.
-            PsClient::shared_with(master, args.access.config()?).await?;
-            let job = Job::new(ctx, master).keeping_tables(tables())?;
+            let namespace = connect(args, master).await?;
+            let job = Job::new(ctx, master)
+                .in_namespace(&namespace)
+                .keeping_tables(tables())?;
             Ok(job.run(&file, text, &vars, each).await?)
         }
         None => {
@@ -164,6 +171,14 @@ pub async fn run_text(
                 ..StandaloneConfig::new(args.servers)
             };
             let service = Standalone::start(config).await?;
+            // The service is this process's own, plain and open: the token and CA of the
+            // environment are for other services.
+            let plain = ClientConfig {
+                token: None,
+                trust: None,
+                ..ClientConfig::from_env()?
+            };
+            PsClient::shared_with(&service.master_addr(), plain).await?;
             if let Some(addr) = service.http_addr() {
                 eprintln!("status page and metrics on http://{addr}/");
             }
@@ -178,6 +193,29 @@ pub async fn run_text(
     }
 }
 
+/// The job's namespace on a running service: `--namespace`, or a fresh one. Printed to
+/// stderr, so a later job can name it.
+fn namespace(args: &RunArgs) -> Result<String, Box<dyn Error>> {
+    let namespace = match &args.namespace {
+        Some(given) => given.clone(),
+        None => {
+            let stem = args.file.file_stem().and_then(|s| s.to_str());
+            let stem: String = stem
+                .unwrap_or("job")
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                .take(namespace::MAX_LEN - 9)
+                .collect();
+            format!("{stem}-{:08x}", rand::random::<u32>())
+        }
+    };
+    namespace::check(&namespace, &format!("--namespace '{namespace}'"))?;
+    eprintln!(
+        "namespace {namespace}: the job's matrices and counters are {namespace}/NAME on the service"
+    );
+    Ok(namespace)
+}
+
 /// A job on the Ballista cluster at `url`, after checking the PS master answers (executors
 /// would otherwise fail one task at a time).
 async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
@@ -185,9 +223,7 @@ async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
         "--ballista needs --master HOST:PORT: the executors train against a running PS service \
          (start one with `angel-ps standalone`, or `angel-ps master` and `angel-ps server`)",
     )?;
-    PsClient::shared_with(master, args.access.config()?)
-        .await
-        .map_err(|e| format!("PS master at {master}: {e}"))?;
+    let namespace = connect(args, master).await?;
     let partitions = match args.partitions {
         0 => CLUSTER_PARTITIONS,
         n => n,
@@ -197,7 +233,22 @@ async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
         Some(dir) => Stage::at(dir)?,
         None => Stage::temporary()?,
     };
-    Ok(Job::on_cluster(ctx, master, stage))
+    Ok(Job::on_cluster(ctx, master, stage).in_namespace(&namespace))
+}
+
+/// Connects this process's client of the job's namespace to the service at `master` with
+/// the command line's settings (the job's functions here share it), checking the master
+/// answers; returns the namespace.
+async fn connect(args: &RunArgs, master: &str) -> Result<String, Box<dyn Error>> {
+    let config = ClientConfig {
+        namespace: namespace(args)?,
+        ..args.access.config()?
+    };
+    let namespace = config.namespace.clone();
+    PsClient::shared_with(master, config)
+        .await
+        .map_err(|e| format!("PS master at {master}: {e}"))?;
+    Ok(namespace)
 }
 
 /// Prints a statement's result, if it has one.

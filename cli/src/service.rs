@@ -150,6 +150,7 @@ pub async fn master(args: MasterArgs) -> Result<()> {
         snapshots: args.snapshots.settings()?,
         http: args.http,
         token: args.access.token()?,
+        namespace_tokens: args.access.namespace_tokens()?,
         tls: args.access.tls()?,
         ..MasterConfig::new(args.bind)
     };
@@ -173,6 +174,7 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         standby: args.standby,
         http: args.http,
         token: args.access.token()?,
+        namespace_tokens: args.access.namespace_tokens()?,
         tls: args.access.tls()?,
         ..ServerConfig::new(args.master)
     };
@@ -191,6 +193,7 @@ pub async fn standalone(args: StandaloneArgs) -> Result<()> {
         snapshots: args.snapshots.settings()?,
         http: args.http,
         token: args.access.token()?,
+        namespace_tokens: args.access.namespace_tokens()?,
         tls: args.access.tls()?,
         ..StandaloneConfig::new(args.servers)
     };

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use angel_client::{PsClient, Result, worker_pid};
+use angel_proto::namespace;
 use angel_proto::pulls::lead;
 use angel_proto::{StatusReply, StatusRequest};
 use clap::Args;
@@ -139,6 +140,7 @@ fn sections(status: &StatusReply) -> Vec<Section> {
     }
     let mut matrices = Table::new();
     matrices.set_header([
+        "namespace",
         "matrix",
         "id",
         "shape",
@@ -150,8 +152,10 @@ fn sections(status: &StatusReply) -> Vec<Section> {
     ]);
     for m in &map.matrices {
         let (elements, bytes) = per_matrix.get(&m.id).copied().unwrap_or_default();
+        let (namespace, name) = split_namespace(&m.name);
         matrices.add_row([
-            m.name.clone(),
+            namespace.to_string(),
+            name.to_string(),
             m.id.to_string(),
             format!("{} x {}", m.rows, m.cols),
             format!("{:?}", m.value_type()),
@@ -163,6 +167,7 @@ fn sections(status: &StatusReply) -> Vec<Section> {
     }
     let mut counters = Table::new();
     counters.set_header([
+        "namespace",
         "counter",
         "id",
         "state",
@@ -173,8 +178,10 @@ fn sections(status: &StatusReply) -> Vec<Section> {
     ]);
     for c in &map.counters {
         let (keys, bytes) = per_matrix.get(&c.id).copied().unwrap_or_default();
+        let (namespace, name) = split_namespace(&c.name);
         counters.add_row([
-            c.name.clone(),
+            namespace.to_string(),
+            name.to_string(),
             c.id.to_string(),
             format!("{:?}", c.state()),
             c.min_count.to_string(),
@@ -201,6 +208,12 @@ fn sections(status: &StatusReply) -> Vec<Section> {
     parts.extend(recoveries_table(status));
     parts.extend(workers_table(status));
     parts
+}
+
+/// A service-wide name as (namespace, name); the namespace is empty for a name in none.
+fn split_namespace(full: &str) -> (&str, &str) {
+    let (namespace, name) = namespace::split(full);
+    (namespace.unwrap_or_default(), name)
 }
 
 /// Training workers of each model's current or last round: clock, rate, waits, slow flag;

@@ -28,6 +28,7 @@ use parking_lot::{Mutex, RwLock};
 use prost::Message;
 use tonic::transport::Endpoint;
 
+use angel_proto::namespace;
 use angel_proto::tls::{self, CA_VAR, Trust, chain};
 
 use angel_proto::limits::{MAX_FRAME, WINDOW};
@@ -73,6 +74,10 @@ pub struct ClientConfig {
     /// The CA the nodes' TLS certificates are checked against (`ANGEL_TLS_CA`); none: plain
     /// HTTP/2.
     pub trust: Option<Trust>,
+    /// The namespace names are taken in: a matrix or counter `name` is `NAMESPACE/name` on the
+    /// service, unless `name` holds a `/` itself (qualified on purpose). Empty: names are
+    /// taken as given.
+    pub namespace: String,
 }
 
 impl Default for ClientConfig {
@@ -84,6 +89,7 @@ impl Default for ClientConfig {
             replay_bytes: 256 << 20,
             token: None,
             trust: None,
+            namespace: String::new(),
         }
     }
 }
@@ -119,6 +125,9 @@ impl ClientConfig {
     }
 }
 
+/// The process-wide clients, by (master address, namespace).
+type SharedClients = HashMap<(String, String), Arc<PsClient>>;
+
 /// The process id inside a default [`ClientConfig::worker_id`], so a status can name the
 /// process (a Ballista executor, a job's client) behind each push.
 pub fn worker_pid(worker_id: u64) -> u64 {
@@ -151,6 +160,9 @@ impl PsClient {
 
     /// Connects to the master at `addr` and loads the partition map.
     pub async fn connect_with(addr: &str, config: ClientConfig) -> Result<Arc<Self>> {
+        if !config.namespace.is_empty() {
+            namespace::check(&config.namespace, "the client's namespace")?;
+        }
         let replay_bytes = config.replay_bytes;
         let channel = endpoint(addr, &config)?
             .connect()
@@ -175,31 +187,60 @@ impl PsClient {
     /// client runtime ([`crate::runtime`]), so they outlive the runtime of the first caller. Its replay buffer
     /// holds `ANGEL_REPLAY_MB` megabytes when that is set ([`ClientConfig::from_env`]).
     pub async fn shared(addr: &str) -> Result<Arc<Self>> {
-        Self::shared_or(addr, ClientConfig::from_env).await
+        Self::shared_in(addr, "").await
     }
 
-    /// [`PsClient::shared`], made with `config` when this process has no client of `addr`
-    /// yet: a command line sets up the client its job's functions will share.
+    /// [`PsClient::shared`] for the names of `namespace` ([`ClientConfig::namespace`]): one
+    /// client per service and namespace, so the jobs an executor serves keep their names apart.
+    pub async fn shared_in(addr: &str, namespace: &str) -> Result<Arc<Self>> {
+        Self::shared_or(addr, namespace, || {
+            Ok(ClientConfig {
+                namespace: namespace.to_string(),
+                ..ClientConfig::from_env()?
+            })
+        })
+        .await
+    }
+
+    /// [`PsClient::shared_in`] for `config.namespace`, made with `config` when this process
+    /// has none yet: a command line sets up the client its job's functions will share.
     pub async fn shared_with(addr: &str, config: ClientConfig) -> Result<Arc<Self>> {
-        Self::shared_or(addr, || Ok(config)).await
+        let namespace = config.namespace.clone();
+        Self::shared_or(addr, &namespace, || Ok(config)).await
     }
 
     async fn shared_or(
         addr: &str,
+        namespace: &str,
         config: impl FnOnce() -> Result<ClientConfig>,
     ) -> Result<Arc<Self>> {
-        static CLIENTS: OnceLock<tokio::sync::Mutex<HashMap<String, Arc<PsClient>>>> =
-            OnceLock::new();
+        static CLIENTS: OnceLock<tokio::sync::Mutex<SharedClients>> = OnceLock::new();
+        let key = (addr.to_string(), namespace.to_string());
         let mut clients = CLIENTS.get_or_init(Default::default).lock().await;
-        if let Some(client) = clients.get(addr) {
+        if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
         let config = config()?;
         let owned = addr.to_string();
         let client =
             crate::runtime::spawn(async move { Self::connect_with(&owned, config).await }).await?;
-        clients.insert(addr.to_string(), client.clone());
+        clients.insert(key, client.clone());
         Ok(client)
+    }
+
+    /// The name `name` has on the service: in this client's namespace unless it is qualified
+    /// (holds a `/`) or the client has none.
+    pub fn qualify(&self, name: &str) -> String {
+        match self.config.namespace.as_str() {
+            "" => name.to_string(),
+            _ if name.contains('/') => name.to_string(),
+            namespace => format!("{namespace}/{name}"),
+        }
+    }
+
+    /// This client's namespace (empty: none).
+    pub fn namespace(&self) -> &str {
+        &self.config.namespace
     }
 
     /// The master address this client talks to.
@@ -420,6 +461,10 @@ impl PsClient {
 
     /// Creates a matrix; fails with ALREADY_EXISTS if the name is taken.
     pub async fn create_matrix(&self, spec: MatrixSpec) -> Result<Arc<Matrix>> {
+        let spec = MatrixSpec {
+            name: self.qualify(&spec.name),
+            ..spec
+        };
         self.on_master(spec.to_request(), |mut m, r| async move {
             m.create_matrix(r).await
         })
@@ -431,7 +476,9 @@ impl PsClient {
     /// Drops a matrix and frees its partitions.
     pub async fn drop_matrix(&self, name: &str) -> Result<()> {
         self.on_master(
-            DropMatrixRequest { name: name.into() },
+            DropMatrixRequest {
+                name: self.qualify(name),
+            },
             |mut m, r| async move { m.drop_matrix(r).await },
         )
         .await?;
@@ -442,7 +489,9 @@ impl PsClient {
     pub async fn describe(&self, name: &str) -> Result<Matrix> {
         let meta = self
             .on_master(
-                DescribeMatrixRequest { name: name.into() },
+                DescribeMatrixRequest {
+                    name: self.qualify(name),
+                },
                 |mut m, r| async move { m.describe_matrix(r).await },
             )
             .await?;
@@ -451,13 +500,22 @@ impl PsClient {
 
     /// The matrix named `name` from the cached map, refreshing once if it is not there.
     pub async fn matrix(&self, name: &str) -> Result<Arc<Matrix>> {
+        let name = &self.qualify(name);
         if let Some(m) = self.routing.read().by_name.get(name) {
             return Ok(m.clone());
         }
         self.refresh().await?;
         let routing = self.routing.read();
         routing.by_name.get(name).cloned().ok_or_else(|| {
-            let mut known: Vec<&str> = routing.by_name.keys().map(String::as_str).collect();
+            // Only this namespace's names: other jobs' are none of this one's business.
+            let here = Some(self.namespace()).filter(|ns| !ns.is_empty());
+            let mine = |n: &&str| namespace::split(n).0 == here;
+            let mut known: Vec<&str> = routing
+                .by_name
+                .keys()
+                .map(String::as_str)
+                .filter(mine)
+                .collect();
             known.sort_unstable();
             PsError::no_matrix(name, &known)
         })
@@ -496,6 +554,10 @@ impl PsClient {
     /// consistency model lets the worker go on. The master bounds each wait; this asks again
     /// until the answer is ready.
     pub async fn clock(&self, request: ClockRequest) -> Result<ClockReply> {
+        let request = ClockRequest {
+            model: self.qualify(&request.model),
+            ..request
+        };
         loop {
             let reply = self
                 .on_master(request.clone(), |mut m, r| async move { m.clock(r).await })
@@ -508,6 +570,10 @@ impl PsClient {
 
     /// Tells the master a model finished an epoch, for the curves of its status page.
     pub async fn report_epoch(&self, report: EpochReport) -> Result<()> {
+        let report = EpochReport {
+            model: self.qualify(&report.model),
+            ..report
+        };
         self.on_master(report, |mut m, r| async move { m.report_epoch(r).await })
             .await
             .map(drop)

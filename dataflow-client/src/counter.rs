@@ -47,7 +47,9 @@ impl PsClient {
     /// Creates a counter in the WRITE state.
     pub async fn create_counter(&self, name: &str) -> Result<Arc<Counter>> {
         self.on_master(
-            CounterRequest { name: name.into() },
+            CounterRequest {
+                name: self.qualify(name),
+            },
             |mut m, r| async move { m.create_counter(r).await },
         )
         .await?;
@@ -127,7 +129,7 @@ impl PsClient {
     pub async fn counter_seal(&self, name: &str, min_count: i64) -> Result<Arc<Counter>> {
         self.on_master(
             SealCounterRequest {
-                name: name.into(),
+                name: self.qualify(name),
                 min_count,
             },
             |mut m, r| async move { m.seal_counter(r).await },
@@ -179,7 +181,9 @@ impl PsClient {
     /// Frees the counter's keys on the servers (READ or WRITE -> CLEAN).
     pub async fn counter_clean(&self, name: &str) -> Result<()> {
         self.on_master(
-            CounterRequest { name: name.into() },
+            CounterRequest {
+                name: self.qualify(name),
+            },
             |mut m, r| async move { m.clean_counter(r).await },
         )
         .await?;
@@ -259,6 +263,7 @@ impl PsClient {
 
     /// The counter named `name` from the cached map, refreshing once if it is not there.
     pub async fn counter(&self, name: &str) -> Result<Arc<Counter>> {
+        let name = &self.qualify(name);
         if let Some(c) = self.routing.read().counters.get(name) {
             return Ok(c.clone());
         }

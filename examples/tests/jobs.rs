@@ -33,6 +33,7 @@ async fn run_example(
         memory: Default::default(),
         output: Default::default(),
         access: Default::default(),
+        namespace: None,
     };
     run_job(&args, |_| {})
         .await
@@ -154,6 +155,7 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
         memory: Default::default(),
         output: Default::default(),
         access: Default::default(),
+        namespace: None,
     };
     let reports = run_job(&args, |_| {}).await.unwrap();
     let result = &reports.last().unwrap().output[0];

@@ -19,6 +19,7 @@
 //! - [`pulls`]: how far ahead of the slowest worker training pulls went (consistency checks).
 //! - [`credential`]: the service token every RPC carries, and the client interceptor that
 //!   adds it.
+//! - [`namespace`]: how a name says its namespace (`NAMESPACE/name`).
 //! - [`tls`]: TLS certificates a node serves with and the CA its callers trust.
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses, both ways.
 //! - [`limits`]: HTTP/2 window and frame sizes both sides set.
@@ -34,6 +35,7 @@ pub mod error;
 pub mod grpc_codec;
 pub mod limits;
 pub mod merge;
+pub mod namespace;
 pub mod pulls;
 pub mod pushes;
 pub mod routing;

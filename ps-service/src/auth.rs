@@ -7,6 +7,8 @@ use std::task::{Context, Poll};
 
 use angel_proto::credential::{HEADER, TOKEN_FILE_VAR, TOKEN_VAR, Token};
 use angel_proto::{PsError, Result};
+
+use crate::access::{Access, NamespaceTokens};
 use futures::future::{Either, Ready, ready};
 use http::{Request, Response};
 use rand::Rng;
@@ -44,16 +46,37 @@ pub fn require_token(addr: SocketAddr, token: Option<&Token>, tls: bool, what: &
     }
 }
 
-/// Checks the token of every request, when the node has one.
+/// Refuses tokens limited to namespaces without the service token: nodes talk to each other
+/// with the service token, and a service without one checks nothing.
+pub fn check_scoped(token: Option<&Token>, scoped: &NamespaceTokens) -> Result<()> {
+    match token {
+        None if !scoped.is_empty() => Err(PsError::InvalidArgument(
+            "--namespace-tokens needs the service token beside it (--token-file, ANGEL_TOKEN \
+             or ANGEL_TOKEN_FILE): masters and servers call each other with it"
+                .into(),
+        )),
+        Some(token) if scoped.contains(token) => Err(PsError::InvalidArgument(
+            "--namespace-tokens holds the service token itself: give each team a token of its \
+             own (`angel-ps token`)"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks the token of every request, when the node has one, and attaches the [`Access`] it
+/// gives.
 #[derive(Clone, Debug)]
 pub struct AuthLayer {
     token: Option<Token>,
+    scoped: NamespaceTokens,
 }
 
 impl AuthLayer {
-    /// Checks for `token`; none lets every request through.
-    pub fn new(token: Option<Token>) -> Self {
-        AuthLayer { token }
+    /// Checks for `token` (anything) or one of `scoped` (its namespaces); no `token` lets
+    /// every request through.
+    pub fn new(token: Option<Token>, scoped: NamespaceTokens) -> Self {
+        AuthLayer { token, scoped }
     }
 }
 
@@ -64,6 +87,7 @@ impl<S> Layer<S> for AuthLayer {
         Authenticated {
             inner,
             token: self.token.clone(),
+            scoped: self.scoped.clone(),
         }
     }
 }
@@ -73,6 +97,7 @@ impl<S> Layer<S> for AuthLayer {
 pub struct Authenticated<S> {
     inner: S,
     token: Option<Token>,
+    scoped: NamespaceTokens,
 }
 
 impl<S> Service<Request<Body>> for Authenticated<S>
@@ -87,19 +112,26 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Body>) -> Self::Future {
         let Some(token) = &self.token else {
             return Either::Left(self.inner.call(request));
         };
         let sent = request.headers().get(HEADER).map(|v| v.as_bytes());
-        let refusal = match sent {
-            Some(sent) if token.accepts(sent) => return Either::Left(self.inner.call(request)),
-            Some(_) => {
+        let access = sent.and_then(|sent| match token.accepts(sent) {
+            true => Some(Access::All),
+            false => self.scoped.find(sent),
+        });
+        let refusal = match (access, sent) {
+            (Some(access), _) => {
+                request.extensions_mut().insert(access);
+                return Either::Left(self.inner.call(request));
+            }
+            (None, Some(_)) => {
                 "wrong token: this service was started with another one; give the \
                         client the service's token (ANGEL_TOKEN, or ANGEL_TOKEN_FILE naming its \
                         file)"
             }
-            None => {
+            (None, None) => {
                 "this service requires a token: give the client the service's token \
                      (ANGEL_TOKEN, or ANGEL_TOKEN_FILE naming its file; --token-file for a \
                      master or server)"

@@ -15,6 +15,7 @@
 //! - [`telemetry`]: Prometheus metrics and the `--http` listener that serves them.
 //! - [`auth`]: the service token checked on every RPC, and the refusal to serve a wider
 //!   address without one.
+//! - [`access`]: what a token may name: anything, or the names of some namespaces.
 //! - [`admin`]: the credential that keeps the master's calls to servers the master's.
 //!
 //! The wire both sides speak (codecs, routing, value types, errors) is `angel-proto`; snapshots
@@ -22,6 +23,7 @@
 //! engine: a PS deployment needs neither DataFusion nor Ballista. Clients use `angel-client`; the `angel-ps` command is the
 //! `angel-ps-cli` crate (folder `cli/`).
 
+pub mod access;
 pub mod admin;
 pub mod auth;
 pub mod master;

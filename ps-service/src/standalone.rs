@@ -9,6 +9,7 @@ use angel_proto::credential::Token;
 use angel_proto::tls::NodeTls;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::NamespaceTokens;
 use crate::master::{MasterConfig, MasterNode, Partitioner, Snapshots};
 use crate::net;
 use crate::server::{Functions, ServerConfig, ServerNode, default_memory_budget};
@@ -34,6 +35,8 @@ pub struct StandaloneConfig {
     pub http: Option<SocketAddr>,
     /// The service token every RPC must carry; none: no check (loopback only).
     pub token: Option<Token>,
+    /// Tokens limited to namespaces, for the master and every server.
+    pub namespace_tokens: NamespaceTokens,
     /// TLS for the master and every server (one certificate naming the master's host);
     /// none: plain HTTP/2.
     pub tls: Option<NodeTls>,
@@ -52,6 +55,7 @@ impl StandaloneConfig {
             snapshots: Snapshots::default(),
             http: None,
             token: None,
+            namespace_tokens: NamespaceTokens::default(),
             tls: None,
         }
     }
@@ -73,6 +77,7 @@ impl Standalone {
             snapshots: config.snapshots.clone(),
             http: config.http,
             token: config.token.clone(),
+            namespace_tokens: config.namespace_tokens.clone(),
             tls: config.tls.clone(),
             ..MasterConfig::new(config.bind)
         };
@@ -86,6 +91,7 @@ impl Standalone {
                 memory_budget: config.memory_budget / config.servers.max(1) as u64,
                 telemetry: telemetry.clone(),
                 token: config.token.clone(),
+                namespace_tokens: config.namespace_tokens.clone(),
                 tls: config.tls.clone(),
                 ..ServerConfig::new(master.addr.to_string())
             };

@@ -16,6 +16,8 @@ use crate::reports::Reports;
 #[derive(Debug, Clone, Default)]
 pub struct Binding {
     master: String,
+    /// The job's namespace: its matrix and counter names are `namespace/name` on the service.
+    namespace: String,
     reports: Reports,
     key_lists: KeyLists,
 }
@@ -25,6 +27,7 @@ impl Binding {
     pub fn new(master: &str, reports: Reports) -> Self {
         Binding {
             master: master.to_string(),
+            namespace: String::new(),
             reports,
             key_lists: KeyLists::default(),
         }
@@ -41,6 +44,20 @@ impl Binding {
         &self.master
     }
 
+    /// The same, for the names of `namespace` (empty: names as given); it travels with plans
+    /// too.
+    pub fn in_namespace(self, namespace: &str) -> Self {
+        Binding {
+            namespace: namespace.to_string(),
+            ..self
+        }
+    }
+
+    /// The namespace the functions' names are taken in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// Where the job's functions report.
     pub fn reports(&self) -> &Reports {
         &self.reports
@@ -51,17 +68,17 @@ impl Binding {
         &self.key_lists
     }
 
-    /// The process-wide client of the service.
+    /// The process-wide client of the service, for the job's namespace.
     pub fn client(&self) -> Result<Arc<PsClient>> {
-        crate::bridge::client(&self.master)
+        crate::bridge::client(&self.master, &self.namespace)
     }
 }
 
-// Two functions bound to the same master compute the same thing; where they report does not
-// change a plan, so it takes no part in DataFusion's function equality.
+// Two functions bound to the same master and namespace compute the same thing; where they
+// report does not change a plan, so it takes no part in DataFusion's function equality.
 impl PartialEq for Binding {
     fn eq(&self, other: &Self) -> bool {
-        self.master == other.master
+        (&self.master, &self.namespace) == (&other.master, &other.namespace)
     }
 }
 
@@ -70,6 +87,7 @@ impl Eq for Binding {}
 impl Hash for Binding {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.master.hash(state);
+        self.namespace.hash(state);
     }
 }
 

@@ -26,10 +26,10 @@ pub fn block_on<T>(future: impl Future<Output = Result<T, PsError>>) -> Result<T
     answer.map_err(ps_error)
 }
 
-/// The process-wide client of the service at `master`. Functions registered without a master
-/// (on a Ballista scheduler or executor) get theirs from the plan; reaching here without one
-/// means the plan came from a client that is not angel-ps.
-pub fn client(master: &str) -> Result<Arc<PsClient>> {
+/// The process-wide client of the service at `master`, for the names of `namespace`.
+/// Functions registered without a master (on a Ballista scheduler or executor) get theirs from
+/// the plan; reaching here without one means the plan came from a client that is not angel-ps.
+pub fn client(master: &str, namespace: &str) -> Result<Arc<PsClient>> {
     if master.is_empty() {
         return Err(DataFusionError::Execution(
             "angel-ps function called without a PS master address: submit jobs with \
@@ -37,7 +37,7 @@ pub fn client(master: &str) -> Result<Arc<PsClient>> {
                 .into(),
         ));
     }
-    block_on(PsClient::shared(master))
+    block_on(PsClient::shared_in(master, namespace))
 }
 
 /// A PS error as a DataFusion execution error (the message keeps the PS's wording).

@@ -19,7 +19,7 @@ use angel_client::{
 };
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 
-use crate::bridge::{block_on, client, ps_error};
+use crate::bridge::{block_on, ps_error};
 use crate::sparse::{Gathered, SparseRows};
 use crate::sync::{Rule, SyncSpec};
 
@@ -331,11 +331,11 @@ pub struct Model {
 }
 
 impl Model {
-    /// Opens model `name` on the service at `master`, reading its spec from the matrix. The
-    /// process's map is refreshed first: a model replaced (`CREATE OR REPLACE MODEL`) since
-    /// this process last used it is a new matrix, which a cached map would not know.
-    pub fn open(master: &str, name: &str) -> Result<Self> {
-        let client = client(master)?;
+    /// Opens model `name` with `client` (of the service, in the job's namespace), reading its
+    /// spec from the matrix. The process's map is refreshed first: a model replaced (`CREATE
+    /// OR REPLACE MODEL`) since this process last used it is a new matrix, which a cached map
+    /// would not know.
+    pub fn open(client: Arc<PsClient>, name: &str) -> Result<Self> {
         block_on(client.refresh())?;
         let matrix = block_on(client.matrix(name))?;
         let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;

@@ -83,7 +83,7 @@ impl ScalarUDFImpl for PsPredict {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let name = const_str(MODEL, MODEL.scalar(&args))?;
-        let model = Model::open(self.binding.master(), &name)?;
+        let model = Model::open(self.binding.client()?, &name)?;
         let values = args.args.get(VALUES.index);
         let values = values.map(|v| v.to_array(args.number_rows)).transpose()?;
         let rows =

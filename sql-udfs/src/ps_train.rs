@@ -157,8 +157,9 @@ struct Train {
     mean: Mean,
 }
 
-/// Updates this process has sent per model, so Adam's bias correction sees a step number
-/// that keeps growing across tasks and epochs.
+/// Updates this process has sent per model (by service-wide name: an executor may train
+/// models of the same name for jobs of several namespaces), so Adam's bias correction sees a
+/// step number that keeps growing across tasks and epochs.
 fn next_step(model: &str) -> u64 {
     static STEPS: OnceLock<Mutex<HashMap<String, Arc<AtomicU64>>>> = OnceLock::new();
     let counter = STEPS
@@ -202,7 +203,13 @@ fn sgd_step(
         Rule::DynSgd => &versions[..],
         _ => &[],
     };
-    model.update(&g.keys, &grads, next_step(&model.name), change, bases)?;
+    model.update(
+        &g.keys,
+        &grads,
+        next_step(&model.client().qualify(&model.name)),
+        change,
+        bases,
+    )?;
     worker.after_step(started);
     Ok(loss)
 }
@@ -211,7 +218,7 @@ impl Train {
     /// The model, opened on the first call.
     fn model(&mut self) -> Result<&Model> {
         if self.model.is_none() {
-            self.model = Some(Model::open(self.binding.master(), &self.name)?);
+            self.model = Some(Model::open(self.binding.client()?, &self.name)?);
         }
         Ok(self.model.as_ref().expect("opened above"))
     }

@@ -22,6 +22,7 @@ fn adult(out: &Path, extra: &[&str]) -> (u32, f64, String) {
     let data = format!("data={}", repo("examples/data/adult").display());
     let out = format!("out={}", out.display());
     let mut args = vec![job.to_str().unwrap(), "--var", &data, "--var", &out];
+    args.extend_from_slice(&["--namespace", NS]);
     args.extend_from_slice(extra);
     let (pid, output) = run(&args);
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
@@ -34,7 +35,11 @@ fn adult(out: &Path, extra: &[&str]) -> (u32, f64, String) {
     (pid, auc, stdout)
 }
 
-/// Pushes per (process id, matrix name), summed over servers, from the master's status.
+/// The namespace the jobs here run in: their names are `t/NAME` on the service.
+const NS: &str = "t";
+
+/// Pushes per (process id, matrix name in the job), summed over servers, from the master's
+/// status.
 fn pushes_by_pid(master: &str) -> HashMap<(u64, String), u64> {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let status = runtime.block_on(async {
@@ -45,7 +50,7 @@ fn pushes_by_pid(master: &str) -> HashMap<(u64, String), u64> {
     let names: HashMap<u32, String> = map
         .matrices
         .iter()
-        .map(|m| (m.id, m.name.clone()))
+        .map(|m| (m.id, m.name.trim_start_matches("t/").to_string()))
         .collect();
     let mut out = HashMap::new();
     for p in &angel_proto::pushes::totals(&status) {
@@ -194,7 +199,7 @@ SELECT ps_counter_seal('seen', 1) AS seen;
 async fn rerun_job_effects(master: &str) -> (Vec<(String, i64)>, u64, u64) {
     let c = PsClient::connect(master).await.unwrap();
     let mut counts: Vec<(String, i64)> = c
-        .counter_indexed("seen")
+        .counter_indexed("t/seen")
         .await
         .unwrap()
         .into_iter()
@@ -202,7 +207,7 @@ async fn rerun_job_effects(master: &str) -> (Vec<(String, i64)>, u64, u64) {
         .collect();
     counts.sort();
     let status = c.status().await.unwrap();
-    let model = c.matrix("m").await.unwrap().meta.id;
+    let model = c.matrix("t/m").await.unwrap().meta.id;
     let stats: Vec<_> = status.servers.iter().flat_map(|s| &s.partitions).collect();
     let applied = stats
         .iter()
@@ -232,6 +237,8 @@ fn on_cluster(
         &cluster.master.addr,
         "--partitions",
         &partitions.to_string(),
+        "--namespace",
+        NS,
         "--var",
         &format!("data={}", data.display()),
     ]
@@ -278,7 +285,7 @@ async fn a_task_run_again_after_its_executor_dies_counts_and_trains_once() {
         assert!(Instant::now() < deadline, "the counting pass never started");
         let status = c.status().await.unwrap();
         let map = status.map.clone().unwrap_or_default();
-        let flushed: u64 = match map.counters.iter().find(|k| k.name == "seen") {
+        let flushed: u64 = match map.counters.iter().find(|k| k.name == "t/seen") {
             Some(seen) => status
                 .servers
                 .iter()
@@ -337,11 +344,15 @@ async fn ssp_bounds_pulls_and_flags_a_slow_worker_on_the_executors() {
         })
         .await
         .unwrap();
-    let workers: Vec<_> = status.workers.iter().filter(|w| w.model == "ssp").collect();
+    let workers: Vec<_> = status
+        .workers
+        .iter()
+        .filter(|w| w.model == "t/ssp")
+        .collect();
     assert_eq!(workers.len(), 2, "{workers:?}");
     let slow: Vec<u32> = workers.iter().filter(|w| w.slow).map(|w| w.rank).collect();
     assert_eq!(slow, [1], "{workers:?}");
-    let model = c.matrix("ssp").await.unwrap().meta.id;
+    let model = c.matrix("t/ssp").await.unwrap().meta.id;
     let lead = status
         .servers
         .iter()

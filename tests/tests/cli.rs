@@ -377,7 +377,7 @@ fn run_names_the_file_and_line_of_a_bad_csv_row() {
 }
 
 /// `run --master` sends the job's PS work to a running service (here a standalone process),
-/// where the trained model stays after the job ends. Run as the README says, from the
+/// where the trained model stays after the job ends, in the job's namespace. Run as the README says, from the
 /// repository root with no variables: the job reads the repository's own a9a files.
 #[tokio::test]
 async fn run_against_a_running_service_leaves_the_model_there() {
@@ -387,11 +387,13 @@ async fn run_against_a_running_service_leaves_the_model_there() {
         "run",
         "--master",
         &node.addr,
+        "--namespace",
+        "team",
         "examples/a9a/job.sql",
     ]));
     assert!(text.contains("test_auc"), "{text}");
     let client = angel_client::PsClient::connect(&node.addr).await.unwrap();
-    let model = client.describe("a9a").await.unwrap();
+    let model = client.describe("team/a9a").await.unwrap();
     assert_eq!(model.meta.cols, 124, "123 features and the intercept");
     assert_eq!(
         model.meta.attrs.get("optimizer").map(String::as_str),

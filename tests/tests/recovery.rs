@@ -278,6 +278,8 @@ fn ctr_job(master: &str, data: &std::path::Path) -> Job {
         job.to_str().unwrap(),
         "--master",
         master,
+        "--namespace",
+        "ctr",
         "--var",
         "epochs=3",
     ];
@@ -292,7 +294,7 @@ fn holdout_auc(stdout: &str) -> f64 {
 /// The CTR job is training: its model has taken more than 50 changes.
 fn training(status: &angel_proto::StatusReply) -> bool {
     let map = status.map.clone().unwrap_or_default();
-    let Some(model) = map.matrices.iter().find(|m| m.name == "ctr") else {
+    let Some(model) = map.matrices.iter().find(|m| m.name == "ctr/ctr") else {
         return false;
     };
     let stats = status.servers.iter().flat_map(|s| &s.partitions);

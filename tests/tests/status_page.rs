@@ -132,6 +132,8 @@ async fn the_status_page_plots_the_finished_epochs_of_a_running_job_in_a_real_br
             job_file.to_str().unwrap(),
             "--master",
             master,
+            "--namespace",
+            "page",
             "--var",
             &data,
         ],
@@ -140,7 +142,7 @@ async fn the_status_page_plots_the_finished_epochs_of_a_running_job_in_a_real_br
 
     // During the job: once the master holds an epoch, the page plots at least that one.
     let deadline = Instant::now() + Duration::from_secs(300);
-    while reported_epochs(&url, "a9a").await == 0 {
+    while reported_epochs(&url, "page/a9a").await == 0 {
         assert!(Instant::now() < deadline, "no epoch reported within 300 s");
         if !job.running() {
             panic!(
@@ -151,7 +153,7 @@ async fn the_status_page_plots_the_finished_epochs_of_a_running_job_in_a_real_br
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let dom = rendered(&browser, &url);
-    let early = plotted(&dom, "a9a", "train_loss");
+    let early = plotted(&dom, "page/a9a", "train_loss");
     assert!(!early.is_empty(), "no epoch plotted during the job:\n{dom}");
 
     let stdout = finished(job);
@@ -165,7 +167,7 @@ async fn the_status_page_plots_the_finished_epochs_of_a_running_job_in_a_real_br
     // After it: every epoch, at the values the job printed.
     let dom = rendered(&browser, &url);
     for series in ["train_loss", "holdout_loss", "holdout_auc"] {
-        let points = plotted(&dom, "a9a", series);
+        let points = plotted(&dom, "page/a9a", series);
         let expected: Vec<(u32, f64)> = printed
             .iter()
             .map(|e| {

@@ -209,11 +209,14 @@ fn a_job_and_ballista_executors_train_over_tls_with_the_ca_and_token_of_their_en
 }
 
 #[test]
-fn tls_flags_must_come_together_and_name_a_bad_file() {
+fn tls_flags_must_come_together_and_name_a_bad_file_or_a_key_of_another_certificate() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path());
     let (cert, key, ca) = (path(&pki.cert), path(&pki.key), path(&pki.ca));
-    let cases: [(&[&str], &[&str]); 3] = [
+    let other_key = dir.path().join("other.key");
+    std::fs::write(&other_key, KeyPair::generate().unwrap().serialize_pem()).unwrap();
+    let other_key = path(&other_key);
+    let cases: [(&[&str], &[&str]); 4] = [
         (&["--tls-cert", &cert], &["--tls-key", "together"]),
         (
             &["--tls-cert", &key, "--tls-key", &key, "--tls-ca", &ca],
@@ -222,6 +225,17 @@ fn tls_flags_must_come_together_and_name_a_bad_file() {
         (
             &["--tls-cert", &cert, "--tls-key", &cert, "--tls-ca", &ca],
             &["--tls-key", "node.pem", "no PEM private key"],
+        ),
+        (
+            &[
+                "--tls-cert",
+                &cert,
+                "--tls-key",
+                &other_key,
+                "--tls-ca",
+                &ca,
+            ],
+            &["--tls-cert / --tls-key", "node.pem"],
         ),
     ];
     for (flags, words) in cases {

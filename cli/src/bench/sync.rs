@@ -187,6 +187,7 @@ async fn train(
         memory: Default::default(),
         output: Default::default(),
         access: Default::default(),
+        namespace: None,
     };
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::service::{MasterService, Snapshots};
 use super::{Partitioner, RangePartitioner};
+use crate::access::NamespaceTokens;
 use crate::auth::{self, AuthLayer};
 use crate::net;
 use crate::telemetry::{Telemetry, http};
@@ -49,6 +50,8 @@ pub struct MasterConfig {
     /// The service token every RPC must carry (`--token-file`); none: no check, and only a
     /// loopback address may be served.
     pub token: Option<Token>,
+    /// Tokens limited to namespaces (`--namespace-tokens`); they need `token` beside them.
+    pub namespace_tokens: NamespaceTokens,
     /// The certificate and key it serves with, and the CA its servers' certificates must be
     /// signed by (`--tls-cert`, `--tls-key`, `--tls-ca`); none: plain HTTP/2.
     pub tls: Option<NodeTls>,
@@ -66,6 +69,7 @@ impl MasterConfig {
             http: None,
             telemetry: Telemetry::new(),
             token: None,
+            namespace_tokens: NamespaceTokens::default(),
             tls: None,
         }
     }
@@ -105,11 +109,12 @@ impl MasterNode {
             tls.is_some(),
             "the master",
         )?;
+        auth::check_scoped(config.token.as_ref(), &config.namespace_tokens)?;
         // Checked before binding: a bad certificate or key stops the start with its files named.
         let mut grpc = net::grpc_server(
             MASTER_REQUEST_TIMEOUT,
             config.telemetry.rpc_layer("master"),
-            AuthLayer::new(config.token.clone()),
+            AuthLayer::new(config.token.clone(), config.namespace_tokens.clone()),
             tls,
         )?;
         let (incoming, addr) = net::bind(config.bind).await?;

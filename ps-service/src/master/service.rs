@@ -28,6 +28,7 @@ use tonic::{Request, Response, Status};
 use super::clocks::Clocks;
 use super::progress::Progress;
 use super::{Partitioner, optimizers};
+use crate::access::Access;
 use crate::admin::AdminToken;
 use crate::snapshot::SnapshotDir;
 
@@ -643,6 +644,7 @@ impl Master for MasterService {
         &self,
         request: Request<RegisterServerRequest>,
     ) -> std::result::Result<Response<RegisterServerReply>, Status> {
+        Access::require_all(&request, "registering a server")?;
         answer(self.register(request.into_inner()).await)
     }
 
@@ -650,6 +652,7 @@ impl Master for MasterService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> std::result::Result<Response<HeartbeatReply>, Status> {
+        Access::require_all(&request, "a server's heartbeat")?;
         answer(self.heartbeat(request.into_inner().server_id))
     }
 
@@ -657,6 +660,7 @@ impl Master for MasterService {
         &self,
         request: Request<CreateMatrixRequest>,
     ) -> std::result::Result<Response<MatrixMeta>, Status> {
+        Access::allows(&request, "matrix", &request.get_ref().name)?;
         answer(self.create(request.into_inner()).await)
     }
 
@@ -664,6 +668,7 @@ impl Master for MasterService {
         &self,
         request: Request<DropMatrixRequest>,
     ) -> std::result::Result<Response<DropMatrixReply>, Status> {
+        Access::allows(&request, "matrix", &request.get_ref().name)?;
         answer(
             self.drop_matrix(&request.into_inner().name)
                 .await
@@ -675,28 +680,35 @@ impl Master for MasterService {
         &self,
         request: Request<DescribeMatrixRequest>,
     ) -> std::result::Result<Response<MatrixMeta>, Status> {
+        Access::allows(&request, "matrix", &request.get_ref().name)?;
         let name = request.into_inner().name;
         answer(self.state.lock().matrix(&name).cloned())
     }
 
     async fn get_partition_map(
         &self,
-        _request: Request<GetPartitionMapRequest>,
+        request: Request<GetPartitionMapRequest>,
     ) -> std::result::Result<Response<PartitionMap>, Status> {
-        Ok(Response::new(self.state.lock().map()))
+        let mut map = self.state.lock().map();
+        Access::of(&request).filter_map(&mut map);
+        Ok(Response::new(map))
     }
 
     async fn status(
         &self,
         request: Request<StatusRequest>,
     ) -> std::result::Result<Response<StatusReply>, Status> {
-        Ok(Response::new(self.status(request.into_inner()).await))
+        let access = Access::of(&request);
+        let mut status = self.status(request.into_inner()).await;
+        access.filter_status(&mut status);
+        Ok(Response::new(status))
     }
 
     async fn create_counter(
         &self,
         request: Request<CounterRequest>,
     ) -> std::result::Result<Response<CounterMeta>, Status> {
+        Access::allows(&request, "counter", &request.get_ref().name)?;
         answer(self.create_counter(&request.into_inner().name).await)
     }
 
@@ -704,6 +716,7 @@ impl Master for MasterService {
         &self,
         request: Request<SealCounterRequest>,
     ) -> std::result::Result<Response<CounterMeta>, Status> {
+        Access::allows(&request, "counter", &request.get_ref().name)?;
         let request = request.into_inner();
         answer(self.seal_counter(&request.name, request.min_count).await)
     }
@@ -712,13 +725,15 @@ impl Master for MasterService {
         &self,
         request: Request<CounterRequest>,
     ) -> std::result::Result<Response<CounterMeta>, Status> {
+        Access::allows(&request, "counter", &request.get_ref().name)?;
         answer(self.clean_counter(&request.into_inner().name).await)
     }
 
     async fn snapshot(
         &self,
-        _request: Request<SnapshotRequest>,
+        request: Request<SnapshotRequest>,
     ) -> std::result::Result<Response<SnapshotReply>, Status> {
+        Access::require_all(&request, "a snapshot of every server")?;
         answer(self.snapshot().await)
     }
 
@@ -726,9 +741,14 @@ impl Master for MasterService {
         &self,
         request: Request<ReportUnreachableRequest>,
     ) -> std::result::Result<Response<PartitionMap>, Status> {
+        let access = Access::of(&request);
         let request = request.into_inner();
         let error: String = request.error.chars().take(MAX_ADDR * 4).collect();
-        answer(self.report_unreachable(request.server_id, &error).await)
+        let map = self.report_unreachable(request.server_id, &error).await;
+        answer(map.map(|mut map| {
+            access.filter_map(&mut map);
+            map
+        }))
     }
 
     async fn report_replay(
@@ -743,6 +763,7 @@ impl Master for MasterService {
         &self,
         request: Request<ClockRequest>,
     ) -> std::result::Result<Response<ClockReply>, Status> {
+        Access::allows(&request, "model", &request.get_ref().model)?;
         let request = request.into_inner();
         if request.model.len() > MAX_ADDR {
             return Err(Status::invalid_argument(format!(
@@ -757,6 +778,7 @@ impl Master for MasterService {
         &self,
         request: Request<EpochReport>,
     ) -> std::result::Result<Response<EpochReportReply>, Status> {
+        Access::allows(&request, "model", &request.get_ref().model)?;
         answer(
             self.progress
                 .record(request.into_inner())

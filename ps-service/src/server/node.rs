@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::partition::Partitions;
 use super::service::ServerService;
+use crate::access::NamespaceTokens;
 use crate::auth::{self, AuthLayer};
 use crate::optim::OptimizerRegistry;
 use crate::psf::PsfRegistry;
@@ -52,6 +53,8 @@ pub struct ServerConfig {
     /// The service token every RPC must carry, and this server sends to the master
     /// (`--token-file`); none: no check, and only a loopback address may be served.
     pub token: Option<Token>,
+    /// Tokens limited to namespaces (`--namespace-tokens`); they need `token` beside them.
+    pub namespace_tokens: NamespaceTokens,
     /// The certificate and key it serves with, and the CA the master's certificate must be
     /// signed by (`--tls-cert`, `--tls-key`, `--tls-ca`); none: plain HTTP/2.
     pub tls: Option<NodeTls>,
@@ -73,6 +76,7 @@ impl ServerConfig {
             http: None,
             telemetry: Telemetry::new(),
             token: None,
+            namespace_tokens: NamespaceTokens::default(),
             tls: None,
         }
     }
@@ -125,6 +129,7 @@ impl ServerNode {
             tls.is_some(),
             "a server",
         )?;
+        auth::check_scoped(config.token.as_ref(), &config.namespace_tokens)?;
         let (incoming, local) = net::bind(config.bind).await?;
         let addr = config
             .advertise
@@ -155,7 +160,7 @@ impl ServerNode {
         // Serve before registering: the master calls back to check the address answers.
         let serving = shutdown.child_token();
         let metrics = config.telemetry.rpc_layer(&service.node);
-        let auth = AuthLayer::new(config.token.clone());
+        let auth = AuthLayer::new(config.token.clone(), config.namespace_tokens.clone());
         let router =
             net::grpc_server(config.request_timeout, metrics, auth, tls)?.add_service(grpc);
         let (stop, label) = (serving.clone(), format!("server {addr}"));

@@ -107,6 +107,20 @@ pub struct Partitions {
 }
 
 impl Partitions {
+    /// The name of matrix `id`, if this server holds a partition of it.
+    pub fn matrix_name(&self, id: u32) -> Option<String> {
+        let parts = self.parts.read();
+        let mut of_matrix = parts.iter().filter(|((m, _), _)| *m == id);
+        of_matrix.next().map(|(_, p)| p.matrix.name.clone())
+    }
+
+    /// The name of counter `id`, if this server holds a partition of it.
+    pub fn counter_name(&self, id: u32) -> Option<String> {
+        let counters = self.counters.read();
+        let mut of_counter = counters.iter().filter(|((c, _), _)| *c == id);
+        of_counter.next().map(|(_, p)| p.counter.name.clone())
+    }
+
     /// Records a map epoch seen from the master.
     pub fn observe_epoch(&self, epoch: u64) {
         self.epoch.fetch_max(epoch, Ordering::Relaxed);

@@ -20,6 +20,7 @@ use super::applied::{Applied, Snapshotted, ack};
 use super::partition::{Partition, Partitions};
 use super::pull_log::PullLog;
 use super::push_metrics::PushMetrics;
+use crate::access::Access;
 use crate::optim::{Optimizer, OptimizerRegistry};
 use crate::psf::{PsfContext, PsfRegistry};
 use crate::server::Functions;
@@ -133,6 +134,32 @@ impl ServerService {
     }
 
     /// Resolves and checks every slice of a pull or push.
+    /// PERMISSION_DENIED when the request's token may not name one of `matrices` or
+    /// `counters` (those this server holds part of; others get their usual NOT_FOUND).
+    fn allow<T>(
+        &self,
+        request: &Request<T>,
+        matrices: &[u32],
+        counters: &[u32],
+    ) -> std::result::Result<(), Status> {
+        let access = Access::of(request);
+        if access == Access::All {
+            return Ok(());
+        }
+        let names = matrices
+            .iter()
+            .filter_map(|&id| self.parts.matrix_name(id).map(|n| ("matrix", n)))
+            .chain(
+                counters
+                    .iter()
+                    .filter_map(|&id| self.parts.counter_name(id).map(|n| ("counter", n))),
+            );
+        for (what, name) in names {
+            access.check(what, &name).map_err(Status::from)?;
+        }
+        Ok(())
+    }
+
     fn check_slices(
         &self,
         matrix_id: u32,
@@ -589,6 +616,7 @@ impl Server for ServerService {
         &self,
         request: Request<PullRequest>,
     ) -> std::result::Result<Response<PullReply>, Status> {
+        self.allow(&request, &[request.get_ref().matrix_id], &[])?;
         answer(self.pull_checked(request.into_inner()))
     }
 
@@ -596,6 +624,7 @@ impl Server for ServerService {
         &self,
         request: Request<PushRequest>,
     ) -> std::result::Result<Response<PushReply>, Status> {
+        self.allow(&request, &[request.get_ref().matrix_id], &[])?;
         answer(self.push_checked(request.into_inner()))
     }
 
@@ -603,6 +632,13 @@ impl Server for ServerService {
         &self,
         request: Request<PsfRequest>,
     ) -> std::result::Result<Response<PsfReply>, Status> {
+        let operands: Vec<u32> = request
+            .get_ref()
+            .operands
+            .iter()
+            .map(|o| o.matrix_id)
+            .collect();
+        self.allow(&request, &operands, &[])?;
         answer(self.psf_checked(request.into_inner()))
     }
 
@@ -618,6 +654,7 @@ impl Server for ServerService {
         &self,
         request: Request<CounterIncreaseRequest>,
     ) -> std::result::Result<Response<CounterIncreaseReply>, Status> {
+        self.allow(&request, &[], &[request.get_ref().counter_id])?;
         let request = request.into_inner();
         answer(
             self.check_size(&request, "counter increase")
@@ -629,6 +666,7 @@ impl Server for ServerService {
         &self,
         request: Request<CounterGetRequest>,
     ) -> std::result::Result<Response<CounterGetReply>, Status> {
+        self.allow(&request, &[], &[request.get_ref().counter_id])?;
         let request = request.into_inner();
         answer(
             self.check_size(&request, "counter get")

@@ -1,4 +1,4 @@
-//! Plan codecs that carry each PS function's master address across the network.
+//! Plan codecs that carry each PS function's master address and namespace across the network.
 //!
 //! Ballista ships plans as protobuf in which a function is only its name plus optional bytes.
 //! Our PS functions are bound to a master address, so the client, the scheduler and the
@@ -25,14 +25,18 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 use crate::binding::Binding;
 use crate::ps_functions::{self, Bound};
 
-/// The master `node` is bound to, if it is one of `list`; `None` for other functions.
+/// The master and namespace `node` is bound to (`MASTER\nNAMESPACE`, or `MASTER` for none),
+/// if it is one of `list`; `None` for other functions.
 fn master_of<U>(list: &[Bound<U>], node: &U) -> Option<String> {
     list.iter()
         .find_map(|f| (f.binding)(node))
-        .map(|b| b.master().to_string())
+        .map(|b| match b.namespace() {
+            "" => b.master().to_string(),
+            namespace => format!("{}\n{namespace}", b.master()),
+        })
 }
 
-/// Writes a PS function's master address as its bytes; `false` for other functions.
+/// Writes a PS function's master and namespace as its bytes; `false` for other functions.
 fn write_master(master: Option<String>, buf: &mut Vec<u8>) -> bool {
     master
         .map(|m| buf.extend_from_slice(m.as_bytes()))
@@ -52,7 +56,8 @@ fn decode<U>(
             "angel-ps function {name}: master address is not UTF-8"
         ))
     })?;
-    let binding = Binding::remote(&master);
+    let (master, namespace) = master.split_once('\n').unwrap_or((&master, ""));
+    let binding = Binding::remote(master).in_namespace(namespace);
     Ok(list
         .iter()
         .map(|f| (f.make)(binding.clone()))
@@ -242,13 +247,18 @@ mod tests {
         let scalars = ps_functions::scalars();
         for f in scalars
             .iter()
-            .map(|f| (f.make)(Binding::remote("10.0.0.1:7000")))
+            .map(|f| (f.make)(Binding::remote("10.0.0.1:7000").in_namespace("team")))
         {
             let mut buf = Vec::new();
             codec.try_encode_udf(&f, &mut buf).unwrap();
             let back = codec.try_decode_udf(f.name(), &buf).unwrap();
             let master = master_of(&scalars, &back);
-            assert_eq!(master.as_deref(), Some("10.0.0.1:7000"), "{}", f.name());
+            assert_eq!(
+                master.as_deref(),
+                Some("10.0.0.1:7000\nteam"),
+                "{}",
+                f.name()
+            );
         }
         let logical = AngelLogicalCodec::default();
         let aggregates = ps_functions::aggregates();

@@ -122,6 +122,15 @@ impl Job {
         }
     }
 
+    /// The same job with its matrix and counter names in `namespace` (`namespace/name` on the
+    /// service), unseen by jobs in other namespaces unless they qualify a name on purpose
+    /// (`'ns/name'`). Without it names are taken as given.
+    pub fn in_namespace(mut self, namespace: &str) -> Self {
+        self.binding = self.binding.in_namespace(namespace);
+        crate::register_all(&self.ctx, &self.binding, self.stage.clone());
+        self
+    }
+
     /// The session, for queries after the job.
     pub fn context(&self) -> &SessionContext {
         &self.ctx
@@ -135,7 +144,7 @@ impl Job {
     /// What this process's client of the service has replayed and lost so far (zeros when
     /// the service cannot be reached).
     async fn replay_counts(&self) -> (u64, u64) {
-        PsClient::shared(self.binding.master())
+        PsClient::shared_in(self.binding.master(), self.binding.namespace())
             .await
             .map_or((0, 0), |client| client.replay_counts())
     }

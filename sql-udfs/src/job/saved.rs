@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use angel_client::PsClient;
+use angel_proto::namespace;
 use angel_storage::read::read_all;
 use angel_storage::versions::Versions;
 use angel_storage::write::put;
@@ -89,6 +90,11 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
     let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
     let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
+    // Saved without its namespace: a job that loads it keeps the dictionary in its own.
+    let local = ModelSpec {
+        counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),
+        ..spec.clone()
+    };
     let weights: Vec<f32> = client
         .pull_rows(name, &[0])
         .await
@@ -122,8 +128,8 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         loss: spec.kind.loss_name().to_string(),
         optimizer: spec.update.optimizer.clone(),
         dim: spec.dim,
-        counter: spec.counter.clone(),
-        options: spec.to_attrs(),
+        counter: local.counter.clone(),
+        options: local.to_attrs(),
         metrics: last_epoch(ctx, name).await,
     };
     let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&dir, e))?;
@@ -177,7 +183,8 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     .await?;
     let metadata: Metadata =
         serde_json::from_slice(&json).map_err(|e| io(&at.child("model.json"), e))?;
-    let spec = ModelSpec::from_attrs(name, &metadata.options)?;
+    let mut spec = ModelSpec::from_attrs(name, &metadata.options)?;
+    spec.counter = spec.counter.map(|c| client.qualify(&c));
     let path = at.child("weights.parquet");
     let (mut features, mut indices, mut weights) =
         (Vec::new(), Vec::<u64>::new(), Vec::<f32>::new());

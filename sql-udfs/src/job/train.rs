@@ -33,7 +33,7 @@ struct Plan {
 
 /// Reads the options: model options go to the spec, `epochs` and `holdout` drive training;
 /// `counter` (without `dim`) sizes the model from the sealed counter.
-async fn plan(master: &str, options: &[(String, String)]) -> Result<Plan> {
+async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
     let kind = options
         .iter()
         .find(|(k, _)| k == "kind")
@@ -54,7 +54,7 @@ async fn plan(master: &str, options: &[(String, String)]) -> Result<Plan> {
         }
     }
     if let Some(counter) = plan.spec.counter.clone() {
-        let size = sealed_size(master, &counter).await?;
+        let size = sealed_size(binding, &counter).await?;
         match plan.spec.dim {
             0 => plan.spec.dim = size,
             dim if dim < size => {
@@ -76,8 +76,8 @@ async fn plan(master: &str, options: &[(String, String)]) -> Result<Plan> {
 
 /// The number of features sealed counter `counter` indexed; an error saying what to do when
 /// it is missing, not sealed, or indexed nothing.
-async fn sealed_size(master: &str, counter: &str) -> Result<u64> {
-    let client = crate::bridge::client(master)?;
+async fn sealed_size(binding: &Binding, counter: &str) -> Result<u64> {
+    let client = binding.client()?;
     client.refresh().await.map_err(ps_error)?;
     let meta = match client.counter(counter).await {
         Ok(c) => c.meta.clone(),
@@ -124,7 +124,11 @@ pub async fn create_model(
     query: &str,
     stream_rows: bool,
 ) -> Result<RecordBatch> {
-    let mut plan = plan(binding.master(), options).await?;
+    let mut plan = plan(binding, options).await?;
+    // Stored qualified: the model finds its dictionary whichever namespace reads it.
+    if let Some(counter) = plan.spec.counter.take() {
+        plan.spec.counter = Some(binding.client()?.qualify(&counter));
+    }
     if plan.spec.sync.workers == 0 {
         plan.spec.sync.workers = ctx.copied_config().target_partitions() as u32;
     }
@@ -200,7 +204,7 @@ pub async fn create_model(
             (holdout_loss, auc),
             (trained, evaluated),
             traffic,
-            &Round::of(&status, name),
+            &Round::of(&status, &client.qualify(name)),
         );
     }
     bar.finish_and_clear();

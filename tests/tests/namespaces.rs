@@ -1,0 +1,235 @@
+//! Namespaces: jobs sharing one service keep their matrices and counters apart. The Adult job
+//! run three times at once against one `angel-ps standalone` (each would seal and replace the
+//! others' `adult_features` and `adult` if names were global) finishes three times, each with
+//! its own model and counter, which `angel-ps status` lists by namespace.
+
+use std::collections::HashSet;
+use std::process::Command;
+
+use angel_client::{ClientConfig, MatrixSpec, PsClient, PsError};
+use angel_proto::credential::{Credential, Token};
+use angel_proto::server_client::ServerClient;
+use angel_proto::{PushRequest, RowSlice, ValueType, wire};
+use angel_tests::{
+    Cluster, binary, expect, finished, json_lines, repo, result_value, spawn, start_job, token_file,
+};
+use tonic::Code;
+use tonic::transport::Channel;
+
+#[test]
+fn the_same_job_three_times_at_once_against_one_service_finishes_three_times() {
+    let service = spawn(&["standalone", "--servers", "2", "--bind", "127.0.0.1:0"]);
+    let dir = tempfile::tempdir().unwrap();
+    let job = repo("examples/adult/job.sql");
+    let data = format!("data={}", repo("examples/data/adult").display());
+    let jobs: Vec<_> = (0..3)
+        .map(|i| {
+            let out = format!("out={}", dir.path().join(i.to_string()).display());
+            let args = [
+                job.to_str().unwrap(),
+                "--master",
+                &service.addr,
+                "--var",
+                &data,
+                "--var",
+                &out,
+            ];
+            start_job(&args, &[])
+        })
+        .collect();
+    for stdout in jobs.into_iter().map(finished) {
+        let auc = result_value(&stdout, "holdout_auc");
+        assert!(auc > 0.9, "holdout AUC {auc}:\n{stdout}");
+        assert_eq!(result_value(&stdout, "max_difference"), 0.0, "{stdout}");
+    }
+
+    let out = Command::new(binary())
+        .args(["status", "--master", &service.addr, "--output", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines = json_lines(&text);
+    let rows = |name: &str, column: &str| -> Vec<(String, String)> {
+        let table = lines
+            .iter()
+            .find(|l| l["kind"] == "table" && l["table"] == name);
+        let rows = table.and_then(|t| t["rows"].as_array()).cloned();
+        let rows = rows.unwrap_or_else(|| panic!("no table {name} in:\n{text}"));
+        rows.iter()
+            .map(|r| {
+                let cell = |c: &str| r[c].as_str().unwrap_or_default().to_string();
+                (cell("namespace"), cell(column))
+            })
+            .collect()
+    };
+    let matrices = rows("matrices", "matrix");
+    let counters = rows("counters", "counter");
+    let namespaces: HashSet<&str> = matrices.iter().map(|(ns, _)| ns.as_str()).collect();
+    assert_eq!(namespaces.len(), 3, "three namespaces: {matrices:?}");
+    for ns in namespaces {
+        assert!(ns.starts_with("job-"), "named after the job file: {ns}");
+        let mut models: Vec<&str> = matrices
+            .iter()
+            .filter(|(n, _)| n == ns)
+            .map(|(_, m)| m.as_str())
+            .collect();
+        models.sort_unstable();
+        assert_eq!(models, ["adult", "adult_loaded"], "{ns}: {matrices:?}");
+        let counted: Vec<&str> = counters
+            .iter()
+            .filter(|(n, _)| n == ns)
+            .map(|(_, c)| c.as_str())
+            .collect();
+        assert_eq!(counted, ["adult_features"], "{ns}: {counters:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_is_seen_in_its_namespace_and_elsewhere_only_when_qualified() {
+    let cluster = Cluster::start(1);
+    let client = |namespace: &str| {
+        cluster.client_with(ClientConfig {
+            namespace: namespace.to_string(),
+            ..ClientConfig::default()
+        })
+    };
+    let (a, b, root) = (client("a").await, client("b").await, client("").await);
+    a.create_matrix(MatrixSpec::sparse("m", 1, 100))
+        .await
+        .unwrap();
+    b.create_matrix(MatrixSpec::sparse("m", 1, 100))
+        .await
+        .unwrap();
+    a.push_keys("m", 0, &[1], &[1.0f32]).await.unwrap();
+    b.push_keys("m", 0, &[1], &[2.0f32]).await.unwrap();
+
+    assert_eq!(pull(&a, "m").await.unwrap(), [1.0]);
+    assert_eq!(pull(&b, "m").await.unwrap(), [2.0]);
+    assert_eq!(
+        pull(&b, "a/m").await.unwrap(),
+        [1.0],
+        "qualified on purpose"
+    );
+    assert_eq!(pull(&root, "b/m").await.unwrap(), [2.0]);
+
+    // Dropping b's model leaves a's; a name only another namespace holds is not found, and
+    // the error lists this namespace's names only.
+    b.drop_matrix("m").await.unwrap();
+    assert_eq!(pull(&a, "m").await.unwrap(), [1.0]);
+    let err = pull(&b, "m").await.unwrap_err();
+    expect(err, Code::NotFound, &["b/m"]);
+    let err = root.matrix("m").await.unwrap_err().to_string();
+    assert!(
+        !err.contains("a/m"),
+        "another namespace's name listed: {err}"
+    );
+}
+
+/// Row 0, key 1 of matrix `name`, as `client` names it.
+async fn pull(client: &PsClient, name: &str) -> Result<Vec<f32>, PsError> {
+    client.pull_keys(name, 0, &[1]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_limited_to_namespaces_cannot_touch_another_teams_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service_path, service_token) = token_file(dir.path());
+    let (a_token, b_token) = ("a".repeat(40), "b".repeat(40));
+    let teams = dir.path().join("teams");
+    std::fs::write(
+        &teams,
+        format!("# namespaces  token\nteam-a {a_token}\nteam-b,shared {b_token}\n"),
+    )
+    .unwrap();
+    let flags = [
+        "--token-file",
+        service_path.to_str().unwrap(),
+        "--namespace-tokens",
+        teams.to_str().unwrap(),
+    ];
+    let cluster = Cluster::start_flags(2, &flags, &flags);
+    let client = |namespace: &str, token: &str| {
+        cluster.client_with(ClientConfig {
+            namespace: namespace.to_string(),
+            token: Some(Token::new(token, "the test").unwrap()),
+            ..ClientConfig::default()
+        })
+    };
+    let a = client("team-a", &a_token).await;
+    let b = client("team-b", &b_token).await;
+    a.create_matrix(MatrixSpec::sparse("m", 1, 100))
+        .await
+        .unwrap();
+    a.push_keys("m", 0, &[1], &[1.0f32]).await.unwrap();
+    a.create_counter("c").await.unwrap();
+
+    // Team b: refused by the master by name, and by the servers by matrix id; team a's
+    // names are not even in its partition map or status.
+    let denied = |e: PsError| expect(e, Code::PermissionDenied, &["team-b", "team-a/"]);
+    denied(b.drop_matrix("team-a/m").await.unwrap_err());
+    denied(b.describe("team-a/m").await.unwrap_err());
+    denied(b.counter_seal("team-a/c", 1).await.unwrap_err());
+    expect(pull(&b, "team-a/m").await.unwrap_err(), Code::NotFound, &[]);
+    let status = b.status().await.unwrap();
+    let names: Vec<String> = status
+        .map
+        .unwrap_or_default()
+        .matrices
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with("team-a/")), "{names:?}");
+    let matrix = a.matrix("m").await.unwrap();
+    let mut refused = Vec::new();
+    for server in &cluster.servers {
+        let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap();
+        let credential = Credential::new(Some(&Token::new(&b_token, "the test").unwrap()));
+        let mut raw = ServerClient::with_interceptor(channel.connect().await.unwrap(), credential);
+        let push = PushRequest {
+            matrix_id: matrix.meta.id,
+            value_type: ValueType::F32 as i32,
+            slices: vec![RowSlice {
+                partition_id: 0,
+                keys: wire::encode_keys(&[1]),
+                values: wire::encode_values(&[9.0f32]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let code = raw.push(push).await.expect_err("team b's push").code();
+        refused.push(code);
+    }
+    assert!(refused.contains(&Code::PermissionDenied), "{refused:?}");
+    assert_eq!(pull(&a, "m").await.unwrap(), [1.0], "nothing changed");
+    // Its own namespaces work; a name in none is refused.
+    b.create_matrix(MatrixSpec::sparse("m", 1, 100))
+        .await
+        .unwrap();
+    b.create_matrix(MatrixSpec::sparse("shared/m", 1, 100))
+        .await
+        .unwrap();
+    let b_root = client("", &b_token).await;
+    expect(
+        b_root
+            .create_matrix(MatrixSpec::sparse("loose", 1, 100))
+            .await
+            .unwrap_err(),
+        Code::PermissionDenied,
+        &["'loose'"],
+    );
+    // The service token names anything.
+    let admin = client("", &service_token).await;
+    admin.drop_matrix("team-a/m").await.unwrap();
+
+    let alone = Command::new(binary())
+        .args(["master", "--bind", "127.0.0.1:0", "--namespace-tokens"])
+        .arg(&teams)
+        .env_remove("ANGEL_TOKEN")
+        .env_remove("ANGEL_TOKEN_FILE")
+        .output()
+        .unwrap();
+    assert!(!alone.status.success());
+    let said = String::from_utf8_lossy(&alone.stderr);
+    assert!(said.contains("needs the service token"), "{said}");
+}
