@@ -17,7 +17,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use angel_client::{ClientConfig, PsClient, PsError};
+use angel_proto::credential::Token;
 use angel_proto::server_client::ServerClient;
+use angel_proto::tls::Trust;
+use angel_proto::{PushRequest, RowSlice, ValueType, wire};
 use serde_json::Value;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -269,6 +272,37 @@ impl Cluster {
         PsClient::connect_with(&self.master.addr, config)
             .await
             .expect("client connects")
+    }
+}
+
+/// A client of the master at `addr` sending `token` and trusting the CA in the file `ca`,
+/// if given.
+pub async fn client_as(
+    addr: &str,
+    token: Option<&str>,
+    ca: Option<&Path>,
+) -> Result<Arc<PsClient>, PsError> {
+    let config = ClientConfig {
+        token: token.map(|t| Token::new(t, "the test").unwrap()),
+        trust: ca.map(|p| Trust::from_file(p, "the test").unwrap()),
+        ..ClientConfig::default()
+    };
+    PsClient::connect_with(addr, config).await
+}
+
+/// A push of `value` to `key` of row 0 of matrix `matrix_id`, partition 0: what a raw
+/// request straight to a server sends.
+pub fn push_one(matrix_id: u32, key: u64, value: f32) -> PushRequest {
+    PushRequest {
+        matrix_id,
+        value_type: ValueType::F32 as i32,
+        slices: vec![RowSlice {
+            partition_id: 0,
+            keys: wire::encode_keys(&[key]),
+            values: wire::encode_values(&[value]),
+            ..Default::default()
+        }],
+        ..Default::default()
     }
 }
 

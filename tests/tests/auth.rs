@@ -5,20 +5,15 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use angel_client::{ClientConfig, MatrixSpec, PsClient, PsError};
-use angel_proto::credential::Token;
-use angel_proto::{PushRequest, RowSlice, ValueType, wire};
+use angel_client::{MatrixSpec, PsClient, PsError};
 use angel_tests::{
-    Cluster, binary, expect, raw_server, repo, result_value, run_job, status, token_file,
+    Cluster, binary, client_as, expect, push_one, raw_server, repo, result_value, run_job, status,
+    token_file,
 };
 use tonic::Code;
 
 async fn client(addr: &str, token: Option<&str>) -> Result<std::sync::Arc<PsClient>, PsError> {
-    let config = ClientConfig {
-        token: token.map(|t| Token::new(t, "the test").unwrap()),
-        ..ClientConfig::default()
-    };
-    PsClient::connect_with(addr, config).await
+    client_as(addr, token, None).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,17 +46,7 @@ async fn only_requests_with_the_service_token_are_answered_and_the_others_change
     // Straight to a server, past the master: refused before any handler runs.
     let matrix = good.describe("m").await.unwrap();
     for server in &cluster.servers {
-        let push = PushRequest {
-            matrix_id: matrix.meta.id,
-            value_type: ValueType::F32 as i32,
-            slices: vec![RowSlice {
-                partition_id: 0,
-                keys: wire::encode_keys(&[3]),
-                values: wire::encode_values(&[100.0f32]),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let push = push_one(matrix.meta.id, 3, 100.0);
         let refused = status(raw_server(&server.addr).await.push(push).await);
         expect(refused, Code::Unauthenticated, &["requires a token"]);
     }

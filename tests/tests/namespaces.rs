@@ -9,9 +9,9 @@ use std::process::Command;
 use angel_client::{ClientConfig, MatrixSpec, PsClient, PsError};
 use angel_proto::credential::{Credential, Token};
 use angel_proto::server_client::ServerClient;
-use angel_proto::{PushRequest, RowSlice, ValueType, wire};
 use angel_tests::{
-    Cluster, binary, expect, finished, json_lines, repo, result_value, spawn, start_job, token_file,
+    Cluster, binary, expect, finished, json_lines, push_one, repo, result_value, spawn, start_job,
+    token_file,
 };
 use tonic::Code;
 use tonic::transport::Channel;
@@ -186,17 +186,7 @@ async fn a_token_limited_to_namespaces_cannot_touch_another_teams_model() {
         let channel = Channel::from_shared(format!("http://{}", server.addr)).unwrap();
         let credential = Credential::new(Some(&Token::new(&b_token, "the test").unwrap()));
         let mut raw = ServerClient::with_interceptor(channel.connect().await.unwrap(), credential);
-        let push = PushRequest {
-            matrix_id: matrix.meta.id,
-            value_type: ValueType::F32 as i32,
-            slices: vec![RowSlice {
-                partition_id: 0,
-                keys: wire::encode_keys(&[1]),
-                values: wire::encode_values(&[9.0f32]),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
+        let push = push_one(matrix.meta.id, 1, 9.0);
         let code = raw.push(push).await.expect_err("team b's push").code();
         refused.push(code);
     }

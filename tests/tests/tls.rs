@@ -6,13 +6,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 
-use angel_client::{ClientConfig, MatrixSpec, PsClient, PsError};
-use angel_proto::credential::Token;
-use angel_proto::tls::Trust;
+use angel_client::MatrixSpec;
 use angel_ps_cli::local_cluster::{LocalCluster, Options};
-use angel_tests::{Cluster, binary, expect, repo, result_value, run_job, token_file};
+use angel_tests::{Cluster, binary, client_as, expect, repo, result_value, run_job, token_file};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair,
@@ -81,19 +78,6 @@ fn path(p: &Path) -> String {
     p.to_str().unwrap().to_string()
 }
 
-async fn client(
-    addr: &str,
-    token: Option<&str>,
-    ca: Option<&Path>,
-) -> Result<Arc<PsClient>, PsError> {
-    let config = ClientConfig {
-        token: token.map(|t| Token::new(t, "the test").unwrap()),
-        trust: ca.map(|p| Trust::from_file(p, "the test").unwrap()),
-        ..ClientConfig::default()
-    };
-    PsClient::connect_with(addr, config).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_right_token_and_ca_work_and_a_missing_or_wrong_token_or_untrusted_ca_is_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -105,7 +89,7 @@ async fn the_right_token_and_ca_work_and_a_missing_or_wrong_token_or_untrusted_c
     let cluster = Cluster::start_flags(2, &flags, &flags);
     let addr = &cluster.master.addr;
 
-    let good = client(addr, Some(&token), Some(&pki.ca)).await.unwrap();
+    let good = client_as(addr, Some(&token), Some(&pki.ca)).await.unwrap();
     good.create_matrix(MatrixSpec::sparse("m", 1, 1 << 40))
         .await
         .unwrap();
@@ -114,13 +98,13 @@ async fn the_right_token_and_ca_work_and_a_missing_or_wrong_token_or_untrusted_c
         .await
         .unwrap();
 
-    let missing = client(addr, None, Some(&pki.ca)).await.unwrap_err();
+    let missing = client_as(addr, None, Some(&pki.ca)).await.unwrap_err();
     expect(missing, Code::Unauthenticated, &["requires a token"]);
-    let wrong = client(addr, Some(&"0".repeat(64)), Some(&pki.ca))
+    let wrong = client_as(addr, Some(&"0".repeat(64)), Some(&pki.ca))
         .await
         .unwrap_err();
     expect(wrong, Code::Unauthenticated, &["wrong token"]);
-    let untrusted = client(addr, Some(&token), Some(&pki.other_ca))
+    let untrusted = client_as(addr, Some(&token), Some(&pki.other_ca))
         .await
         .unwrap_err();
     expect(
@@ -128,7 +112,7 @@ async fn the_right_token_and_ca_work_and_a_missing_or_wrong_token_or_untrusted_c
         Code::Unavailable,
         &["certificate", "UnknownIssuer"],
     );
-    let plain = client(addr, Some(&token), None).await.unwrap_err();
+    let plain = client_as(addr, Some(&token), None).await.unwrap_err();
     expect(plain, Code::Unavailable, &["ANGEL_TLS_CA", "--tls-ca"]);
 
     let values: Vec<f32> = good.pull_keys("m", 0, &keys).await.unwrap();
