@@ -76,7 +76,13 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Deep plans (DataFusion plans expressions by recursion) need more than the default 2 MiB
+    // of a worker's stack; statements are bounded too (`angel_sql::job::statement`).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(16 << 20)
+        .build();
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -101,11 +107,16 @@ pub fn main() -> ExitCode {
             Command::Bench(command) => bench::run(command).await,
         }
     });
-    match result {
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // Tasks of a failed statement may still wait on a service that is gone (a call to the
+    // master retries for a minute): the command's answer is given, so they get a moment, not
+    // that minute.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }

@@ -40,6 +40,12 @@ pub struct MasterArgs {
     pub http: Option<SocketAddr>,
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
+    /// Start empty: ignore the state saved in --snapshot-dir, and have servers that hold
+    /// partitions this master does not know drop them. Without it, a master whose servers
+    /// hold data its state does not know (started without its state, or with an older one)
+    /// refuses every change until restarted with its state.
+    #[arg(long, env = "ANGEL_START_EMPTY")]
+    pub start_empty: bool,
 }
 
 /// Where and how often servers snapshot their partitions (`master` and `standalone`).
@@ -152,6 +158,7 @@ pub async fn master(args: MasterArgs) -> Result<()> {
         token: args.access.token()?,
         namespace_tokens: args.access.namespace_tokens()?,
         tls: args.access.tls()?,
+        start_empty: args.start_empty,
         ..MasterConfig::new(args.bind)
     };
     let node = MasterNode::start(config, shutdown).await?;

@@ -121,13 +121,16 @@ fn sections(status: &StatusReply) -> Vec<Section> {
             (m.0, m.1) = (m.0 + p.elements, m.1 + p.bytes);
             (e + p.elements, b + p.bytes)
         });
-        let state = if s.reachable && s.standby {
+        let mut state = if s.reachable && s.standby {
             "standby".to_string()
         } else if s.reachable {
             "up".to_string()
         } else {
             format!("unreachable: {}", s.error)
         };
+        if !s.snapshot_error.is_empty() {
+            state += &format!("; SNAPSHOTS FAIL: {}", s.snapshot_error);
+        }
         servers.add_row([
             s.server_id.to_string(),
             s.addr.clone(),
@@ -197,14 +200,27 @@ fn sections(status: &StatusReply) -> Vec<Section> {
         .collect();
     let mut names = names;
     names.extend(map.counters.iter().map(|c| (c.id, c.name.as_str())));
-    let mut parts = vec![
+    let mut parts = Vec::new();
+    if !status.doubt.is_empty() {
+        let note = format!(
+            "THE MASTER REFUSES CHANGES: {} (restart it with the --snapshot-dir that holds its \
+             state, or with --start-empty to have the servers drop what they hold)",
+            status.doubt
+        );
+        parts.push(Section::new("doubt", note, None));
+    }
+    if !status.state_error.is_empty() {
+        let note = format!("THE MASTER CANNOT SAVE ITS STATE: {}", status.state_error);
+        parts.push(Section::new("state", note, None));
+    }
+    parts.extend([
         Section::new("map", format!("partition map epoch {}", map.epoch), None),
         Section::new("servers", "", Some(servers)),
         Section::new("matrices", "", Some(matrices)),
         Section::new("counters", "", Some(counters)),
         Section::new("pushes", "", Some(pushes_table(status, &names))),
         snapshots_table(status, &names),
-    ];
+    ]);
     parts.extend(recoveries_table(status));
     parts.extend(workers_table(status));
     parts

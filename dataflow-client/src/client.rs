@@ -20,8 +20,8 @@ use angel_proto::{
     Ack, Caller, ClockReply, ClockRequest, CounterIncreaseRequest, DescribeMatrixRequest,
     DropMatrixRequest, Element, EpochReport, GetPartitionMapRequest, Merge, OptimizerInfo,
     PartitionMap, PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest,
-    ReplayReport, ReportUnreachableRequest, Result, RowSlice, SnapshotReply, SnapshotRequest,
-    StatusReply, StatusRequest, StorageKind, Update, codec, wire,
+    ReplayReport, ReportUnreachableRequest, Result, RowSlice, StatusReply, StatusRequest,
+    StorageKind, Update, codec, wire,
 };
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -52,6 +52,11 @@ pub const MASTER_WAIT: Duration = Duration::from_secs(60);
 /// How long a call keeps resending parts a server did not answer, while the master declares
 /// it dead and restores its partitions elsewhere.
 pub const RECOVERY_WAIT: Duration = Duration::from_secs(30);
+
+/// How often a connection with calls in flight is pinged.
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// How long a ping may go unanswered before the connection's calls fail.
+const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Largest row a client materialises densely (2^28 elements, 1 GiB of f32).
 const MAX_DENSE_ROW: u64 = 1 << 28;
@@ -149,6 +154,9 @@ pub struct PsClient {
     seq: AtomicU64,
     /// Changes no snapshot holds yet, for partitions restored elsewhere.
     pub(crate) replays: ReplayBuffer,
+    /// Held while this client asks for snapshots to make room in `replays`; when the last
+    /// such snapshot failed.
+    pub(crate) relieving: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl PsClient {
@@ -177,6 +185,7 @@ impl PsClient {
             routing: RwLock::new(Routing::default()),
             seq: AtomicU64::new(0),
             replays: ReplayBuffer::new(replay_bytes),
+            relieving: tokio::sync::Mutex::new(None),
         });
         client.refresh().await?;
         Ok(client)
@@ -579,17 +588,6 @@ impl PsClient {
             .map(drop)
     }
 
-    /// Has every server write a snapshot of the partitions that changed since their last one
-    /// (`angel-ps snapshot`, SQL `SNAPSHOT`); WRONG_STATE when the service has no snapshot
-    /// directory.
-    pub async fn snapshot(&self) -> Result<SnapshotReply> {
-        self.on_master(
-            SnapshotRequest {},
-            |mut m, r| async move { m.snapshot(r).await },
-        )
-        .await
-    }
-
     /// Pulls the values of `keys` in `row`, in request order. Duplicate keys are fetched once;
     /// only the partitions holding the keys are asked.
     pub async fn pull_keys<T: Element>(
@@ -898,69 +896,74 @@ impl PsClient {
             SliceOp::Push(how) => how.change,
             SliceOp::Pull(..) => None,
         };
-        self.scatter(
-            slices,
-            change,
-            |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
-            |mut conn, slices, mut caller| async move {
-                if let SliceOp::Push(how) = op {
-                    let update = how.update;
-                    let count = slices.len();
-                    let bases = how
-                        .bases
-                        .iter()
-                        .filter(|b| slices.iter().any(|s| s.partition_id == b.partition_id))
-                        .cloned()
-                        .collect();
-                    let request = PushRequest {
-                        caller: Some(caller),
-                        matrix_id,
-                        value_type,
-                        slices: slices.clone(),
-                        update: update.cloned(),
-                        bases,
-                    };
-                    check_size(&request, limit, "push to", name, &conn.addr)?;
-                    let reply = conn.rpc.push(request).await?.into_inner();
-                    for ack in &reply.acks {
-                        let change = Change::Push {
+        let sent = self
+            .scatter(
+                slices,
+                change,
+                |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
+                |mut conn, slices, mut caller| async move {
+                    if let SliceOp::Push(how) = op {
+                        let update = how.update;
+                        let count = slices.len();
+                        let bases = how
+                            .bases
+                            .iter()
+                            .filter(|b| slices.iter().any(|s| s.partition_id == b.partition_id))
+                            .cloned()
+                            .collect();
+                        let request = PushRequest {
+                            caller: Some(caller),
                             matrix_id,
                             value_type,
+                            slices: slices.clone(),
                             update: update.cloned(),
-                            slices: slices
-                                .iter()
-                                .filter(|s| s.partition_id == ack.partition_id)
-                                .cloned()
-                                .collect(),
+                            bases,
                         };
-                        self.replays.keep(matrix_id, ack, &caller, change);
+                        check_size(&request, limit, "push to", name, &conn.addr)?;
+                        let reply = conn.rpc.push(request).await?.into_inner();
+                        for ack in &reply.acks {
+                            let change = Change::Push {
+                                matrix_id,
+                                value_type,
+                                update: update.cloned(),
+                                slices: slices
+                                    .iter()
+                                    .filter(|s| s.partition_id == ack.partition_id)
+                                    .cloned()
+                                    .collect(),
+                            };
+                            self.replays.keep(matrix_id, ack, &caller, change);
+                        }
+                        Ok(vec![RowSlice::default(); count])
+                    } else {
+                        let (step, versions) = match op {
+                            SliceOp::Pull(step, versions) => (step, versions),
+                            SliceOp::Push(_) => (None, None),
+                        };
+                        if let Some(step) = step {
+                            caller.step_worker = step.worker;
+                            caller.clock = step.clock;
+                        }
+                        let request = PullRequest {
+                            caller: Some(caller),
+                            matrix_id,
+                            value_type,
+                            slices,
+                        };
+                        check_size(&request, limit, "pull from", name, &conn.addr)?;
+                        let reply = conn.rpc.pull(request).await?.into_inner();
+                        if let Some(versions) = versions {
+                            versions.lock().extend(reply.versions);
+                        }
+                        Ok(reply.slices)
                     }
-                    Ok(vec![RowSlice::default(); count])
-                } else {
-                    let (step, versions) = match op {
-                        SliceOp::Pull(step, versions) => (step, versions),
-                        SliceOp::Push(_) => (None, None),
-                    };
-                    if let Some(step) = step {
-                        caller.step_worker = step.worker;
-                        caller.clock = step.clock;
-                    }
-                    let request = PullRequest {
-                        caller: Some(caller),
-                        matrix_id,
-                        value_type,
-                        slices,
-                    };
-                    check_size(&request, limit, "pull from", name, &conn.addr)?;
-                    let reply = conn.rpc.pull(request).await?.into_inner();
-                    if let Some(versions) = versions {
-                        versions.lock().extend(reply.versions);
-                    }
-                    Ok(reply.slices)
-                }
-            },
-        )
-        .await
+                },
+            )
+            .await;
+        if let SliceOp::Push(_) = op {
+            self.relieve().await;
+        }
+        sent
     }
 
     /// Sends `items` grouped by server, all servers concurrently, and returns one answer per
@@ -1185,10 +1188,15 @@ fn unreachable(addr: &str, e: &tonic::transport::Error) -> PsError {
 }
 
 /// A tonic endpoint tuned for bulk transfers: large HTTP/2 windows, no Nagle delay, and the
-/// configured request deadline; TLS when the config trusts a CA.
+/// configured request deadline; TLS when the config trusts a CA. While calls are in flight
+/// the connection is pinged: a peer that stops answering (a frozen process) fails its calls
+/// within [`KEEP_ALIVE`] plus [`KEEP_ALIVE_TIMEOUT`] instead of holding them as long as it
+/// sleeps.
 fn endpoint(addr: &str, config: &ClientConfig) -> Result<Endpoint> {
     tls::endpoint(addr, config.trust.as_ref()).map(|e| {
         e.timeout(config.timeout)
+            .http2_keep_alive_interval(KEEP_ALIVE)
+            .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true)
             .initial_stream_window_size(Some(WINDOW))

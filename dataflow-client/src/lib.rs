@@ -8,6 +8,8 @@
 //!   push times (SketchML only where it pays).
 //! - [`counter`]: distributed counters of string keys: create, increase, seal, get, clean.
 //! - [`counter_space`]: [`Counter`], a counter's metadata and which partition a key routes to.
+//! - [`durable`]: snapshots a client asks for: on command, at a job's end, and for room in its
+//!   replay buffer.
 //! - [`matrix`]: [`MatrixSpec`], what a caller asks for when creating a matrix, and the cached
 //!   view of one.
 //! - [`routes`]: the cached connections and partition map every call routes by.
@@ -27,6 +29,7 @@ pub mod client;
 pub mod codec_choice;
 pub mod counter;
 pub mod counter_space;
+pub mod durable;
 pub mod matrix;
 mod replay;
 pub mod routes;
@@ -40,7 +43,7 @@ pub use angel_proto::{
     EpochReport, Layout, Merge, PsError, Result, SnapshotReply, StorageKind, Update, ValueType,
     update,
 };
-pub use client::{ClientConfig, PsClient, worker_pid};
+pub use client::{ClientConfig, PsClient, REPLAY_MB_VAR, worker_pid};
 pub use counter_space::Counter;
 pub use matrix::MatrixSpec;
 pub use step::{Step, StepPush};

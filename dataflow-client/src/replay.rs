@@ -5,9 +5,11 @@
 //!
 //! Every push and counter increase answers an [`Ack`] per partition: the version the change
 //! got, and the version the partition's newest snapshot holds. A change is kept until an ack
-//! shows a snapshot at or past its version. The buffer holds at most its byte limit; past it the
-//! oldest changes are dropped, and if their partition is later restored from a snapshot that
-//! does not hold them, they are counted as lost (and logged), never silently.
+//! (or a snapshot the client asked for) shows a snapshot at or past its version. Past its size
+//! the client asks for snapshots of what it holds and waits for them (back-pressure, see
+//! `PsClient::relieve`); only past twice its size, when snapshots fail, are the oldest changes
+//! dropped, and if their partition is later restored from a snapshot that does not hold them,
+//! they are counted as lost (and logged), never silently.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +58,19 @@ struct Held {
     dropped: Vec<u64>,
 }
 
+impl Held {
+    /// Forgets what a snapshot at `durable` holds; returns the bytes freed.
+    fn forget(&mut self, durable: u64) -> usize {
+        let mut freed = 0;
+        while self.entries.front().is_some_and(|e| e.version <= durable) {
+            let e = self.entries.pop_front().expect("checked");
+            freed += e.change.bytes();
+        }
+        self.dropped.retain(|&v| v > durable);
+        freed
+    }
+}
+
 /// Held changes by (matrix or counter id, partition id), and their total bytes.
 type Parts = (HashMap<(u32, u32), Held>, usize);
 
@@ -69,7 +84,7 @@ pub(crate) struct ReplayBuffer {
 }
 
 impl ReplayBuffer {
-    /// A buffer of at most `limit` bytes of changes.
+    /// A buffer of `limit` bytes of changes (twice that at most).
     pub(crate) fn new(limit: usize) -> Self {
         ReplayBuffer {
             held: Mutex::new((HashMap::new(), 0)),
@@ -85,15 +100,7 @@ impl ReplayBuffer {
         let mut guard = self.held.lock();
         let (held, bytes) = &mut *guard;
         let part = held.entry((id, ack.partition_id)).or_default();
-        while part
-            .entries
-            .front()
-            .is_some_and(|e| e.version <= ack.durable)
-        {
-            let e = part.entries.pop_front().expect("checked");
-            *bytes -= e.change.bytes();
-        }
-        part.dropped.retain(|&v| v > ack.durable);
+        *bytes -= part.forget(ack.durable);
         if ack.version > ack.durable {
             *bytes += change.bytes();
             part.entries.push_back(Entry {
@@ -102,8 +109,8 @@ impl ReplayBuffer {
                 change,
             });
         }
-        // Past the limit, the oldest changes of the partitions holding the most go first.
-        while *bytes > self.limit {
+        // Past twice the size, the oldest changes of the partitions holding the most go first.
+        while *bytes > self.limit.saturating_mul(2) {
             let Some(part) = held.values_mut().max_by_key(|h| h.entries.len()) else {
                 break;
             };
@@ -112,6 +119,34 @@ impl ReplayBuffer {
             };
             *bytes -= e.change.bytes();
             part.dropped.push(e.version);
+        }
+    }
+
+    /// Whether the buffer holds more than its size: time to ask for snapshots.
+    pub(crate) fn over_limit(&self) -> bool {
+        self.held.lock().1 > self.limit
+    }
+
+    /// The matrices and counters (ids) it holds changes of.
+    pub(crate) fn held_ids(&self) -> Vec<u32> {
+        let held = self.held.lock();
+        let mut ids: Vec<u32> = held
+            .0
+            .iter()
+            .filter(|(_, h)| !h.entries.is_empty())
+            .map(|((id, _), _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Forgets the changes to partition `pid` of `id` that its snapshot at `durable` holds.
+    pub(crate) fn forget(&self, id: u32, pid: u32, durable: u64) {
+        let mut guard = self.held.lock();
+        let (held, bytes) = &mut *guard;
+        if let Some(part) = held.get_mut(&(id, pid)) {
+            *bytes -= part.forget(durable);
         }
     }
 
@@ -208,12 +243,26 @@ mod tests {
     }
 
     #[test]
-    fn changes_dropped_for_room_count_as_lost_only_if_the_snapshot_lacks_them() {
+    fn a_snapshot_asked_for_frees_what_it_holds() {
         let buffer = ReplayBuffer::new(25);
+        for v in 1..=3 {
+            buffer.keep(4, &ack(v, 0), &caller(v), count(v as u8));
+        }
+        assert!(buffer.over_limit() && buffer.held_ids() == [4]);
+        buffer.forget(4, 0, 2);
+        assert!(!buffer.over_limit());
+        let (again, lost) = buffer.take(4, 0, 0);
+        assert_eq!((again.len(), lost), (1, 0), "only the third is left");
+    }
+
+    #[test]
+    fn changes_dropped_for_room_count_as_lost_only_if_the_snapshot_lacks_them() {
+        let buffer = ReplayBuffer::new(12);
         for v in 1..=3 {
             buffer.keep(1, &ack(v, 0), &caller(v), count(v as u8));
         }
-        // 10 bytes each: the first was dropped to stay under 25.
+        assert!(buffer.over_limit());
+        // 10 bytes each: the first was dropped to stay under twice the size (24).
         assert_eq!(buffer.take(1, 0, 0).0.len(), 2);
         assert_eq!(buffer.counts(), (2, 1));
         for v in 1..=3 {

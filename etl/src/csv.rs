@@ -54,23 +54,37 @@ impl FromStr for CsvOptions {
     type Err = EtlError;
 
     /// Parses `key=value` pairs separated by `;`: `header=false; delimiter=,; nulls=?|NA;
-    /// columns=age int, name string; bad_rows=skip`.
+    /// columns=age int, name string; bad_rows=skip`. `\;` is a `;` inside a value
+    /// (`delimiter=\;`), `\t` a tab; an option given twice is an error.
     fn from_str(s: &str) -> Result<Self, EtlError> {
         let mut o = CsvOptions::default();
-        for pair in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let mut seen = Vec::new();
+        for pair in split_options(s) {
+            let pair = pair.trim();
+            if pair.is_empty() {
+                continue;
+            }
             let bad = |why: String| EtlError::Options(format!("CSV option '{pair}': {why}"));
             let (key, value) = pair
                 .split_once('=')
                 .ok_or_else(|| bad("expected key=value".into()))?;
-            let value = value.trim();
-            match key.trim() {
+            let (key, value) = (key.trim(), value.trim());
+            if seen.contains(&key) {
+                return Err(bad(format!("'{key}' is given twice")));
+            }
+            seen.push(key);
+            match key {
                 "header" => {
                     o.header = value
                         .parse()
                         .map_err(|_| bad("expected true or false".into()))?
                 }
                 "delimiter" => {
-                    let value = if value == "\\t" { "\t" } else { value };
+                    let value = match value {
+                        "\\t" => "\t",
+                        "\\;" => ";",
+                        value => value,
+                    };
                     o.delimiter = match value.as_bytes() {
                         [b] => *b,
                         _ => return Err(bad("the delimiter must be one byte".into())),
@@ -90,6 +104,24 @@ impl FromStr for CsvOptions {
         }
         Ok(o)
     }
+}
+
+/// `s` cut at each `;` that no backslash escapes (the escape stays for the value to read).
+fn split_options(s: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut escaped) = (0, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            ';' if !escaped => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    parts.push(&s[start..]);
+    parts
 }
 
 fn parse_column(spec: &str) -> Result<(String, DataType), String> {
@@ -715,6 +747,19 @@ mod tests {
         assert_eq!(batch.schema().field(0).data_type(), &DataType::Int64);
         assert_eq!(batch.schema().field(1).name(), "c2");
         assert!("columns=x complex".parse::<CsvOptions>().is_err());
+    }
+
+    #[test]
+    fn an_escaped_semicolon_is_a_delimiter_and_a_repeated_option_is_refused() {
+        let o: CsvOptions = r"header=false; delimiter=\;; nulls=?".parse().unwrap();
+        assert_eq!((o.delimiter, o.header), (b';', false));
+        assert_eq!(o.nulls, ["?"]);
+        let tab: CsvOptions = r"delimiter=\t".parse().unwrap();
+        assert_eq!(tab.delimiter, b'\t');
+        let err = "header=true; header=false"
+            .parse::<CsvOptions>()
+            .unwrap_err();
+        assert!(err.to_string().contains("'header' is given twice"), "{err}");
     }
 
     #[test]

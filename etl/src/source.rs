@@ -26,15 +26,31 @@ impl<R: BufRead> Lines<R> {
     }
 
     /// The next line (without its newline) and its number, as text or, when it is not valid
-    /// UTF-8, the reason naming the byte; `None` at the end.
+    /// UTF-8, the reason naming the byte; `None` at the end. A line longer than
+    /// [`MAX_ROW_BYTES`] (a file without line breaks) is an error naming it, read no further.
     pub fn next_line(&mut self) -> std::io::Result<Option<(u64, Result<&str, String>)>> {
         self.buf.clear();
-        if self.reader.read_until(b'\n', &mut self.buf)? == 0 {
+        let limit = MAX_ROW_BYTES as u64 + 1;
+        if (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut self.buf)?
+            == 0
+        {
             return Ok(None);
         }
         self.number += 1;
         if self.buf.last() == Some(&b'\n') {
             self.buf.pop();
+        }
+        if self.buf.len() > MAX_ROW_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "line {} is longer than {} MiB (a file without line breaks?)",
+                    self.number,
+                    MAX_ROW_BYTES >> 20
+                ),
+            ));
         }
         let text = std::str::from_utf8(&self.buf)
             .map_err(|e| format!("invalid UTF-8 at byte {} of the line", e.valid_up_to() + 1));
@@ -147,6 +163,25 @@ fn last_row_end(block: &[u8], delimiter: u8) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_past_the_limit_is_an_error_naming_it() {
+        let endless = std::io::BufReader::new(std::io::repeat(b'0'));
+        let mut lines = Lines::new(endless);
+        let err = lines.next_line().expect_err("an error");
+        assert!(
+            err.to_string().contains("line 1 is longer than 64 MiB"),
+            "{err}"
+        );
+        let mut exact = vec![b'1'; MAX_ROW_BYTES];
+        exact.extend_from_slice(b"\n2");
+        let mut lines = Lines::new(&exact[..]);
+        assert_eq!(
+            lines.next_line().unwrap().unwrap().1.unwrap().len(),
+            MAX_ROW_BYTES
+        );
+        assert_eq!(lines.next_line().unwrap().unwrap().1.unwrap(), "2");
+    }
 
     #[test]
     fn lines_report_invalid_utf8_one_line_at_a_time() {

@@ -54,9 +54,7 @@ impl Token {
 
     /// The token in the file at `path`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            PsError::InvalidArgument(format!("cannot read token file {}: {e}", path.display()))
-        })?;
+        let text = crate::config_file::read_text(path, "token file")?;
         Self::new(&text, &format!("token file {}", path.display()))
     }
 

@@ -6,6 +6,9 @@ use tonic::{Code, Status};
 /// Metadata key and value that mark a FAILED_PRECONDITION status as a stale partition map.
 pub const STALE_MAP_MARKER: (&str, &str) = ("angel-error", "stale-map");
 
+/// Names a NOT_FOUND lists at most: an error's text travels in a header, which has a limit.
+const MAX_NAMES_LISTED: usize = 20;
+
 /// Result alias used across the client and the service.
 pub type Result<T, E = PsError> = std::result::Result<T, E>;
 
@@ -76,12 +79,17 @@ impl PsError {
         }
     }
 
-    /// NOT_FOUND for a matrix name, listing the `known` ones so a typo is easy to spot.
+    /// NOT_FOUND for a matrix name, listing the `known` ones (the first 20) so a typo is easy
+    /// to spot.
     pub fn no_matrix(name: &str, known: &[&str]) -> Self {
-        let known = if known.is_empty() {
-            "none".to_string()
-        } else {
-            known.join(", ")
+        let known = match known.len() {
+            0 => "none".to_string(),
+            n if n <= MAX_NAMES_LISTED => known.join(", "),
+            n => format!(
+                "{} and {} more",
+                known[..MAX_NAMES_LISTED].join(", "),
+                n - MAX_NAMES_LISTED
+            ),
         };
         PsError::NotFound(format!("no matrix named '{name}' (known: {known})"))
     }
@@ -178,6 +186,18 @@ mod tests {
             let back = PsError::from_status(Status::from(err.clone()), "127.0.0.1:1");
             assert_eq!(back, err);
         }
+    }
+
+    #[test]
+    fn a_not_found_lists_at_most_twenty_names() {
+        let names: Vec<String> = (0..5000).map(|i| format!("team/model-{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let err = PsError::no_matrix("team/x", &names).to_string();
+        assert!(
+            err.contains("model-19 and 4980 more") && !err.contains("model-20,"),
+            "{err}"
+        );
+        assert!(err.len() < 600, "{} bytes", err.len());
     }
 
     #[test]

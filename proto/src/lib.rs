@@ -17,6 +17,7 @@
 //! - [`update`]: an optimizer step with the usual defaults.
 //! - [`pushes`]: per-client push counters, summed the same way by servers and readers.
 //! - [`pulls`]: how far ahead of the slowest worker training pulls went (consistency checks).
+//! - [`config_file`]: small configuration files read with a cap, never a FIFO or device.
 //! - [`credential`]: the service token every RPC carries, and the client interceptor that
 //!   adds it.
 //! - [`namespace`]: how a name says its namespace (`NAMESPACE/name`).
@@ -29,6 +30,7 @@
 //! of each other.
 
 pub mod codec;
+pub mod config_file;
 pub mod counter_keys;
 pub mod credential;
 pub mod error;

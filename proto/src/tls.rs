@@ -141,9 +141,7 @@ pub fn chain(e: &dyn std::error::Error) -> String {
 }
 
 fn read(path: &Path, flag: &str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| {
-        PsError::InvalidArgument(format!("{flag} {}: cannot read: {e}", path.display()))
-    })
+    crate::config_file::read(path, flag)
 }
 
 /// Checks `pem` holds at least one certificate.

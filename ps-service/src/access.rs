@@ -87,6 +87,13 @@ impl Access {
         status
             .epochs
             .retain(|e| self.check("model", &e.model).is_ok());
+        // A recovery's error names matrices of every namespace: a team learns only that there
+        // is one.
+        for r in status.recoveries.iter_mut().filter(|r| !r.error.is_empty()) {
+            r.error = "some of its partitions are lost or not restored yet (the status with \
+                       the service token names them)"
+                .into();
+        }
     }
 
     /// [`Access::check`] as the status a handler returns.
@@ -124,12 +131,7 @@ impl fmt::Debug for NamespaceTokens {
 impl NamespaceTokens {
     /// The tokens in the file at `path`; an error names the file and line.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            PsError::InvalidArgument(format!(
-                "--namespace-tokens {}: cannot read: {e}",
-                path.display()
-            ))
-        })?;
+        let text = angel_proto::config_file::read_text(path, "--namespace-tokens")?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -77,6 +77,9 @@ pub fn const_i64(arg: Arg, value: Option<&ScalarValue>) -> Result<i64> {
 pub fn indices_type(arg: Arg, t: &DataType) -> Result<DataType> {
     match list_element(t) {
         Some(DataType::UInt32) => Ok(compact_index_list_type()),
+        // Signed lists stay signed: a negative index is then the function's error, naming it,
+        // not a failed cast while the plan is optimised.
+        Some(e) if e.is_signed_integer() => Ok(list_of(DataType::Int64)),
         Some(e) if e.is_integer() || e.is_null() => Ok(index_list_type()),
         None if t.is_null() => Ok(index_list_type()),
         _ => arg.error("a list of integers", t),

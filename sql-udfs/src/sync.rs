@@ -87,9 +87,9 @@ impl SyncSpec {
     /// error naming the option, the value and what is allowed.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool> {
         let v = value.trim().to_ascii_lowercase();
-        let whole = |max: u32| match v.parse::<u32>() {
-            Ok(n) if n <= max => Ok(n),
-            _ => refuse(key, value, &format!("a whole number from 0 to {max}")),
+        let whole = |min: u32, max: u32| match v.parse::<u32>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => refuse(key, value, &format!("a whole number from {min} to {max}")),
         };
         match key {
             "sync" => {
@@ -102,7 +102,7 @@ impl SyncSpec {
                 }
             }
             "staleness" => {
-                self.consistency = match whole(1 << 20)? {
+                self.consistency = match whole(0, 1 << 20)? {
                     0 => Consistency::Bsp,
                     s => Consistency::Ssp(s),
                 }
@@ -114,10 +114,7 @@ impl SyncSpec {
                     _ => return refuse(key, value, "'batch' or 'epoch'"),
                 }
             }
-            "workers" => match whole(4096)? {
-                0 => return refuse(key, value, "a whole number from 1 to 4096"),
-                n => self.workers = n,
-            },
+            "workers" => self.workers = whole(1, 4096)?,
             "update" => {
                 self.rule = match v.as_str() {
                     "sgd" => Rule::Sgd,
@@ -127,11 +124,8 @@ impl SyncSpec {
                     _ => return refuse(key, value, "'sgd', 'average', 'consgd' or 'dynsgd'"),
                 }
             }
-            "local_steps" => match whole(1 << 20)? {
-                0 => return refuse(key, value, "a whole number from 1 to 1048576"),
-                n => self.local_steps = n,
-            },
-            "backup_workers" => self.backup_workers = whole(4095)?,
+            "local_steps" => self.local_steps = whole(1, 1 << 20)?,
+            "backup_workers" => self.backup_workers = whole(0, 4095)?,
             "slow_factor" => match v.parse::<f64>() {
                 Ok(f) if f > 1.0 && f.is_finite() => self.slow_factor = f,
                 _ => return refuse(key, value, "a finite number above 1"),
@@ -260,6 +254,8 @@ mod tests {
         for (k, v, allowed) in [
             ("sync", "eventual", "'bsp', 'ssp' or 'asp'"),
             ("workers", "0", "from 1 to 4096"),
+            ("workers", "5000", "from 1 to 4096"),
+            ("local_steps", "0", "from 1 to 1048576"),
             ("staleness", "-1", "whole number"),
             ("update", "adam", "'average'"),
             ("slow_factor", "1", "above 1"),

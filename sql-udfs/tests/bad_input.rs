@@ -136,6 +136,12 @@ async fn indices_must_lie_inside_the_model() {
     .await;
     fails(
         &m,
+        "SELECT ps_predict('five', [-1, 2]);",
+        &["ps_predict", "not a whole number from 0"],
+    )
+    .await;
+    fails(
+        &m,
         &model.replace("dim = 5", "dim = 4").replace("five", "four"),
         &["ps_train", "index 4", "outside model 'four'"],
     )
@@ -225,26 +231,40 @@ async fn job_files_report_where_in_the_file() {
     fails(&m, text, &["case.sql:4", "Line: 5"]).await;
 }
 
+/// Trains a 5-feature model on the service at `m` and saves it to each of `dirs` (below
+/// `out`).
+async fn save_five(m: &str, out: &Path, dirs: &[&str]) {
+    let saves: Vec<String> = dirs
+        .iter()
+        .map(|d| format!("SAVE MODEL five TO '{}';", out.join(d).display()))
+        .collect();
+    run(
+        m,
+        &format!(
+            "CREATE TABLE r AS SELECT * FROM (VALUES (1.0, [0, 4]), (0.0, [1, 2])) t(y, idx);\n\
+             CREATE MODEL five OPTIONS (dim = 5, epochs = 1) AS SELECT y, idx FROM r;\n{}",
+            saves.join("\n")
+        ),
+    )
+    .await
+    .unwrap();
+}
+
+/// The `model.json` at `path`, parsed.
+fn model_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_model_must_agree_on_its_dimension() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
     let m = service.master_addr();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().display();
-    run(
-        &m,
-        &format!(
-            "CREATE TABLE r AS SELECT * FROM (VALUES (1.0, [0, 4]), (0.0, [1, 2])) t(y, idx);\n\
-             CREATE MODEL five OPTIONS (dim = 5, epochs = 1) AS SELECT y, idx FROM r;\n\
-             SAVE MODEL five TO '{out}/kept';\nSAVE MODEL five TO '{out}/edited';"
-        ),
-    )
-    .await
-    .unwrap();
+    save_five(&m, dir.path(), &["kept", "edited"]).await;
     // Item 9: model.json edited to say dim 1000, options included.
     let path = dir.path().join("edited/v000001/model.json");
-    let mut json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut json = model_json(&path);
     json["dim"] = 1000.into();
     json["options"]["dim"] = "1000".into();
     std::fs::write(&path, json.to_string()).unwrap();
@@ -257,4 +277,80 @@ async fn a_saved_model_must_agree_on_its_dimension() {
     run(&m, &format!("LOAD MODEL right FROM '{out}/kept';"))
         .await
         .unwrap();
+}
+
+/// Writes a `weights.parquet` of (feature as Utf8View, as DataFusion's COPY writes it, index,
+/// weight) rows over the one at `path`.
+fn write_weights(path: &Path, rows: &[(Option<&str>, Option<u64>, Option<f32>)]) {
+    use datafusion::arrow::array::{Float32Array, RecordBatch, StringViewArray, UInt64Array};
+    use std::sync::Arc;
+    let features: StringViewArray = rows.iter().map(|r| r.0).collect();
+    let indices: UInt64Array = rows.iter().map(|r| r.1).collect();
+    let weights: Float32Array = rows.iter().map(|r| r.2).collect();
+    let batch = RecordBatch::try_from_iter([
+        ("feature", Arc::new(features) as _),
+        ("index", Arc::new(indices) as _),
+        ("weight", Arc::new(weights) as _),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer =
+        datafusion::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_model_with_bad_weights_is_refused_naming_the_row() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let m = service.master_addr();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().display();
+    save_five(&m, dir.path(), &["m"]).await;
+    let weights = dir.path().join("m/v000001/weights.parquet");
+    let load = |name: &str| format!("LOAD MODEL {name} FROM '{out}/m';");
+    let cases: [(&[_], &[&str]); 3] = [
+        (
+            &[
+                (None, Some(0), Some(0.5)),
+                (None, Some(1), Some(f32::NAN)),
+                (None, Some(5), Some(0.1)),
+            ],
+            &["weights.parquet: row 2: the weight of index 1 is NaN"],
+        ),
+        (
+            &[
+                (None, Some(0), Some(0.5)),
+                (None, Some(1), None),
+                (None, Some(5), Some(0.1)),
+            ],
+            &["row 2: the index or the weight is NULL"],
+        ),
+        (
+            &[
+                (None, Some(1), Some(0.5)),
+                (Some("a"), Some(1), Some(0.2)),
+                (None, Some(5), Some(0.1)),
+            ],
+            &["row 2: index 1 is given a second time"],
+        ),
+    ];
+    for (i, (rows, expected)) in cases.iter().enumerate() {
+        write_weights(&weights, rows);
+        fails(&m, &load(&format!("bad{i}")), expected).await;
+    }
+    // Utf8View features load, and a model.json listing the training option `epochs` too.
+    write_weights(
+        &weights,
+        &[(None, Some(0), Some(0.5)), (None, Some(5), Some(0.1))],
+    );
+    let json_path = dir.path().join("m/v000001/model.json");
+    let mut json = model_json(&json_path);
+    json["options"]["epochs"] = "3".into();
+    std::fs::write(&json_path, json.to_string()).unwrap();
+    run(&m, &load("good")).await.unwrap();
+    // A truncated file names itself.
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    fails(&m, &load("cut"), &["weights.parquet"]).await;
 }

@@ -25,6 +25,13 @@ pub fn open(location: &Location) -> Result<Box<dyn Read + Send>> {
     let raw: Box<dyn Read + Send> = match location.is_local() {
         true => {
             let path = format!("/{}", location.path);
+            // Checked before opening: opening a FIFO waits for a writer, forever.
+            if !std::fs::metadata(&path).map_err(io)?.is_file() {
+                return Err(io(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file (a FIFO, device or directory?)",
+                )));
+            }
             Box::new(std::fs::File::open(&path).map_err(io)?)
         }
         false => Box::new(remote(location)?),
@@ -129,6 +136,24 @@ mod tests {
             reader.read_to_end(&mut all).map(|_| all.len())
         });
         assert_eq!(read.unwrap(), 5000 * 4);
+    }
+
+    #[test]
+    fn a_fifo_or_device_is_refused_at_once_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.csv");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        for path in [fifo.display().to_string(), "/dev/zero".to_string()] {
+            let err = open(&Location::parse(&path).unwrap())
+                .err()
+                .expect("refused");
+            let err = err.to_string();
+            assert!(
+                err.contains("not a regular file") && err.contains(&path),
+                "{err}"
+            );
+        }
     }
 
     #[test]

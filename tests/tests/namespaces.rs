@@ -223,3 +223,98 @@ async fn a_token_limited_to_namespaces_cannot_touch_another_teams_model() {
     let said = String::from_utf8_lossy(&alone.stderr);
     assert!(said.contains("needs the service token"), "{said}");
 }
+
+/// GETs `url` with `token` as a bearer token (none: no header); the status and body.
+async fn get(url: &str, token: Option<&str>) -> (u16, String) {
+    let request = reqwest::Client::new().get(url);
+    let request = match token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    };
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_side_takes_the_same_tokens_and_shows_a_team_only_its_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service_path, service_token) = token_file(dir.path());
+    let a_token = "a".repeat(40);
+    let teams = dir.path().join("teams");
+    std::fs::write(&teams, format!("team-a {a_token}\n")).unwrap();
+    let flags = [
+        "--token-file",
+        service_path.to_str().unwrap(),
+        "--namespace-tokens",
+        teams.to_str().unwrap(),
+    ];
+    let master_flags = [&flags[..], &["--http", "127.0.0.1:0"]].concat();
+    let cluster = Cluster::start_flags(1, &master_flags, &flags);
+    let url = cluster
+        .master
+        .next_word(std::time::Duration::from_secs(10))
+        .expect("the master prints its HTTP URL");
+    let service = cluster
+        .client_with(ClientConfig {
+            token: Some(Token::new(&service_token, "the test").unwrap()),
+            ..ClientConfig::default()
+        })
+        .await;
+    for name in ["team-a/mine", "team-b/theirs"] {
+        let spec = MatrixSpec::sparse(name, 1, 10);
+        service.create_matrix(spec).await.unwrap();
+    }
+
+    let (code, page) = get(&url, None).await;
+    assert!(
+        code == 200 && page.contains("<html"),
+        "the page itself asks for a token"
+    );
+    for path in ["api/status", "metrics"] {
+        let (code, body) = get(&format!("{url}{path}"), None).await;
+        assert!(
+            code == 401 && body.contains("requires a token"),
+            "{path}: {code} {body}"
+        );
+        let (code, _) = get(&format!("{url}{path}"), Some(&"0".repeat(64))).await;
+        assert_eq!(code, 401, "{path} with a wrong token");
+        let (code, body) = get(&format!("{url}{path}"), Some(&service_token)).await;
+        assert_eq!(code, 200, "{path} with the service token: {body}");
+    }
+    let (code, body) = get(&format!("{url}metrics"), Some(&a_token)).await;
+    assert!(
+        code == 403 && body.contains("service token"),
+        "{code} {body}"
+    );
+    let (code, body) = get(&format!("{url}api/status"), Some(&a_token)).await;
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("team-a/mine") && !body.contains("team-b"),
+        "{body}"
+    );
+
+    // A wider address without a token is refused, as for gRPC.
+    let mut master = Command::new(binary())
+        .args(["master", "--bind", "127.0.0.1:0", "--http", "0.0.0.0:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let ended = loop {
+        if let Some(status) = master.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            master.kill().unwrap();
+            panic!("a master serving HTTP on 0.0.0.0 without a token started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut master.stderr.take().unwrap(), &mut text).unwrap();
+    assert!(
+        !ended.success() && text.contains("without a token"),
+        "{text}"
+    );
+}

@@ -64,16 +64,25 @@ impl ScalarUDFImpl for PsQuantileBucket {
         let splits = splits.as_list::<i32>();
         let x = cast(&X.array(&args)?, &DataType::Float64)?;
         let x = x.as_primitive::<Float64Type>();
-        let out: Int64Array = (0..n)
-            .map(|r| {
-                (x.is_valid(r) && splits.is_valid(r)).then(|| {
-                    let s = splits.value(r);
-                    let s = s.as_primitive::<Float64Type>();
-                    s.values().partition_point(|&p| p <= x.value(r)) as i64
-                })
-            })
-            .collect();
-        Ok(ColumnarValue::Array(std::sync::Arc::new(out)))
+        let mut out = Int64Array::builder(n);
+        for r in 0..n {
+            // NaN is a missing value, as NULL is: it belongs to no bucket.
+            if !x.is_valid(r) || !splits.is_valid(r) || x.value(r).is_nan() {
+                out.append_null();
+                continue;
+            }
+            let s = splits.value(r);
+            let s = s.as_primitive::<Float64Type>();
+            if let Some(i) = s.values().iter().position(|p| p.is_nan()) {
+                return exec_err!(
+                    "ps_quantile_bucket: split point {} of row {} is NaN; splits must be numbers",
+                    i + 1,
+                    r + 1
+                );
+            }
+            out.append_value(s.values().partition_point(|&p| p <= x.value(r)) as i64);
+        }
+        Ok(ColumnarValue::Array(std::sync::Arc::new(out.finish())))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -81,7 +90,8 @@ impl ScalarUDFImpl for PsQuantileBucket {
             Documentation::builder(
                 DOC_SECTION,
                 "The number of split points at or below x, so quantile splits make buckets \
-                 of equal population. NULL when x or the splits are NULL.",
+                 of equal population. NULL when x is NULL or NaN (a missing value) or the \
+                 splits are NULL; a NaN split point is an error.",
                 "ps_quantile_bucket(x, splits)",
             )
             .with_argument("x", "The value to bucket: a number.")
@@ -102,7 +112,7 @@ impl ScalarUDFImpl for PsQuantileBucket {
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::array::{Array, AsArray};
     use datafusion::arrow::datatypes::Int64Type;
 
     use crate::features::test_util::{planning_error, query};
@@ -114,6 +124,20 @@ mod tests {
             .unwrap();
         let q = b[0].column(0).as_primitive::<Int64Type>();
         assert_eq!(q.values().to_vec(), vec![0, 1, 1, 2]);
+    }
+
+    #[tokio::test]
+    async fn nan_is_missing_and_a_nan_split_is_an_error() {
+        let b = query("SELECT ps_quantile_bucket(x, make_array(2.0)) AS q FROM (VALUES (1.0), ('NaN'::double)) AS t(x)")
+            .await
+            .unwrap();
+        let q = b[0].column(0).as_primitive::<Int64Type>();
+        assert_eq!((q.is_valid(0), q.is_null(1)), (true, true), "{q:?}");
+        let err = query("SELECT ps_quantile_bucket(1.0, make_array(2.0, 'NaN'::double))")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("split point 2 of row 1 is NaN"), "{err}");
     }
 
     #[tokio::test]

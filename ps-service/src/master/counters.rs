@@ -40,7 +40,7 @@ impl MasterService {
             size: 0,
             space: Some(space),
         };
-        let epoch = self.state.lock().epoch + 1;
+        let epoch = self.next_epoch();
         let created = self
             .admin(&servers, |ids| {
                 request(CounterAdminOp::Create, &meta, ids, epoch)
@@ -55,7 +55,7 @@ impl MasterService {
             return Err(e);
         }
         let mut state = self.state.lock();
-        state.epoch = epoch;
+        state.epoch += 1;
         state.counters.insert(name.to_string(), meta.clone());
         drop(state);
         self.persist();
@@ -104,7 +104,7 @@ impl MasterService {
         meta.state = CounterState::Read as i32;
         meta.min_count = min_count;
         meta.size = size;
-        self.store(meta, epoch)
+        self.store(meta)
     }
 
     pub(super) async fn clean_counter(&self, name: &str) -> Result<CounterMeta> {
@@ -116,16 +116,28 @@ impl MasterService {
         })
         .await?;
         meta.state = CounterState::Clean as i32;
-        self.store(meta, epoch)
+        self.store(meta)
     }
 
-    /// The counter, its placement and the next epoch, if it is in one of the `allowed` states.
+    /// The counter, its placement and the next epoch (saved), if it is in one of the `allowed`
+    /// states and the master trusts its state.
     fn counter_in(
         &self,
         name: &str,
         allowed: &[CounterState],
         verb: &str,
     ) -> Result<(CounterMeta, Placement, u64)> {
+        self.check_trusted()?;
+        let (meta, placement) = self.counter_placed(name, allowed, verb)?;
+        Ok((meta, placement, self.next_epoch()))
+    }
+
+    fn counter_placed(
+        &self,
+        name: &str,
+        allowed: &[CounterState],
+        verb: &str,
+    ) -> Result<(CounterMeta, Placement)> {
         let state = self.state.lock();
         let meta = state
             .counters
@@ -143,12 +155,12 @@ impl MasterService {
             )));
         }
         let placement = state.placement(meta.space.as_ref().expect("counters have a key space"))?;
-        Ok((meta.clone(), placement, state.epoch + 1))
+        Ok((meta.clone(), placement))
     }
 
-    fn store(&self, meta: CounterMeta, epoch: u64) -> Result<CounterMeta> {
+    fn store(&self, meta: CounterMeta) -> Result<CounterMeta> {
         let mut state = self.state.lock();
-        state.epoch = epoch;
+        state.epoch += 1;
         state.counters.insert(meta.name.clone(), meta.clone());
         drop(state);
         self.persist();

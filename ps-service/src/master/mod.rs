@@ -2,8 +2,10 @@
 //!
 //! - [`partitioner`]: [`Partitioner`], which cuts a new matrix into blocks, and the default
 //!   [`RangePartitioner`].
-//! - [`service`]: the gRPC handlers: server registration and heartbeats, matrix
-//!   create/drop/describe, the partition map (with its epoch) and status.
+//! - [`service`]: the gRPC handlers: matrix create/drop/describe, the partition map (with its
+//!   epoch) and status.
+//! - [`membership`]: server registration and heartbeats, server processes told apart, and the
+//!   master's doubt about a state older than its servers' data.
 //! - [`clocks`]: training workers' clocks: BSP, SSP and ASP, and slow-worker flags.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
@@ -17,6 +19,7 @@
 
 pub mod clocks;
 pub mod counters;
+pub mod membership;
 mod metrics;
 pub mod node;
 pub mod optimizers;

@@ -55,6 +55,10 @@ pub struct MasterConfig {
     /// The certificate and key it serves with, and the CA its servers' certificates must be
     /// signed by (`--tls-cert`, `--tls-key`, `--tls-ca`); none: plain HTTP/2.
     pub tls: Option<NodeTls>,
+    /// Ignore a saved state and have servers holding partitions drop them (`--start-empty`);
+    /// without it, a master that finds its servers hold data it does not know refuses changes
+    /// ([`super::membership`]).
+    pub start_empty: bool,
 }
 
 impl MasterConfig {
@@ -71,6 +75,7 @@ impl MasterConfig {
             token: None,
             namespace_tokens: NamespaceTokens::default(),
             tls: None,
+            start_empty: false,
         }
     }
 }
@@ -128,13 +133,18 @@ impl MasterNode {
             config.snapshots,
             Credential::new(config.token.as_ref()),
             config.tls.map(|t| t.trust),
+            config.start_empty,
         ));
         service.resume()?;
         let http = match config.http {
             Some(at) => {
                 let routes = http::metrics_router(config.telemetry.clone())
                     .merge(super::page::router(service.clone()));
-                Some(http::serve(at, routes, shutdown.clone()).await?)
+                let access = http::HttpAccess {
+                    token: config.token.clone(),
+                    scoped: config.namespace_tokens.clone(),
+                };
+                Some(http::serve(at, routes, access, shutdown.clone()).await?)
             }
             None => None,
         };

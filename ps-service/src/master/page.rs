@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use angel_proto::StatusRequest;
+use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::response::{Html, Json};
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use super::service::MasterService;
 use super::status_json::status_json;
+use crate::access::Access;
 
 /// The page: HTML, CSS and script in one file.
 const PAGE: &str = include_str!("page.html");
@@ -29,10 +31,18 @@ async fn page() -> Html<&'static str> {
     Html(PAGE)
 }
 
-async fn status(State(service): State<Arc<MasterService>>) -> Json<Value> {
+/// The status as the request's token may see it (a namespace token: its namespaces only).
+async fn status(
+    State(service): State<Arc<MasterService>>,
+    access: Option<Extension<Access>>,
+) -> Json<Value> {
     let request = StatusRequest {
         pulls: false,
         epochs: true,
     };
-    Json(status_json(&service.status(request).await))
+    let mut status = service.status(request).await;
+    if let Some(Extension(access)) = access {
+        access.filter_status(&mut status);
+    }
+    Json(status_json(&status))
 }

@@ -2,14 +2,19 @@
 //!
 //! A server is declared dead when it has not heartbeat for `--server-timeout-secs` (with a
 //! snapshot directory only), or sooner when a client reports it unreachable and the master's
-//! own probe fails too. Its partitions
-//! (of matrices and of counter key spaces) go to the live servers with the fewest partitions,
-//! which load them from their newest snapshots; the map's epoch advances, and clients refresh
-//! and resend what the dead server never answered. Without a snapshot directory, or when a
-//! snapshot cannot be read, the partitions are lost: every client touching them gets DATA_LOSS
-//! saying which and why.
+//! own probe fails too: at once when nothing listens at its address, else once the lease of
+//! its last heartbeat ran out (it may only be frozen, [`crate::server::lease`]). Its partitions (of matrices and of counter key spaces) go to the live
+//! servers with the fewest partitions, which load them from their newest snapshots; the map's
+//! epoch advances, and clients refresh and resend what the dead server never answered.
+//!
+//! A restore that fails on its target (that server died too, or is out of memory) is retried
+//! on another live server; with none left, the partitions wait (clients are told to retry)
+//! and are restored as soon as a server registers. A partition is lost only when its snapshot
+//! cannot be read, or the master runs without a snapshot directory: every client touching it
+//! then gets DATA_LOSS saying which and why. A master that doubts its own state
+//! ([`super::membership`]) restores nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use angel_proto::{
@@ -24,29 +29,53 @@ use super::service::{MasterService, ServerEntry};
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The partitions of one matrix or counter that lived on the dead server.
+#[derive(Clone)]
 enum Orphans {
     Matrix(MatrixMeta, Vec<u32>),
     Counter(CounterMeta, Vec<u32>),
 }
 
+/// A partition lost for good: its matrix's or counter's name, and why.
+type Lost = (String, String);
+
+/// One round of restores: partitions placed, partitions whose snapshot failed, targets that
+/// failed.
+#[derive(Default)]
+struct Round {
+    restored: usize,
+    lost: Vec<((u32, u32), Lost)>,
+    failed: BTreeSet<u32>,
+}
+
 impl MasterService {
     /// A client could not reach `server_id`: probes it, and recovers it when the probe fails
-    /// too. Answers the map to route with, or DATA_LOSS for partitions that are gone.
+    /// too. Answers the map to route with, UNAVAILABLE while its partitions wait for a live
+    /// server, or DATA_LOSS for partitions that are gone.
     pub(super) async fn report_unreachable(
         &self,
         server_id: u32,
         error: &str,
     ) -> Result<PartitionMap> {
         let entry = self.state.lock().servers.get(&server_id).cloned();
-        if let Some(entry) = entry
-            && let Err(probe) = probe(&entry).await
-        {
-            let cause = format!(
-                "a client could not reach it ({error}) and the master's probe failed ({probe})"
-            );
-            self.recover(server_id, cause).await;
+        if let Some(entry) = entry {
+            let cause = |probe: &str| {
+                format!(
+                    "a client could not reach it ({error}) and the master's probe failed ({probe})"
+                )
+            };
+            match probe(&entry).await {
+                Probe::Answered => {}
+                Probe::Gone(why) => self.recover(server_id, cause(&why)).await,
+                Probe::Silent(why) => {
+                    self.recover_after_lease(server_id, cause(&why), entry.last_seen)
+                        .await
+                }
+            }
         }
         let state = self.state.lock();
+        if let Some(why) = state.restoring.get(&server_id) {
+            return Err(PsError::Unavailable(why.clone()));
+        }
         match state.lost.get(&server_id) {
             Some(why) => Err(PsError::DataLoss(why.clone())),
             None => Ok(state.map()),
@@ -71,15 +100,16 @@ impl MasterService {
         self.persist();
     }
 
-    /// Recovers every server silent for longer than the timeout; the master runs it a few
-    /// times per timeout. Only with a snapshot directory: without one, declaring a slow server
-    /// dead could only lose its partitions, so silence just keeps new partitions off it and a
-    /// server is declared dead only when a client cannot reach it and the probe agrees.
+    /// Recovers every server silent for longer than the timeout, and retries the restores
+    /// that found no live server; the master runs it a few times per timeout. Only with a
+    /// snapshot directory: without one, declaring a slow server dead could only lose its
+    /// partitions, so silence just keeps new partitions off it and a server is declared dead
+    /// only when a client cannot reach it and the probe agrees.
     pub async fn check_heartbeats(&self) {
-        if self.snapshots.dir.is_none() {
+        if self.snapshots.dir.is_none() || self.check_trusted().is_err() {
             return;
         }
-        let silent: Vec<u32> = {
+        let (silent, waiting): (Vec<u32>, Vec<u32>) = {
             let state = self.state.lock();
             let live = state.live_servers(self.server_timeout);
             let gone = state
@@ -91,185 +121,312 @@ impl MasterService {
                 .keys()
                 .filter(|id| !live.contains(id))
                 .copied();
-            silent.chain(gone).collect()
+            let waiting = match live.is_empty() {
+                true => Vec::new(),
+                false => state.restoring.keys().copied().collect(),
+            };
+            (silent.chain(gone).collect(), waiting)
         };
         for id in silent {
             let cause = format!("no heartbeat for {:?}", self.server_timeout);
             self.recover(id, cause).await;
         }
+        for id in waiting {
+            let _one_change = self.creating.lock().await;
+            self.relocate(id).await;
+        }
+    }
+
+    /// Recovers server `id`, which stopped answering but may only be frozen or cut off, once
+    /// the lease its last heartbeat (at `last_seen`) gave it has run out
+    /// ([`crate::server::lease`]): until then it may still serve its copies. A heartbeat
+    /// meanwhile means it is alive, and nothing is done.
+    async fn recover_after_lease(&self, id: u32, cause: String, last_seen: Instant) {
+        let end = last_seen + self.lease();
+        tokio::time::sleep_until(end.into()).await;
+        let alive = {
+            let state = self.state.lock();
+            let server = state.servers.get(&id);
+            server.is_some_and(|s| s.last_seen > last_seen)
+        };
+        if alive {
+            tracing::info!(
+                id,
+                "a server that did not answer heartbeat since; not recovered"
+            );
+            return;
+        }
+        self.recover(id, cause).await;
     }
 
     /// Declares server `id` dead and restores its partitions elsewhere, recording what
     /// happened for the status (and, for partitions lost, for every client that asks).
-    async fn recover(&self, id: u32, cause: String) {
+    pub(super) async fn recover(&self, id: u32, cause: String) {
+        if let Err(e) = self.check_trusted() {
+            tracing::warn!(id, %cause, "server not recovered: {e}");
+            return;
+        }
         let _one_change = self.creating.lock().await;
-        let started = Instant::now();
-        let (dead, orphans, targets, epoch) = {
+        {
             let mut state = self.state.lock();
-            let dead = match state.servers.remove(&id) {
-                Some(entry) => entry.addr,
+            let (addr, nonce) = match state.servers.remove(&id) {
+                Some(entry) => (entry.addr, entry.nonce),
                 None => match state.awaiting.remove(&id) {
-                    Some(awaited) => awaited.addr,
+                    Some(awaited) => (awaited.addr, awaited.nonce),
                     None => return, // Recovered meanwhile.
                 },
             };
-            let orphans = state.orphans(id);
-            // A standby takes the dead server's place whole; else the least loaded share.
-            let targets = match state.by_load(self.server_timeout) {
-                t if t.first().is_some_and(|f| state.servers[f].standby) => t[..1].to_vec(),
-                t => t,
-            };
-            state.epoch += 1;
-            (dead, orphans, targets, state.epoch)
-        };
-        tracing::warn!(id, addr = %dead, %cause, "server declared dead");
-        let total: usize = orphans.iter().map(Orphans::len).sum();
-        let held: Vec<String> = orphans
-            .iter()
-            .map(|o| format!("{} of '{}'", o.len(), o.name()))
-            .collect();
-        let held = held.join(", ");
-        let mut errors = Vec::new();
-        let mut restored = 0;
-        if total > 0 {
-            let why_not = match (&self.snapshots.dir, targets.is_empty()) {
-                (None, _) => Some(
-                    "the master runs without --snapshot-dir, so nothing was saved to restore \
-                     them from; start the master with --snapshot-dir URL (a path, s3:// or \
-                     hdfs://) to survive the loss of a server"
-                        .to_string(),
-                ),
-                (Some(_), true) => Some("no live server is left to take them".to_string()),
-                (Some(_), false) => None,
-            };
-            match why_not {
-                Some(why) => errors.push(why),
-                None => {
-                    for orphan in orphans {
-                        match self.restore(orphan, &targets, epoch).await {
-                            Ok(n) => restored += n,
-                            Err(e) => errors.push(e.to_string()),
-                        }
-                    }
-                }
-            }
+            tracing::warn!(id, %addr, %cause, "server declared dead");
+            state
+                .restoring
+                .insert(id, format!("server {id} ({addr}) died; restoring"));
+            state.recoveries.push(Recovery {
+                server_id: id,
+                addr,
+                cause,
+                at_unix_ms: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                nonce,
+                ..Recovery::default()
+            });
         }
-        let error = match errors.is_empty() {
-            true => String::new(),
-            false => format!(
-                "server {id} ({}) died and {} of its {total} partitions ({}) are lost: {}",
-                dead,
-                total - restored,
-                held,
+        self.persist();
+        self.relocate(id).await;
+    }
+
+    /// Restores what dead server `id` held and is still routed to it, on live servers, moving
+    /// on from targets that fail; records the outcome in its recovery. The caller holds
+    /// `creating`.
+    async fn relocate(&self, id: u32) {
+        let started = Instant::now();
+        let mut excluded = BTreeSet::new();
+        let mut lost: BTreeMap<(u32, u32), Lost> = BTreeMap::new();
+        let mut restored = 0;
+        let waiting = loop {
+            let (orphans, targets) = {
+                let state = self.state.lock();
+                let orphans = state.orphans(id, |key| !lost.contains_key(&key));
+                let mut targets = state.by_load(self.server_timeout);
+                targets.retain(|t| !excluded.contains(t));
+                // A standby takes the dead server's place whole; else the least loaded share.
+                if targets.first().is_some_and(|f| state.servers[f].standby) {
+                    targets.truncate(1);
+                }
+                (orphans, targets)
+            };
+            if orphans.is_empty() {
+                break None;
+            }
+            if self.snapshots.dir.is_none() {
+                let why = "the master runs without --snapshot-dir, so nothing was saved to \
+                           restore them from; start the master with --snapshot-dir URL (a \
+                           path, s3:// or hdfs://) to survive the loss of a server";
+                for o in &orphans {
+                    lost.extend(
+                        o.keys()
+                            .map(|k| (k, (o.name().to_string(), why.to_string()))),
+                    );
+                }
+                continue;
+            }
+            if targets.is_empty() {
+                break Some(
+                    "no live server is left to take them; they are restored as soon as one \
+                     registers",
+                );
+            }
+            let round = self.restore_round(&orphans, &targets).await;
+            restored += round.restored;
+            lost.extend(round.lost);
+            excluded.extend(round.failed);
+        };
+        self.record(id, restored, &lost, waiting, started.elapsed());
+    }
+
+    /// Writes what [`Self::relocate`] did into the state and the dead server's recovery.
+    fn record(
+        &self,
+        id: u32,
+        restored: usize,
+        lost: &BTreeMap<(u32, u32), Lost>,
+        waiting: Option<&str>,
+        took: Duration,
+    ) {
+        let mut state = self.state.lock();
+        let (addr, left) = {
+            let recovery = state.recoveries.iter().rev().find(|r| r.server_id == id);
+            let addr = recovery.map_or_else(String::new, |r| r.addr.clone());
+            (addr, state.orphans(id, |_| true))
+        };
+        let held: Vec<String> = left
+            .iter()
+            .map(|o| format!("{} of '{}'", o.pids().len(), o.name()))
+            .collect();
+        let mut errors: Vec<&str> = lost.values().map(|(_, why)| why.as_str()).collect();
+        errors.dedup();
+        let mut per_name: BTreeMap<&str, usize> = BTreeMap::new();
+        for (name, _) in lost.values() {
+            *per_name.entry(name).or_default() += 1;
+        }
+        let which: Vec<String> = per_name
+            .iter()
+            .map(|(name, n)| format!("{n} of '{name}'"))
+            .collect();
+        let error = match (lost.is_empty(), waiting) {
+            (true, None) => String::new(),
+            (false, _) => format!(
+                "server {id} ({addr}) died and {} of its partitions are lost ({}): {}",
+                lost.len(),
+                which.join(", "),
                 errors.join("; ")
             ),
+            (true, Some(why)) => format!(
+                "server {id} ({addr}) died and {} are not restored yet: {why}",
+                held.join(", ")
+            ),
         };
-        let millis = started.elapsed().as_millis() as u64;
-        match error.is_empty() {
-            true => tracing::info!(id, restored, millis, "server recovered"),
-            false => tracing::error!(id, "{error}"),
-        }
-        let mut state = self.state.lock();
-        if !error.is_empty() {
+        match waiting {
+            Some(_) => state.restoring.insert(id, error.clone()),
+            None => state.restoring.remove(&id),
+        };
+        if !lost.is_empty() {
+            tracing::error!(id, "{error}");
             state.lost.insert(id, error.clone());
+        } else if waiting.is_some() {
+            tracing::warn!(id, "{error}");
+        } else {
+            tracing::info!(
+                id,
+                restored,
+                millis = took.as_millis() as u64,
+                "server recovered"
+            );
         }
-        if restored > 0 {
-            // A standby that took partitions serves like any other server from now on.
-            for t in &targets {
-                if let Some(server) = state.servers.get_mut(t) {
-                    server.standby = false;
-                }
-            }
+        if let Some(recovery) = state
+            .recoveries
+            .iter_mut()
+            .rev()
+            .find(|r| r.server_id == id)
+        {
+            recovery.restored += restored as u32;
+            recovery.millis += took.as_millis() as u64;
+            recovery.error = error;
         }
-        state.recoveries.push(Recovery {
-            server_id: id,
-            addr: dead,
-            cause,
-            at_unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-            restored: restored as u32,
-            millis,
-            error,
-            ..Recovery::default()
-        });
         drop(state);
         self.persist();
     }
 
-    /// Loads one matrix's or counter's orphaned partitions on `targets` (round robin, least
-    /// loaded first) and, once every target has them, points the map at them. Returns how
-    /// many were restored.
-    async fn restore(&self, orphans: Orphans, targets: &[u32], epoch: u64) -> Result<usize> {
-        let pids = orphans.pids().to_vec();
-        let mut meta = orphans.space().clone();
-        let mut by_target: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-        for (i, &pid) in pids.iter().enumerate() {
-            let target = targets[i % targets.len()];
-            meta.partitions[pid as usize].server_id = target;
-            by_target.entry(target).or_default().push(pid);
-        }
-        let entries: Vec<(ServerEntry, Vec<u32>)> = {
+    /// Restores every orphan partition on `targets` (round robin, least loaded first), one
+    /// call per partition, and points the map at those restored.
+    async fn restore_round(&self, orphans: &[Orphans], targets: &[u32]) -> Round {
+        let epoch = self.next_epoch();
+        let entries: BTreeMap<u32, ServerEntry> = {
             let state = self.state.lock();
-            by_target
-                .into_iter()
-                .filter_map(|(t, ids)| state.servers.get(&t).map(|e| (e.clone(), ids)))
-                .collect()
+            let known = targets
+                .iter()
+                .filter_map(|t| Some((*t, state.servers.get(t)?.clone())));
+            known.collect()
         };
-        let calls = entries.into_iter().map(|(entry, ids)| {
-            let (meta, orphans) = (meta.clone(), &orphans);
-            async move {
-                let mut rpc = entry.rpc.clone();
-                let done = match orphans {
-                    Orphans::Matrix(..) => rpc
-                        .create_partitions(CreatePartitionsRequest {
-                            matrix: Some(meta),
-                            partition_ids: ids,
-                            epoch,
-                            restore: true,
-                        })
-                        .await
-                        .map(|r| r.into_inner().restored),
-                    Orphans::Counter(counter, _) => rpc
-                        .counter_admin(CounterAdminRequest {
-                            op: CounterAdminOp::Create as i32,
-                            counter: Some(CounterMeta {
-                                space: Some(meta),
-                                ..counter.clone()
-                            }),
-                            partition_ids: ids,
-                            epoch,
-                            restore: true,
-                            ..Default::default()
-                        })
-                        .await
-                        .map(|r| r.into_inner().restored),
-                };
-                done.map_err(|s| PsError::from_status(s, &format!("server {}", entry.addr)))
+        let mut calls = Vec::new();
+        let mut i = 0;
+        for orphan in orphans {
+            for &pid in orphan.pids() {
+                let target = targets[i % targets.len()];
+                i += 1;
+                if let Some(entry) = entries.get(&target) {
+                    calls.push(self.restore_one(orphan, pid, target, entry.clone(), epoch));
+                }
             }
-        });
-        let mut versions = BTreeMap::new();
-        for done in futures::future::join_all(calls).await {
-            versions.extend(done?.into_iter().map(|a| (a.partition_id, a.version)));
         }
-        // Only the moved partitions change, and only if the matrix was not dropped meanwhile.
+        let mut round = Round::default();
+        let mut placed = Vec::new();
+        for (orphan, pid, target, result) in futures::future::join_all(calls).await {
+            match result {
+                Ok(version) => placed.push((orphan, pid, target, version)),
+                Err(PsError::DataLoss(why)) => {
+                    let name = orphan.name().to_string();
+                    round.lost.push(((orphan.space().id, pid), (name, why)));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        target,
+                        "restoring on server {target} failed ({e}); trying another"
+                    );
+                    round.failed.insert(target);
+                }
+            }
+        }
+        round.restored = placed.len();
+        self.place(placed);
+        round
+    }
+
+    /// Loads partition `pid` of `orphan` from its snapshot on `target`; its restored version.
+    async fn restore_one<'a>(
+        &self,
+        orphan: &'a Orphans,
+        pid: u32,
+        target: u32,
+        entry: ServerEntry,
+        epoch: u64,
+    ) -> (&'a Orphans, u32, u32, Result<u64>) {
+        let mut meta = orphan.space().clone();
+        meta.partitions[pid as usize].server_id = target;
+        let mut rpc = entry.rpc.clone();
+        let done = match orphan {
+            Orphans::Matrix(..) => rpc
+                .create_partitions(CreatePartitionsRequest {
+                    matrix: Some(meta),
+                    partition_ids: vec![pid],
+                    epoch,
+                    restore: true,
+                })
+                .await
+                .map(|r| r.into_inner().restored),
+            Orphans::Counter(counter, _) => rpc
+                .counter_admin(CounterAdminRequest {
+                    op: CounterAdminOp::Create as i32,
+                    counter: Some(CounterMeta {
+                        space: Some(meta),
+                        ..counter.clone()
+                    }),
+                    partition_ids: vec![pid],
+                    epoch,
+                    restore: true,
+                    ..Default::default()
+                })
+                .await
+                .map(|r| r.into_inner().restored),
+        };
+        let version = done
+            .map_err(|s| PsError::from_status(s, &format!("server {}", entry.addr)))
+            .map(|acks| acks.first().map_or(0, |a| a.version));
+        (orphan, pid, target, version)
+    }
+
+    /// Points the map at restored partitions, unless their matrix was dropped meanwhile.
+    fn place(&self, placed: Vec<(&Orphans, u32, u32, u64)>) {
         let mut state = self.state.lock();
-        let current = match &orphans {
-            Orphans::Matrix(m, _) => state.matrices.get_mut(&m.name),
-            Orphans::Counter(c, _) => state
-                .counters
-                .get_mut(&c.name)
-                .and_then(|c| c.space.as_mut()),
-        };
-        if let Some(current) = current.filter(|c| c.id == meta.id) {
-            for &pid in &pids {
+        for (orphan, pid, target, version) in placed {
+            let current = match orphan {
+                Orphans::Matrix(m, _) => state.matrices.get_mut(&m.name),
+                Orphans::Counter(c, _) => state
+                    .counters
+                    .get_mut(&c.name)
+                    .and_then(|c| c.space.as_mut()),
+            };
+            if let Some(current) = current.filter(|c| c.id == orphan.space().id) {
                 let moved = &mut current.partitions[pid as usize];
-                moved.server_id = meta.partitions[pid as usize].server_id;
-                moved.restored_version = versions.get(&pid).copied().unwrap_or_default();
+                moved.server_id = target;
+                moved.restored_version = version;
+            }
+            // A standby that took partitions serves like any other server from now on.
+            if let Some(server) = state.servers.get_mut(&target) {
+                server.standby = false;
             }
         }
-        state.epoch = state.epoch.max(epoch);
-        Ok(pids.len())
+        state.epoch += 1;
     }
 }
 
@@ -281,8 +438,10 @@ impl Orphans {
         }
     }
 
-    fn len(&self) -> usize {
-        self.pids().len()
+    /// (matrix or key-space id, partition id) of each orphan partition.
+    fn keys(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let id = self.space().id;
+        self.pids().iter().map(move |&pid| (id, pid))
     }
 
     fn pids(&self) -> &[u32] {
@@ -301,10 +460,12 @@ impl Orphans {
 }
 
 impl super::service::State {
-    /// The partitions of every matrix and counter that live on server `id`.
-    fn orphans(&self, id: u32) -> Vec<Orphans> {
+    /// The partitions of every matrix and counter routed to server `id` that `wanted` keeps
+    /// (by matrix or key-space id and partition id).
+    fn orphans(&self, id: u32, wanted: impl Fn((u32, u32)) -> bool) -> Vec<Orphans> {
         let on = |meta: &MatrixMeta| -> Vec<u32> {
-            let parts = meta.partitions.iter().filter(|p| p.server_id == id);
+            let parts = meta.partitions.iter();
+            let parts = parts.filter(|p| p.server_id == id && wanted((meta.id, p.id)));
             parts.map(|p| p.id).collect()
         };
         let matrices = self.matrices.values().filter_map(|m| {
@@ -340,13 +501,39 @@ impl super::service::State {
     }
 }
 
+/// What the master's probe of a reported server found.
+enum Probe {
+    Answered,
+    /// Nothing listens at its address any more: the process is gone.
+    Gone(String),
+    /// No answer, or an error: it may be frozen or cut off, and may wake up.
+    Silent(String),
+}
+
 /// Asks `server` for its statistics within [`PROBE_TIMEOUT`].
-async fn probe(server: &ServerEntry) -> std::result::Result<(), String> {
+async fn probe(server: &ServerEntry) -> Probe {
     let mut request = Request::new(StatsRequest::default());
     request.set_timeout(PROBE_TIMEOUT);
     match tokio::time::timeout(PROBE_TIMEOUT, server.rpc.clone().stats(request)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(status)) => Err(status.message().to_string()),
-        Err(_) => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
+        Ok(Ok(_)) => Probe::Answered,
+        Ok(Err(status)) if refused(&status) => Probe::Gone(status.message().to_string()),
+        Ok(Err(status)) => Probe::Silent(status.message().to_string()),
+        Err(_) => Probe::Silent(format!("no answer within {PROBE_TIMEOUT:?}")),
     }
+}
+
+/// Whether a call failed because its connection was refused (nothing listens there).
+fn refused(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    let mut text = status.message().to_string();
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text.contains("onnection refused")
 }

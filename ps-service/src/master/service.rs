@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use angel_proto::credential::Credential;
-use angel_proto::limits::WINDOW;
 use angel_proto::master_server::Master;
 use angel_proto::server_client::ServerClient;
-use angel_proto::tls::{self, Trust};
+use angel_proto::tls::Trust;
 use angel_proto::{
     ClockReply, ClockRequest, CounterMeta, CounterRequest, CreateMatrixRequest,
     CreatePartitionsRequest, DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest,
@@ -37,17 +36,13 @@ pub const MAX_COLS: u64 = 1 << 63;
 /// Largest row count of one matrix.
 pub const MAX_ROWS: u64 = 1 << 24;
 /// Longest matrix name.
-const MAX_NAME: usize = 256;
+pub(super) const MAX_NAME: usize = 256;
 /// Deadline of master -> server calls.
-const SERVER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const SERVER_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Deadline of the per-server statistics gathered for `status`.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a registering server has to answer the master's call back to its address.
-const REGISTER_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest server address.
-const MAX_ADDR: usize = 256;
-/// Most optimizers a server may report.
-const MAX_OPTIMIZERS: usize = 256;
+pub(super) const MAX_ADDR: usize = 256;
 /// Largest total size of a matrix's attributes (keys and values), in bytes.
 const MAX_ATTRS_BYTES: usize = 64 << 10;
 
@@ -63,6 +58,8 @@ pub(super) struct ServerEntry {
     pub(super) optimizers: Vec<OptimizerInfo>,
     /// Held in reserve for a dead server's partitions, until it takes some.
     pub(super) standby: bool,
+    /// Its process's nonce ([`angel_proto::Incarnation`]).
+    pub(super) nonce: u64,
 }
 
 /// Partition ids of one matrix or counter, grouped by the server that hosts them.
@@ -78,11 +75,21 @@ pub(super) struct State {
     pub(super) counters: BTreeMap<String, CounterMeta>,
     /// Dead servers whose partitions could not all be restored, and why.
     pub(super) lost: BTreeMap<u32, String>,
+    /// Dead servers some of whose partitions wait for a live server to be restored on, and
+    /// why.
+    pub(super) restoring: BTreeMap<u32, String>,
     /// Every server declared dead, oldest first.
     pub(super) recoveries: Vec<Recovery>,
     /// Servers a restarted master knew, until they register again (or are declared dead
     /// `server_timeout` after the restart): their partitions stay routed to them.
     pub(super) awaiting: BTreeMap<u32, Awaiting>,
+    /// The epoch of the saved state this master resumed; None when it started without one.
+    pub(super) saved_epoch: Option<u64>,
+    /// Why the master refuses changes: a server holds data its state does not know
+    /// ([`super::membership`]).
+    pub(super) doubt: Option<String>,
+    /// Why the last save of this state failed; None once one succeeds.
+    pub(super) state_error: Option<String>,
 }
 
 /// A server known from the master's saved state that has not registered again yet.
@@ -92,6 +99,8 @@ pub(super) struct Awaiting {
     pub(super) optimizers: Vec<OptimizerInfo>,
     pub(super) standby: bool,
     pub(super) since: Instant,
+    /// The process's nonce; 0 in a state saved before nonces.
+    pub(super) nonce: u64,
 }
 
 impl State {
@@ -123,6 +132,9 @@ impl State {
         let mut servers = Placement::new();
         for p in &meta.partitions {
             let Some(entry) = self.servers.get(&p.server_id) else {
+                if let Some(why) = self.restoring.get(&p.server_id) {
+                    return Err(PsError::Unavailable(why.clone()));
+                }
                 if self.awaiting.contains_key(&p.server_id) {
                     return Err(PsError::Unavailable(format!(
                         "server {} has not registered again with the restarted master yet",
@@ -153,9 +165,15 @@ impl State {
             .collect()
     }
 
+    /// Matrix `name`; NOT_FOUND lists the names of its namespace only (the caller was
+    /// allowed that one; other namespaces are none of its business).
     fn matrix(&self, name: &str) -> Result<&MatrixMeta> {
         self.matrices.get(name).ok_or_else(|| {
-            let known: Vec<&str> = self.matrices.keys().map(String::as_str).collect();
+            let namespace = angel_proto::namespace::split(name).0;
+            let known = self.matrices.keys().map(String::as_str);
+            let known: Vec<&str> = known
+                .filter(|n| angel_proto::namespace::split(n).0 == namespace)
+                .collect();
             PsError::no_matrix(name, &known)
         })
     }
@@ -196,21 +214,26 @@ pub struct MasterService {
     /// Finished epochs per model, for the status page.
     pub(super) progress: Progress,
     /// The service token, sent with every call to a server.
-    credential: Credential,
+    pub(super) credential: Credential,
     /// The CA servers' certificates are checked against; none: plain HTTP/2.
-    trust: Option<Trust>,
+    pub(super) trust: Option<Trust>,
+    /// Ignore a saved state, and have servers the master does not know drop what they hold
+    /// (`--start-empty`).
+    pub(super) start_empty: bool,
 }
 
 impl MasterService {
     /// A master with the given partitioners (by name), taking servers silent for
     /// `server_timeout` out of new placements, whose servers write `snapshots`, calling its
-    /// servers with `credential`, over TLS checked against `trust` when given.
+    /// servers with `credential`, over TLS checked against `trust` when given, ignoring
+    /// what servers hold and a saved state if `start_empty`.
     pub fn new(
         partitioners: Vec<Arc<dyn Partitioner>>,
         server_timeout: Duration,
         snapshots: Snapshots,
         credential: Credential,
         trust: Option<Trust>,
+        start_empty: bool,
     ) -> Self {
         MasterService {
             state: Mutex::new(State::default()),
@@ -222,6 +245,7 @@ impl MasterService {
             progress: Progress::default(),
             credential,
             trust,
+            start_empty,
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -229,116 +253,10 @@ impl MasterService {
         }
     }
 
-    /// Registers a server after checking what it sent (bounded sizes, its optimizers agree
-    /// with the other servers') and that its address answers the master: a server no one can
-    /// reach would fail every later matrix creation.
-    async fn register(&self, request: RegisterServerRequest) -> Result<RegisterServerReply> {
-        let RegisterServerRequest {
-            addr,
-            optimizers,
-            admin_token,
-            rejoin,
-            previous_id,
-            standby,
-        } = request;
-        if rejoin {
-            let awaited = self.state.lock().awaiting.get(&previous_id).cloned();
-            if awaited.is_none_or(|a| a.addr != addr) {
-                return Err(PsError::NotFound(format!(
-                    "server {previous_id} at {addr} is not awaited by this master (declared \
-                     dead meanwhile?); register as a new server"
-                )));
-            }
-        }
-        check_registration(&addr, &optimizers)?;
-        let endpoint = tls::endpoint(&addr, self.trust.as_ref())?
-            .timeout(SERVER_CALL_TIMEOUT)
-            .connect_timeout(REGISTER_PROBE_TIMEOUT)
-            .initial_stream_window_size(Some(WINDOW))
-            .initial_connection_window_size(Some(WINDOW));
-        let mut rpc = ServerClient::with_interceptor(
-            endpoint.connect_lazy(),
-            AdminToken::new(&admin_token, self.credential.clone())?,
-        )
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
-        let probe =
-            tokio::time::timeout(REGISTER_PROBE_TIMEOUT, rpc.stats(StatsRequest::default())).await;
-        if let Err(why) = probe.map_err(|_| "no answer".to_string()).and_then(|r| {
-            r.map(drop)
-                .map_err(|s| PsError::from_status(s, &addr).to_string())
-        }) {
-            return Err(PsError::Unavailable(format!(
-                "the registering server at '{addr}' did not answer the master's call back \
-                 within {REGISTER_PROBE_TIMEOUT:?} ({why}); give the server an address the \
-                 master can reach with --advertise"
-            )));
-        }
-        let mut state = self.state.lock();
-        let registered = state.servers.values();
-        optimizers::check_joining(
-            &addr,
-            &optimizers,
-            registered.map(|s| (s.addr.as_str(), &s.optimizers[..])),
-        )?;
-        let (id, standby) = match rejoin {
-            true => {
-                let awaited = state.awaiting.remove(&previous_id);
-                (previous_id, awaited.is_some_and(|a| a.standby))
-            }
-            false => {
-                state.next_server += 1;
-                (state.next_server - 1, standby)
-            }
-        };
-        state.epoch += 1;
-        state.servers.insert(
-            id,
-            ServerEntry {
-                addr: addr.clone(),
-                last_seen: Instant::now(),
-                rpc,
-                optimizers,
-                standby,
-            },
-        );
-        tracing::info!(id, %addr, rejoin, "server registered");
-        let reply = RegisterServerReply {
-            server_id: id,
-            epoch: state.epoch,
-            snapshot_dir: self.snapshot_url(),
-            snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
-        };
-        drop(state);
-        self.persist();
-        Ok(reply)
-    }
-
-    fn heartbeat(&self, server_id: u32) -> Result<HeartbeatReply> {
-        let mut state = self.state.lock();
-        let epoch = state.epoch;
-        if state.awaiting.contains_key(&server_id) {
-            return Ok(HeartbeatReply {
-                epoch,
-                rejoin: true,
-            });
-        }
-        let server = state.servers.get_mut(&server_id).ok_or_else(|| {
-            PsError::NotFound(format!(
-                "server {server_id} is not registered with this master"
-            ))
-        })?;
-        server.last_seen = Instant::now();
-        Ok(HeartbeatReply {
-            epoch,
-            rejoin: false,
-        })
-    }
-
     async fn create(&self, request: CreateMatrixRequest) -> Result<MatrixMeta> {
         let _creating = self.creating.lock().await;
         let (meta, servers) = self.plan(&request)?;
-        let epoch = self.state.lock().epoch + 1;
+        let epoch = self.next_epoch();
         let mut placed = Vec::new();
         let mut failure = None;
         let calls = servers.iter().map(|(&id, (entry, pids))| {
@@ -364,7 +282,7 @@ impl MasterService {
             return Err(err);
         }
         let mut state = self.state.lock();
-        state.epoch = epoch;
+        state.epoch += 1;
         state.matrices.insert(meta.name.clone(), meta.clone());
         drop(state);
         self.persist();
@@ -375,6 +293,7 @@ impl MasterService {
     /// Validates a create request and decides blocks, ids and placement.
     pub(super) fn plan(&self, r: &CreateMatrixRequest) -> Result<(MatrixMeta, Placement)> {
         validate(r)?;
+        self.check_trusted()?;
         let name = if r.partitioner.is_empty() {
             "range"
         } else {
@@ -460,6 +379,7 @@ impl MasterService {
     }
 
     async fn drop_matrix(&self, name: &str) -> Result<()> {
+        self.check_trusted()?;
         let (meta, epoch, servers) = {
             let mut state = self.state.lock();
             let meta = state.matrix(name)?.clone();
@@ -480,16 +400,19 @@ impl MasterService {
     }
 
     /// The snapshot directory's URL; empty without one.
-    fn snapshot_url(&self) -> String {
+    pub(super) fn snapshot_url(&self) -> String {
         self.snapshots
             .dir
             .as_ref()
             .map_or(String::new(), |d| d.url())
     }
 
-    /// Asks every server to write the partitions that changed since their last snapshot, and
-    /// sums what they wrote.
-    async fn snapshot(&self) -> Result<SnapshotReply> {
+    /// Asks every server to write the partitions that changed since their last snapshot, of
+    /// the matrices and counters `names` (all when empty), and sums what they wrote.
+    async fn snapshot(&self, names: &[String]) -> Result<SnapshotReply> {
+        if self.snapshots.dir.is_none() && !names.is_empty() {
+            return Ok(SnapshotReply::default());
+        }
         if self.snapshots.dir.is_none() {
             return Err(PsError::WrongState(
                 "this master runs without snapshots; start it with --snapshot-dir URL (a path, \
@@ -498,15 +421,30 @@ impl MasterService {
             ));
         }
         let started = Instant::now();
-        let servers: Vec<ServerEntry> = self.state.lock().servers.values().cloned().collect();
-        let calls = servers.into_iter().map(|s| async move {
-            let request = WriteSnapshotRequest { ids: Vec::new() };
-            s.rpc
-                .clone()
-                .write_snapshot(request)
-                .await
-                .map(|r| r.into_inner())
-                .map_err(|e| PsError::from_status(e, &format!("server {}", s.addr)))
+        let (servers, ids) = {
+            let state = self.state.lock();
+            let servers: Vec<ServerEntry> = state.servers.values().cloned().collect();
+            let matrices = names
+                .iter()
+                .filter_map(|n| state.matrices.get(n).map(|m| m.id));
+            let counters = names
+                .iter()
+                .filter_map(|n| state.counters.get(n).map(|c| c.id));
+            (servers, matrices.chain(counters).collect::<Vec<u32>>())
+        };
+        if !names.is_empty() && ids.is_empty() {
+            return Ok(SnapshotReply::default());
+        }
+        let calls = servers.into_iter().map(|s| {
+            let request = WriteSnapshotRequest { ids: ids.clone() };
+            async move {
+                s.rpc
+                    .clone()
+                    .write_snapshot(request)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(|e| PsError::from_status(e, &format!("server {}", s.addr)))
+            }
         });
         let mut total = SnapshotReply::default();
         for reply in futures::future::join_all(calls).await {
@@ -514,6 +452,7 @@ impl MasterService {
             total.partitions += reply.partitions;
             total.bytes += reply.bytes;
             total.max_pause_us = total.max_pause_us.max(reply.max_pause_us);
+            total.durable.extend(reply.durable);
         }
         total.millis = started.elapsed().as_millis() as u64;
         tracing::info!(
@@ -549,17 +488,26 @@ impl MasterService {
                     status.partitions = reply.partitions;
                     status.pushes = reply.pushes;
                     status.pulls = reply.pulls;
+                    status.snapshot_error = reply.snapshot_error;
                 }
                 Err(e) => status.error = PsError::from_status(e, &s.addr).to_string(),
             }
             status
         });
+        let servers = futures::future::join_all(calls).await;
+        let (recoveries, doubt, state_error) = {
+            let state = self.state.lock();
+            let (doubt, error) = (state.doubt.clone(), state.state_error.clone());
+            (state.recoveries.clone(), doubt, error)
+        };
         StatusReply {
             map: Some(map),
-            servers: futures::future::join_all(calls).await,
+            servers,
             snapshot_dir: self.snapshot_url(),
             snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
-            recoveries: self.state.lock().recoveries.clone(),
+            recoveries,
+            doubt: doubt.unwrap_or_default(),
+            state_error: state_error.unwrap_or_default(),
             workers: self.clocks.status(),
             epochs: match request.epochs {
                 true => self.progress.all(),
@@ -567,24 +515,6 @@ impl MasterService {
             },
         }
     }
-}
-
-/// Bounds what a registering server sends, which every partition map then carries.
-fn check_registration(addr: &str, optimizers: &[OptimizerInfo]) -> Result<()> {
-    if addr.is_empty() || addr.len() > MAX_ADDR {
-        return Err(PsError::InvalidArgument(format!(
-            "a server address must have 1 to {MAX_ADDR} bytes, got {}",
-            addr.len()
-        )));
-    }
-    if optimizers.len() > MAX_OPTIMIZERS || optimizers.iter().any(|o| o.name.len() > MAX_NAME) {
-        return Err(PsError::InvalidArgument(format!(
-            "server '{addr}' reports {} optimizers; at most {MAX_OPTIMIZERS} are accepted, \
-             with names of at most {MAX_NAME} bytes",
-            optimizers.len()
-        )));
-    }
-    Ok(())
 }
 
 fn validate(r: &CreateMatrixRequest) -> Result<()> {
@@ -653,7 +583,7 @@ impl Master for MasterService {
         request: Request<HeartbeatRequest>,
     ) -> std::result::Result<Response<HeartbeatReply>, Status> {
         Access::require_all(&request, "a server's heartbeat")?;
-        answer(self.heartbeat(request.into_inner().server_id))
+        answer(self.heartbeat(request.into_inner()))
     }
 
     async fn create_matrix(
@@ -733,8 +663,14 @@ impl Master for MasterService {
         &self,
         request: Request<SnapshotRequest>,
     ) -> std::result::Result<Response<SnapshotReply>, Status> {
-        Access::require_all(&request, "a snapshot of every server")?;
-        answer(self.snapshot().await)
+        let names = &request.get_ref().names;
+        if names.is_empty() {
+            Access::require_all(&request, "a snapshot of every server")?;
+        }
+        for name in names {
+            Access::allows(&request, "matrix or counter", name)?;
+        }
+        answer(self.snapshot(&request.into_inner().names).await)
     }
 
     async fn report_unreachable(

@@ -7,46 +7,83 @@
 //! answered "rejoin", and each registers again under its old id, keeping its partitions. One
 //! that has not come back `--server-timeout-secs` after the restart is declared dead and its
 //! partitions restored from their snapshots.
+//!
+//! Every epoch a server sees is saved first ([`MasterService::next_epoch`]), so a saved state
+//! never trails what its servers saw unless it is stale: that is how a restarted master tells
+//! (see [`super::membership`]). A save that fails is shown in the status until one succeeds.
 
 use std::time::Instant;
 
-use angel_proto::{MasterSnapshot, Result, ServerRecord};
+use angel_proto::{MasterSnapshot, PsError, Result, ServerRecord};
 
 use super::service::{Awaiting, MasterService, State};
 
 impl MasterService {
-    /// Writes the state to the snapshot directory, if there is one. A failure is logged, not
-    /// returned: the change it records already happened on the servers.
+    /// Writes the state to the snapshot directory, if there is one. A failure is logged and
+    /// shown in the status, not returned: the change it records already happened on the
+    /// servers, and a restart from the older state is refused (module documentation).
     pub(super) fn persist(&self) {
-        let Some(dir) = &self.snapshots.dir else {
-            return;
-        };
-        let _one_writer = self.persisting.lock();
-        let snapshot = self.state.lock().to_snapshot();
-        if let Err(e) = dir.write_master(&snapshot) {
-            tracing::error!("cannot save the master's state (a restart would lose it): {e}");
+        if let Err(e) = self.try_persist() {
+            tracing::error!("cannot save the master's state: {e}");
+            self.state.lock().state_error = Some(format!(
+                "{e} (a master restarted now would find its state older than its servers' data \
+                 and refuse changes)"
+            ));
         }
     }
 
-    /// Resumes from the state saved in the snapshot directory, if any; a corrupt state is
-    /// DATA_LOSS naming its file. Blocking.
+    fn try_persist(&self) -> Result<()> {
+        let Some(dir) = &self.snapshots.dir else {
+            return Ok(());
+        };
+        let _one_writer = self.persisting.lock();
+        let snapshot = self.state.lock().to_snapshot();
+        dir.write_master(&snapshot)?;
+        self.state.lock().state_error = None;
+        Ok(())
+    }
+
+    /// Moves the map's epoch on and saves it, before any server sees it.
+    pub(super) fn next_epoch(&self) -> u64 {
+        let epoch = {
+            let mut state = self.state.lock();
+            state.epoch += 1;
+            state.epoch
+        };
+        self.persist();
+        epoch
+    }
+
+    /// Resumes from the state saved in the snapshot directory, if any (none with
+    /// `--start-empty`), and saves it at once under its new epoch; a corrupt state is
+    /// DATA_LOSS naming its file, a state that cannot be saved stops the start. Blocking.
     pub fn resume(&self) -> Result<bool> {
         let Some(dir) = &self.snapshots.dir else {
             return Ok(false);
         };
-        let Some(saved) = dir.read_master()? else {
-            return Ok(false);
+        let saved = match self.start_empty {
+            true => None,
+            false => dir.read_master()?,
         };
-        let mut state = self.state.lock();
-        *state = State::from_snapshot(saved);
-        tracing::info!(
-            epoch = state.epoch,
-            matrices = state.matrices.len(),
-            counters = state.counters.len(),
-            servers = state.awaiting.len(),
-            "master resumed from its saved state; waiting for its servers to register again"
-        );
-        Ok(true)
+        let resumed = saved.is_some();
+        if let Some(saved) = saved {
+            let mut state = self.state.lock();
+            *state = State::from_snapshot(saved);
+            tracing::info!(
+                epoch = state.epoch,
+                matrices = state.matrices.len(),
+                counters = state.counters.len(),
+                servers = state.awaiting.len(),
+                "master resumed from its saved state; waiting for its servers to register again"
+            );
+        }
+        self.try_persist().map_err(|e| {
+            PsError::Unavailable(format!(
+                "the master cannot save its state in {}: {e}",
+                dir.url()
+            ))
+        })?;
+        Ok(resumed)
     }
 }
 
@@ -55,28 +92,30 @@ impl State {
         let registered = self
             .servers
             .iter()
-            .map(|(&id, s)| (id, &s.addr, &s.optimizers, s.standby));
+            .map(|(&id, s)| (id, &s.addr, &s.optimizers, s.standby, s.nonce));
         let awaiting = self
             .awaiting
             .iter()
-            .map(|(&id, a)| (id, &a.addr, &a.optimizers, a.standby));
+            .map(|(&id, a)| (id, &a.addr, &a.optimizers, a.standby, a.nonce));
         MasterSnapshot {
             epoch: self.epoch,
             next_server: self.next_server,
             next_matrix: self.next_matrix,
             servers: registered
                 .chain(awaiting)
-                .map(|(id, addr, optimizers, standby)| ServerRecord {
+                .map(|(id, addr, optimizers, standby, nonce)| ServerRecord {
                     id,
                     addr: addr.clone(),
                     optimizers: optimizers.clone(),
                     standby,
+                    nonce,
                 })
                 .collect(),
             matrices: self.matrices.values().cloned().collect(),
             counters: self.counters.values().cloned().collect(),
             recoveries: self.recoveries.clone(),
             lost: self.lost.clone().into_iter().collect(),
+            restoring: self.restoring.clone().into_iter().collect(),
         }
     }
 
@@ -86,6 +125,9 @@ impl State {
         let since = Instant::now();
         State {
             epoch: saved.epoch + 1,
+            saved_epoch: Some(saved.epoch),
+            doubt: None,
+            state_error: None,
             next_server: saved.next_server,
             next_matrix: saved.next_matrix,
             servers: Default::default(),
@@ -100,6 +142,7 @@ impl State {
                 .map(|c| (c.name.clone(), c))
                 .collect(),
             lost: saved.lost.into_iter().collect(),
+            restoring: saved.restoring.into_iter().collect(),
             recoveries: saved.recoveries,
             awaiting: saved
                 .servers
@@ -110,6 +153,7 @@ impl State {
                         optimizers: s.optimizers,
                         standby: s.standby,
                         since,
+                        nonce: s.nonce,
                     };
                     (s.id, awaited)
                 })

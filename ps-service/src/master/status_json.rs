@@ -18,6 +18,8 @@ pub fn status_json(reply: &StatusReply) -> Value {
         .collect();
     json!({
         "map_epoch": map.epoch,
+        "doubt": reply.doubt,
+        "state_error": reply.state_error,
         "servers": reply.servers.iter().map(|s| {
             let (elements, bytes) = s.partitions.iter().fold((0, 0), |(e, b), p| (e + p.elements, b + p.bytes));
             json!({
@@ -33,6 +35,7 @@ pub fn status_json(reply: &StatusReply) -> Value {
                 "elements": elements,
                 "bytes": bytes,
                 "error": s.error,
+                "snapshot_error": s.snapshot_error,
             })
         }).collect::<Vec<_>>(),
         "matrices": map.matrices.iter().map(|m| json!({

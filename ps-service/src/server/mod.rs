@@ -6,6 +6,8 @@
 //! - [`push_metrics`]: accepted pushes per client and matrix, reported in the status.
 //! - [`pull_log`]: the training pulls seen, with worker and clock (consistency checks).
 //! - [`counters`]: the handlers of distributed counters.
+//! - [`lease`]: how long a server may serve on its master's last word (a woken server is
+//!   fenced).
 //! - [`marks`]: which changes (writer, seq) a partition applied, so none applies twice.
 //! - [`applied`]: a partition's version and marks, and what its newest snapshot holds.
 //! - [`snapshots`]: writing hosted partitions to the snapshot directory, and restoring them.
@@ -14,6 +16,7 @@
 
 pub mod applied;
 pub mod counters;
+pub mod lease;
 pub mod marks;
 mod metrics;
 pub mod node;

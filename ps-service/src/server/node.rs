@@ -10,7 +10,7 @@ use angel_proto::credential::{AuthChannel, Credential, Token};
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_server::ServerServer;
 use angel_proto::tls::{self, NodeTls, chain};
-use angel_proto::{HeartbeatRequest, PsError, RegisterServerRequest, Result};
+use angel_proto::{HeartbeatRequest, Incarnation, PsError, RegisterServerRequest, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -143,7 +143,10 @@ impl ServerNode {
             rejoin: false,
             previous_id: 0,
             standby: config.standby,
+            incarnation: None,
         };
+        // Never 0, which a master reads as "saved before nonces".
+        let nonce = rand::random::<u64>().max(1);
         let parts = Arc::new(Partitions::default());
         let server_id = Arc::new(AtomicU32::new(u32::MAX));
         let service = Arc::new(ServerService {
@@ -168,14 +171,22 @@ impl ServerNode {
         let http = match config.http {
             Some(at) => {
                 let routes = http::metrics_router(config.telemetry.clone());
-                Some(http::serve(at, routes, serving.clone()).await?)
+                let access = http::HttpAccess {
+                    token: config.token.clone(),
+                    scoped: config.namespace_tokens.clone(),
+                };
+                Some(http::serve(at, routes, access, serving.clone()).await?)
             }
             None => None,
         };
         let task = tokio::spawn(async move { net::serve(router, incoming, stop, &label).await });
+        let registering = std::time::Instant::now();
         let registered = match connect_master(&config).await {
             Ok(mut master) => master
-                .register_server(register.clone())
+                .register_server(RegisterServerRequest {
+                    incarnation: Some(incarnation(nonce, &addr, &parts)),
+                    ..register.clone()
+                })
                 .await
                 .map(|reply| (master, reply.into_inner()))
                 .map_err(|s| PsError::from_status(s, &format!("master {}", config.master))),
@@ -190,18 +201,24 @@ impl ServerNode {
             }
         };
         parts.observe_epoch(reply.epoch);
+        service
+            .lease
+            .set_length(Duration::from_millis(reply.lease_ms));
+        service.lease.renew(registering);
         if !reply.snapshot_dir.is_empty() {
             *service.snapshot_dir.write() = Some(SnapshotDir::parse(&reply.snapshot_dir)?);
             let every = Duration::from_millis(reply.snapshot_interval_ms.max(100));
-            tokio::spawn(snapshot_every(service, every, shutdown.clone()));
+            tokio::spawn(snapshot_every(service.clone(), every, shutdown.clone()));
         }
         let id = reply.server_id;
         server_id.store(id, Ordering::Relaxed);
         let beat = Heartbeat {
             master,
             server_id,
-            parts,
+            service,
             register,
+            nonce,
+            doubted: String::new(),
         };
         tokio::spawn(beat.run(config.heartbeat, shutdown.clone()));
         tracing::info!(id, %addr, ?http, "server started");
@@ -256,28 +273,50 @@ async fn snapshot_every(service: Arc<ServerService>, every: Duration, shutdown: 
             _ = tick.tick() => {}
         }
         let writer = service.clone();
-        match tokio::task::spawn_blocking(move || writer.write_snapshots(&[])).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!("snapshot failed (retried next interval): {e}"),
-            Err(e) => tracing::warn!("snapshot task failed: {e}"),
+        let written = tokio::task::spawn_blocking(move || writer.write_snapshots(&[])).await;
+        let failure = match written {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(format!("snapshot failed (retried every interval): {e}")),
+            Err(e) => Some(format!(
+                "snapshot task failed (retried every interval): {e}"
+            )),
+        };
+        if let Some(why) = &failure {
+            tracing::warn!("{why}");
         }
+        *service.snapshot_error.lock() = failure;
     }
 }
 
-/// What a server's heartbeat needs: the master, its id (which changes if it registers again)
-/// and what it registers with.
+/// What a server's heartbeat needs: the master, its id (which changes if it registers again),
+/// what it registers with, and its process's nonce.
 struct Heartbeat {
     master: MasterClient<AuthChannel>,
     server_id: Arc<AtomicU32>,
-    parts: Arc<Partitions>,
+    service: Arc<ServerService>,
     register: RegisterServerRequest,
+    nonce: u64,
+    /// What the master last said when it did not know this server (logged once).
+    doubted: String,
+}
+
+/// Who this server process is and what it holds, as heartbeats and registrations tell it.
+fn incarnation(nonce: u64, addr: &str, parts: &Partitions) -> Incarnation {
+    Incarnation {
+        nonce,
+        seen_epoch: parts.seen_epoch(),
+        held: parts.held(),
+        addr: addr.to_string(),
+    }
 }
 
 impl Heartbeat {
     /// Heartbeats every `every` until shut down. A restarted master asks the server to
     /// register again under its id, keeping its partitions. A master that answers NOT_FOUND
-    /// declared this server dead and restored its partitions elsewhere: the server drops its
-    /// copies (clients with an old map must not change them) and registers as a new server.
+    /// declared this server dead and restored its partitions elsewhere (or holds nothing of
+    /// it): the server drops its copies (clients with an old map must not change them) and
+    /// registers as a new server. A master that does not know a server holding partitions
+    /// says so, and the server keeps them (`angel_ps::master::membership`).
     async fn run(mut self, every: Duration, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(every);
         loop {
@@ -286,16 +325,38 @@ impl Heartbeat {
                 _ = tick.tick() => {}
             }
             let server_id = self.server_id.load(Ordering::Relaxed);
-            match self.master.heartbeat(HeartbeatRequest { server_id }).await {
+            let request = HeartbeatRequest {
+                server_id,
+                incarnation: Some(self.incarnation()),
+            };
+            let sent = std::time::Instant::now();
+            match self.master.heartbeat(request).await {
+                Ok(reply) if !reply.get_ref().unknown.is_empty() => {
+                    // A master that does not know this server moves none of its partitions.
+                    self.service.lease.renew(sent);
+                    let why = reply.into_inner().unknown;
+                    if why != self.doubted {
+                        tracing::error!(
+                            server_id,
+                            "the master does not know this server's partitions; keeping them \
+                             until an operator restarts the master with its state or with \
+                             --start-empty: {why}"
+                        );
+                        self.doubted = why;
+                    }
+                }
                 Ok(reply) if reply.get_ref().rejoin => self.register(Some(server_id)).await,
-                Ok(reply) => self.parts.observe_epoch(reply.into_inner().epoch),
+                Ok(reply) => {
+                    self.service.lease.renew(sent);
+                    self.service.parts.observe_epoch(reply.into_inner().epoch);
+                }
                 Err(status) if status.code() == tonic::Code::NotFound => {
                     tracing::warn!(
                         server_id,
                         "the master declared this server dead; dropping its partitions and \
                          registering again"
                     );
-                    self.parts.clear();
+                    self.service.parts.clear();
                     self.register(None).await;
                 }
                 Err(status) => tracing::warn!(server_id, %status, "heartbeat to master failed"),
@@ -309,20 +370,29 @@ impl Heartbeat {
         let request = RegisterServerRequest {
             rejoin: previous.is_some(),
             previous_id: previous.unwrap_or_default(),
+            incarnation: Some(self.incarnation()),
             ..self.register.clone()
         };
+        let sent = std::time::Instant::now();
         match self.master.register_server(request).await {
             Ok(reply) => {
                 let reply = reply.into_inner();
-                self.parts.observe_epoch(reply.epoch);
+                let lease = &self.service.lease;
+                lease.set_length(Duration::from_millis(reply.lease_ms));
+                lease.renew(sent);
+                self.service.parts.observe_epoch(reply.epoch);
                 self.server_id.store(reply.server_id, Ordering::Relaxed);
                 tracing::info!(id = reply.server_id, "server registered again");
             }
             Err(status) if previous.is_some() && status.code() == tonic::Code::NotFound => {
-                self.parts.clear();
+                self.service.parts.clear();
                 Box::pin(self.register(None)).await;
             }
             Err(status) => tracing::warn!(%status, "registering again failed; retrying"),
         }
+    }
+
+    fn incarnation(&self) -> Incarnation {
+        incarnation(self.nonce, &self.register.addr, &self.service.parts)
     }
 }

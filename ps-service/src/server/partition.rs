@@ -104,6 +104,9 @@ pub struct Partitions {
     counters: RwLock<HashMap<(u32, u32), Arc<CounterPart>>>,
     /// Newest partition-map epoch this server has seen.
     epoch: AtomicU64,
+    /// The epoch this server had seen when the master declared it dead and it dropped its
+    /// partitions (0: never): callers routing by a map that old are sent to refresh it.
+    cleared_at: AtomicU64,
 }
 
 impl Partitions {
@@ -119,6 +122,16 @@ impl Partitions {
         let counters = self.counters.read();
         let mut of_counter = counters.iter().filter(|((c, _), _)| *c == id);
         of_counter.next().map(|(_, p)| p.counter.name.clone())
+    }
+
+    /// The newest map epoch seen from the master.
+    pub fn seen_epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// How many partitions, of matrices and counters, this server holds.
+    pub fn held(&self) -> u32 {
+        (self.parts.read().len() + self.counters.read().len()) as u32
     }
 
     /// Records a map epoch seen from the master.
@@ -157,7 +170,8 @@ impl Partitions {
     /// the server, the partition does not exist (NOT_FOUND).
     fn stale(&self, kind: &str, id: u32, partition_id: u32, caller_epoch: u64) -> PsError {
         let epoch = self.epoch.load(Ordering::Relaxed);
-        match caller_epoch < epoch {
+        let moved = caller_epoch <= self.cleared_at.load(Ordering::Relaxed);
+        match caller_epoch < epoch || moved {
             true => PsError::StaleMap(format!(
                 "partition {partition_id} of {kind} {id} is not on this server (caller map \
                  epoch {caller_epoch}, server epoch {epoch}); refresh the partition map"
@@ -188,6 +202,8 @@ impl Partitions {
 
     /// Drops everything: the master gave this server's partitions to others.
     pub fn clear(&self) {
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        self.cleared_at.fetch_max(epoch.max(1), Ordering::Relaxed);
         self.parts.write().clear();
         self.counters.write().clear();
     }

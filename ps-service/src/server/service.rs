@@ -52,6 +52,10 @@ pub struct ServerService {
     pub snapshot_dir: parking_lot::RwLock<Option<SnapshotDir>>,
     /// Held while snapshots are written: one writer per partition directory at a time.
     pub snapshot_writer: parking_lot::Mutex<()>,
+    /// Why the last periodic snapshot failed; None once one succeeds (shown in the status).
+    pub snapshot_error: parking_lot::Mutex<Option<String>>,
+    /// How long this server may serve on its master's last word.
+    pub lease: super::lease::Lease,
     /// This server's `node` label in metrics (`server@ADDR`).
     pub node: String,
 }
@@ -117,6 +121,8 @@ impl ServerService {
             pulls: Default::default(),
             snapshot_dir: Default::default(),
             snapshot_writer: Default::default(),
+            snapshot_error: Default::default(),
+            lease: Default::default(),
             node,
         }
     }
@@ -134,6 +140,7 @@ impl ServerService {
     }
 
     /// Resolves and checks every slice of a pull or push.
+    /// Whether a data call may be served: UNAVAILABLE past the lease ([`super::lease`]);
     /// PERMISSION_DENIED when the request's token may not name one of `matrices` or
     /// `counters` (those this server holds part of; others get their usual NOT_FOUND).
     fn allow<T>(
@@ -142,6 +149,7 @@ impl ServerService {
         matrices: &[u32],
         counters: &[u32],
     ) -> std::result::Result<(), Status> {
+        self.lease.check()?;
         let access = Access::of(request);
         if access == Access::All {
             return Ok(());
@@ -717,6 +725,7 @@ impl Server for ServerService {
                 true => self.pulls.snapshot(),
                 false => Vec::new(),
             },
+            snapshot_error: self.snapshot_error.lock().clone().unwrap_or_default(),
         }))
     }
 }

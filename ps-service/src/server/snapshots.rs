@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use angel_proto::{
-    CounterMeta, MatrixMeta, PartitionSnapshot, PsError, Result, SnapshotReply, StorageKind,
+    CounterMeta, Durable, MatrixMeta, PartitionSnapshot, PsError, Result, SnapshotReply,
+    StorageKind,
 };
 
 use super::applied::{Applied, Snapshotted};
@@ -44,6 +45,9 @@ impl ServerService {
         let wanted = |id: u32| ids.is_empty() || ids.contains(&id);
         let mut reply = SnapshotReply::default();
         let mut record = |image: Image, snapshotted: &parking_lot::Mutex<Snapshotted>| {
+            // Checked right before each write: a server that woke from a freeze must not write
+            // its stale copy over the snapshots of the partition's new owner.
+            self.lease.check()?;
             let bytes = dir.write_partition(image.id, &image.snapshot)?;
             let mut snapshotted = snapshotted.lock();
             *snapshotted = Snapshotted {
@@ -68,6 +72,9 @@ impl ServerService {
                 record(counter_image(&part)?, &part.snapshotted)?;
             }
         }
+        if !ids.is_empty() {
+            reply.durable = self.durable(ids);
+        }
         reply.millis = started.elapsed().as_millis() as u64;
         if reply.partitions > 0 {
             tracing::debug!(
@@ -80,6 +87,27 @@ impl ServerService {
         Ok(reply)
     }
 
+    /// What the newest snapshot of each hosted partition of `ids` holds.
+    fn durable(&self, ids: &[u32]) -> Vec<Durable> {
+        let matrices = self.parts.all().into_iter().map(|p| {
+            let version = p.snapshotted.lock().version;
+            (p.matrix.id, p.id, version)
+        });
+        let counters = self.parts.all_counters().into_iter().map(|p| {
+            let version = p.snapshotted.lock().version;
+            (p.counter.id, p.id, version)
+        });
+        matrices
+            .chain(counters)
+            .filter(|(id, _, _)| ids.contains(id))
+            .map(|(id, partition_id, version)| Durable {
+                id,
+                partition_id,
+                version,
+            })
+            .collect()
+    }
+
     /// Partition `pid` of `meta`, loaded from its newest snapshot. Blocking.
     pub(super) fn restore_partition(&self, meta: &Arc<MatrixMeta>, pid: u32) -> Result<Partition> {
         let (dir, snapshot) = self.read_snapshot(meta.id, pid, &meta.name)?;
@@ -87,7 +115,8 @@ impl ServerService {
         let p = &meta.partitions[pid as usize];
         let same = found.is_some_and(|m| {
             let q = m.partitions.get(pid as usize);
-            m.id == meta.id
+            snapshot.partition_id == pid
+                && m.id == meta.id
                 && m.name == meta.name
                 && (m.rows, m.cols, m.value_type, m.storage)
                     == (meta.rows, meta.cols, meta.value_type, meta.storage)
@@ -121,10 +150,11 @@ impl ServerService {
         hashes: std::ops::Range<u64>,
     ) -> Result<CounterPart> {
         let (dir, snapshot) = self.read_snapshot(meta.id, pid, &meta.name)?;
-        let same = snapshot
-            .counter
-            .as_ref()
-            .is_some_and(|c| c.id == meta.id && c.name == meta.name);
+        let same = snapshot.partition_id == pid
+            && snapshot
+                .counter
+                .as_ref()
+                .is_some_and(|c| c.id == meta.id && c.name == meta.name);
         let data = snapshot.counter_data.as_ref().filter(|_| same);
         let data = data.ok_or_else(|| mismatch(&dir, meta.id, pid, &meta.name))?;
         let block =
@@ -141,10 +171,11 @@ impl ServerService {
     }
 
     fn read_snapshot(&self, id: u32, pid: u32, name: &str) -> Result<(String, PartitionSnapshot)> {
+        // This server's want, not the snapshot's: the master tries another server.
         let dir = self.snapshot_dir().ok_or_else(|| {
-            PsError::DataLoss(format!(
-                "partition {pid} of '{name}' cannot be restored: this service has no \
-                 --snapshot-dir"
+            PsError::Unavailable(format!(
+                "partition {pid} of '{name}' cannot be restored here: this server has no \
+                 snapshot directory (yet: the master gives it one at registration)"
             ))
         })?;
         match dir.read_partition(id, pid) {
@@ -248,8 +279,9 @@ fn restored_log(
 
 fn mismatch(dir: &str, id: u32, pid: u32, name: &str) -> PsError {
     PsError::DataLoss(format!(
-        "the snapshot of partition {pid} of {id} in {dir} is not of '{name}' as the master \
-         knows it (another service's snapshot directory?)"
+        "the snapshot of partition {pid} of {id} in {dir} is not of partition {pid} of \
+         '{name}' as the master knows it (another service's snapshot directory, or a file \
+         copied from another partition?)"
     ))
 }
 
@@ -415,9 +447,32 @@ mod tests {
         );
 
         let err = create(&service(None), true).unwrap_err();
-        assert!(err.to_string().contains("no --snapshot-dir"), "{err}");
+        assert!(err.to_string().contains("no snapshot directory"), "{err}");
         let empty = tempfile::tempdir().unwrap();
         let err = create(&service(Some(empty.path())), true).unwrap_err();
         assert!(err.to_string().contains("has no snapshot"), "{err}");
+    }
+
+    #[test]
+    fn a_snapshot_of_another_partition_of_the_same_matrix_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = service(Some(dir.path()));
+        create(&first, false).unwrap();
+        push(&first, 9, 1);
+        first.write_snapshots(&[]).unwrap();
+        let version = |pid| dir.path().join(format!("partitions/7/{pid}/v000002"));
+        assert!(version(0).is_dir() && version(1).is_dir());
+        // Partition 0's file where partition 1's belongs: same matrix, shape and version.
+        std::fs::copy(
+            version(0).join("partition.snap"),
+            version(1).join("partition.snap"),
+        )
+        .unwrap();
+        let err = create(&service(Some(dir.path())), true).unwrap_err();
+        assert!(matches!(err, PsError::DataLoss(_)), "{err}");
+        assert!(
+            err.to_string().contains("not of partition 1 of 'w'"),
+            "{err}"
+        );
     }
 }

@@ -192,7 +192,34 @@ impl Job {
             each(&report);
             reports.push(report);
         }
+        self.finish(file, &reports).await?;
         Ok(reports)
+    }
+
+    /// A job's end: what it changed is snapshotted before it says it succeeded (nobody is left
+    /// to replay its changes to a server that dies later), and a job some of whose changes were
+    /// lost fails.
+    async fn finish(&self, file: &str, reports: &[StatementReport]) -> Result<()> {
+        let client = PsClient::shared_in(self.binding.master(), self.binding.namespace())
+            .await
+            .map_err(ps_error)?;
+        client.make_durable().await.map_err(|e| {
+            DataFusionError::Execution(format!(
+                "{file}: the job's changes could not be snapshotted at its end, so the loss of \
+                 a server now would lose them: {e}"
+            ))
+        })?;
+        let lost: u64 = reports.iter().map(|r| r.replayed.1).sum();
+        if lost > 0 {
+            return Err(DataFusionError::Execution(format!(
+                "{file}: {lost} acknowledged changes were lost when a server died (dropped from \
+                 the replay buffer before a snapshot held them): the model is not what the job \
+                 computed. Snapshot more often (--snapshot-interval-secs) or give the buffer \
+                 more room ({})",
+                angel_client::REPLAY_MB_VAR
+            )));
+        }
+        Ok(())
     }
 
     /// Runs one statement and collects its result.

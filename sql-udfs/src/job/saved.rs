@@ -183,13 +183,19 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     .await?;
     let metadata: Metadata =
         serde_json::from_slice(&json).map_err(|e| io(&at.child("model.json"), e))?;
-    let mut spec = ModelSpec::from_attrs(name, &metadata.options)?;
+    let mut options = metadata.options.clone();
+    // Options of the training statement (CREATE MODEL's), which a loaded model has no use for.
+    options.retain(|key, _| !matches!(key.as_str(), "epochs" | "holdout"));
+    let mut spec = ModelSpec::from_attrs(name, &options)?;
     spec.counter = spec.counter.map(|c| client.qualify(&c));
     let path = at.child("weights.parquet");
     let (mut features, mut indices, mut weights) =
         (Vec::new(), Vec::<u64>::new(), Vec::<f32>::new());
-    for batch in ParquetRecordBatchReaderBuilder::try_new(parquet)?.build()? {
-        let batch = batch?;
+    let mut seen = std::collections::HashSet::new();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(parquet)
+        .map_err(|e| io(&path, format!("not a readable Parquet file: {e}")))?;
+    for batch in reader.build()? {
+        let batch = batch.map_err(|e| io(&path, format!("cannot be read whole: {e}")))?;
         let column = |n: &str| {
             batch
                 .column_by_name(n)
@@ -197,10 +203,10 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
                 .ok_or_else(|| io(&path, format!("no column '{n}'")))
         };
         let typed = |n: &str, t: &str| io(&path, format!("column '{n}' is not of type {t}"));
-        let f = column("feature")?;
-        let f = f
-            .as_string_opt::<i32>()
-            .ok_or_else(|| typed("feature", "Utf8"))?;
+        // Any string type (DataFusion's own COPY writes Utf8View).
+        let f = datafusion::arrow::compute::cast(&column("feature")?, &DataType::Utf8)
+            .map_err(|_| typed("feature", "string"))?;
+        let f = f.as_string::<i32>();
         let i = column("index")?;
         let i = i
             .as_primitive_opt::<UInt64Type>()
@@ -210,12 +216,23 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
             .as_primitive_opt::<Float32Type>()
             .ok_or_else(|| typed("weight", "Float32"))?;
         for r in 0..batch.num_rows() {
-            if f.is_valid(r) {
-                features.push((f.value(r).to_string(), i.value(r)));
+            let row = indices.len() + 1;
+            if i.is_null(r) || w.is_null(r) {
+                return exec_err!("{path}: row {row}: the index or the weight is NULL");
             }
+            let (index, weight) = (i.value(r), w.value(r));
+            if !weight.is_finite() {
+                return exec_err!("{path}: row {row}: the weight of index {index} is {weight}");
+            }
+            if !seen.insert(index) {
+                return exec_err!("{path}: row {row}: index {index} is given a second time");
+            }
+            if f.is_valid(r) {
+                features.push((f.value(r).to_string(), index));
+            }
+            indices.push(index);
+            weights.push(weight);
         }
-        indices.extend(i.values());
-        weights.extend(w.values());
     }
     check_dim(&at, &metadata, &spec, &indices, &features)?;
     if let Some(counter) = &spec.counter {
@@ -285,9 +302,10 @@ async fn restore_counter(
     let found = client.counter_get(counter, &keys).await.map_err(ps_error)?;
     for ((feature, saved), (_, index)) in features.iter().zip(found) {
         if index != Some(*saved) {
+            let index = index.map_or("no index".to_string(), |i| format!("index {i}"));
             return exec_err!(
-                "counter '{counter}' gives feature '{feature}' index {index:?}, the saved model has {saved}; \
-                 load the model into a service without a counter of that name"
+                "counter '{counter}' gives feature '{feature}' {index}, the saved model has index \
+                 {saved}; load the model into a service without a counter of that name"
             );
         }
     }

@@ -6,11 +6,16 @@ use std::collections::HashMap;
 use datafusion::common::{Result, plan_err};
 
 /// Replaces every `${name}` with its value, and `${name:-default}` with its value or the
-/// default; an unknown name without a default is an error naming it.
+/// default; an unknown name without a default is an error naming it. A value never changes
+/// the statements around it: inside quotes its quotes are doubled (it stays one string or
+/// identifier), and outside quotes only a plain word (letters, digits, `_ . : / + -`) is
+/// accepted, so a value with a quote, `;` or comment cannot add SQL of its own.
 pub fn substitute(text: &str, vars: &HashMap<String, String>) -> Result<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
+    let mut context = Context::Sql;
     while let Some(start) = rest.find("${") {
+        context = context.after(&rest[..start]);
         out.push_str(&rest[..start]);
         let Some(len) = rest[start..].find('}') else {
             return plan_err!("unclosed '${{' in the job file");
@@ -20,7 +25,7 @@ pub fn substitute(text: &str, vars: &HashMap<String, String>) -> Result<String> 
             None => (&rest[start + 2..start + len], None),
         };
         match vars.get(name).map(String::as_str).or(default) {
-            Some(v) => out.push_str(v),
+            Some(v) => out.push_str(&context.quote(name, v)?),
             None => {
                 return plan_err!("the job uses ${{{name}}} but no --var {name}=... was given");
             }
@@ -29,6 +34,71 @@ pub fn substitute(text: &str, vars: &HashMap<String, String>) -> Result<String> 
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Where in the SQL text a `${name}` stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Context {
+    Sql,
+    /// Inside '...' (a string) or "..." (an identifier).
+    Quoted(char),
+    LineComment,
+    BlockComment(u32),
+}
+
+impl Context {
+    /// The context after `text`, read from this one.
+    fn after(self, text: &str) -> Context {
+        let mut chars = text.chars().peekable();
+        let mut context = self;
+        while let Some(c) = chars.next() {
+            let next = chars.peek().copied();
+            context = match (context, c, next) {
+                (Context::Sql, '\'' | '"', _) => Context::Quoted(c),
+                (Context::Sql, '-', Some('-')) => Context::LineComment,
+                (Context::Sql, '/', Some('*')) => {
+                    chars.next();
+                    Context::BlockComment(1)
+                }
+                (Context::Quoted(q), c, _) if c == q => Context::Sql,
+                (Context::LineComment, '\n', _) => Context::Sql,
+                (Context::BlockComment(d), '*', Some('/')) => {
+                    chars.next();
+                    if d == 1 {
+                        Context::Sql
+                    } else {
+                        Context::BlockComment(d - 1)
+                    }
+                }
+                (Context::BlockComment(d), '/', Some('*')) => {
+                    chars.next();
+                    Context::BlockComment(d + 1)
+                }
+                (context, _, _) => context,
+            };
+        }
+        context
+    }
+
+    /// `value` of variable `name` as it may stand here.
+    fn quote(self, name: &str, value: &str) -> Result<String> {
+        match self {
+            Context::Quoted(q) => Ok(value.replace(q, &format!("{q}{q}"))),
+            Context::LineComment | Context::BlockComment(_) => Ok(value.to_string()),
+            Context::Sql => {
+                let plain = |c: char| c.is_ascii_alphanumeric() || "_.:/+-".contains(c);
+                let comment = value.contains("--") || value.contains("/*");
+                if !value.is_empty() && value.chars().all(plain) && !comment {
+                    return Ok(value.to_string());
+                }
+                plan_err!(
+                    "--var {name}='{value}': ${{{name}}} stands outside quotes in the job, where \
+                     only a plain word (letters, digits, _ . : / + -) may go; quote ${{{name}}} \
+                     in the job ('${{{name}}}') to pass other text"
+                )
+            }
+        }
+    }
 }
 
 /// The statements of a script, each with the 1-based line it starts on, without comments
@@ -156,5 +226,38 @@ mod tests {
         );
         let err = substitute("${rows}", &vars).unwrap_err();
         assert!(err.to_string().contains("${rows}"), "{err}");
+    }
+
+    #[test]
+    fn a_value_never_adds_sql_of_its_own() {
+        let evil = "x' AS a; SELECT 'injected' AS z; --";
+        let vars = HashMap::from([
+            ("v".to_string(), evil.to_string()),
+            ("n".to_string(), "10".to_string()),
+        ]);
+        let text = substitute("SELECT '${v}' AS v, \"${v}\" LIMIT ${n}", &vars).unwrap();
+        assert_eq!(statements(&text).len(), 1, "{text}");
+        assert!(text.starts_with("SELECT 'x'' AS a; SELECT ''injected'' AS z; --' AS v"));
+        // Outside quotes, only a plain word; the error names the variable.
+        let err = substitute("SELECT ${v}", &vars).unwrap_err().to_string();
+        assert!(
+            err.contains("--var v=") && err.contains("outside quotes"),
+            "{err}"
+        );
+        for plain in ["10", "1e-3", "s3://b/k.csv", "a_b"] {
+            let vars = HashMap::from([("p".to_string(), plain.to_string())]);
+            assert_eq!(
+                substitute("LIMIT ${p}", &vars).unwrap(),
+                format!("LIMIT {plain}")
+            );
+        }
+        for bad in ["1; DROP", "1 --", "", "a b", "x/*"] {
+            let vars = HashMap::from([("p".to_string(), bad.to_string())]);
+            assert!(substitute("LIMIT ${p}", &vars).is_err(), "{bad}");
+        }
+        // The context is read past comments and earlier strings.
+        let text = "-- it's\nSELECT 'a' || '${v}' /* ' */";
+        let out = substitute(text, &vars).unwrap();
+        assert_eq!(statements(&out).len(), 1, "{out}");
     }
 }

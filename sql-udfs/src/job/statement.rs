@@ -79,6 +79,44 @@ fn words(text: &str) -> impl Iterator<Item = (&str, usize)> {
     })
 }
 
+/// Most operators one statement may hold. DataFusion plans an expression by recursion, in
+/// time growing with the square of a chain's length: `1+1+...` of 4,000 terms takes 45 s to
+/// plan here, and 8,000 overflow the stack, ending the process. Real feature queries hold a
+/// few hundred at most.
+const MAX_OPERATORS: usize = 2000;
+
+/// Refuses a statement with more than [`MAX_OPERATORS`] operators (outside quotes: `+ - * / %
+/// < > = |` and the words AND and OR; a two-character operator counts twice, which only
+/// errs on the safe side).
+fn check_operators(text: &str) -> Result<()> {
+    let (mut count, mut quote, mut word) = (0, None, String::new());
+    for c in text.chars().chain([' ']) {
+        if let Some(q) = quote {
+            quote = (c != q).then_some(q);
+            continue;
+        }
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        count += usize::from(word.eq_ignore_ascii_case("AND") || word.eq_ignore_ascii_case("OR"));
+        count += usize::from("+-*/%<>=|".contains(c));
+        word.clear();
+        if c == '\'' || c == '"' {
+            quote = Some(c);
+        }
+    }
+    match count > MAX_OPERATORS {
+        true => plan_err!(
+            "the statement holds {count} operators (+ - * / % || comparisons AND OR), over the \
+             {MAX_OPERATORS} a statement may hold: planning a chain that long takes minutes \
+             and then overflows the stack; split the expression (into several columns, or a \
+             CASE, or an IN list)"
+        ),
+        false => Ok(()),
+    }
+}
+
 fn unquote(word: &str) -> String {
     let quoted = word.len() >= 2 && (word.starts_with('\'') || word.starts_with('"'));
     match quoted {
@@ -90,6 +128,7 @@ fn unquote(word: &str) -> String {
 impl Statement {
     /// Recognises the model statements; everything else is plain SQL.
     pub fn parse(text: &str) -> Result<Statement> {
+        check_operators(text)?;
         let mut w = words(text).peekable();
         let next_upper = |w: &mut std::iter::Peekable<_>| -> Option<String> {
             w.next().map(|(s, _): (&str, usize)| s.to_ascii_uppercase())
@@ -168,7 +207,14 @@ impl Statement {
             loop {
                 match (w.next(), w.next(), w.next(), w.next()) {
                     (Some((k, _)), Some(("=", _)), Some((v, _)), Some((sep @ (")" | ","), _))) => {
-                        options.push((k.to_ascii_lowercase(), unquote(v)));
+                        let key = k.to_ascii_lowercase();
+                        if options.iter().any(|(seen, _)| *seen == key) {
+                            return plan_err!(
+                                "CREATE MODEL {}: option '{key}' is given twice",
+                                unquote(name)
+                            );
+                        }
+                        options.push((key, unquote(v)));
                         if sep == ")" {
                             break;
                         }
@@ -222,6 +268,24 @@ mod tests {
             ("learning_rate".to_string(), "0.05".to_string())
         );
         assert_eq!(options[2].1, "adam");
+        let chain = |n: usize, op: &str| format!("SELECT {} AS x", vec!["a"; n].join(op));
+        assert!(Statement::parse(&chain(1000, " + ")).is_ok());
+        assert!(Statement::parse(&chain(1000, " AND ")).is_ok());
+        let quoted = format!("SELECT '{}' AS x", "+".repeat(10_000));
+        assert!(
+            Statement::parse(&quoted).is_ok(),
+            "operators in quotes count for nothing"
+        );
+        for op in ["+", " OR "] {
+            let err = Statement::parse(&chain(8000, op)).unwrap_err().to_string();
+            assert!(
+                err.contains("7999 operators") && err.contains("split"),
+                "{err}"
+            );
+        }
+        let twice = "CREATE MODEL m OPTIONS (epochs = 2, Epochs = 3) AS SELECT y, f FROM t";
+        let err = Statement::parse(twice).unwrap_err().to_string();
+        assert!(err.contains("option 'epochs' is given twice"), "{err}");
         assert_eq!(
             Statement::parse("save model ctr to '/tmp/m'").unwrap(),
             Statement::SaveModel {
