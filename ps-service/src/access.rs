@@ -89,10 +89,14 @@ impl Access {
             .retain(|e| self.check("model", &e.model).is_ok());
         // A recovery's error names matrices of every namespace: a team learns only that there
         // is one.
-        for r in status.recoveries.iter_mut().filter(|r| !r.error.is_empty()) {
-            r.error = "some of its partitions are lost or not restored yet (the status with \
-                       the service token names them)"
-                .into();
+        for r in status.recoveries.iter_mut() {
+            r.namespaces
+                .retain(|ns| self.check("matrix", &format!("{ns}/")).is_ok());
+            if !r.error.is_empty() {
+                r.error = "some of its partitions are lost or not restored yet (the status \
+                           with the service token names them)"
+                    .into();
+            }
         }
     }
 

@@ -318,3 +318,73 @@ async fn the_http_side_takes_the_same_tokens_and_shows_a_team_only_its_namespace
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_reports_replays_only_to_recoveries_of_its_own_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service_path, service_token) = token_file(dir.path());
+    let (a_token, b_token) = ("a".repeat(40), "b".repeat(40));
+    let teams = dir.path().join("teams");
+    std::fs::write(&teams, format!("team-a {a_token}\nteam-b {b_token}\n")).unwrap();
+    let flags = [
+        "--token-file",
+        service_path.to_str().unwrap(),
+        "--namespace-tokens",
+        teams.to_str().unwrap(),
+    ];
+    let snapshots = dir.path().join("snapshots");
+    let snapshots = ["--snapshot-dir", snapshots.to_str().unwrap()];
+    let master_flags = [&flags[..], &snapshots].concat();
+    let mut cluster = Cluster::start_flags(2, &master_flags, &flags);
+    let service = cluster
+        .client_with(ClientConfig {
+            token: Some(Token::new(&service_token, "the test").unwrap()),
+            ..ClientConfig::default()
+        })
+        .await;
+    service
+        .create_matrix(MatrixSpec::sparse("team-a/m", 1, 100))
+        .await
+        .unwrap();
+    let status = service.status().await.unwrap();
+    let dead = &cluster.servers[1].addr;
+    let dead = status
+        .servers
+        .iter()
+        .find(|s| &s.addr == dead)
+        .unwrap()
+        .server_id;
+    cluster.servers[1].kill();
+    service
+        .pull_keys::<f32>("team-a/m", 0, &[1, 99])
+        .await
+        .unwrap();
+
+    let report = |token: &str, lost: u64| {
+        let addr = format!("http://{}", cluster.master.addr);
+        let token = Token::new(token, "the test").unwrap();
+        async move {
+            let channel = Channel::from_shared(addr).unwrap().connect().await.unwrap();
+            let mut master = angel_proto::master_client::MasterClient::with_interceptor(
+                channel,
+                Credential::new(Some(&token)),
+            );
+            let report = angel_proto::ReplayReport {
+                server_id: dead,
+                replayed: 0,
+                lost,
+            };
+            master.report_replay(report).await.map(drop)
+        }
+    };
+    let refused = report(&b_token, 5).await.expect_err("team b's report");
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let refused = report(&a_token, 1_000_000_000_000_000)
+        .await
+        .expect_err("10^15 lost");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    report(&a_token, 2).await.unwrap();
+    let recovery = service.status().await.unwrap().recoveries.remove(0);
+    assert_eq!(recovery.changes_lost, 2, "{recovery:?}");
+    assert_eq!(recovery.namespaces, ["team-a"], "{recovery:?}");
+}

@@ -3,13 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use angel_proto::{EpochReport, PsError, Result};
+use angel_proto::{EpochReport, PsError, Result, namespace};
 use parking_lot::Mutex;
 
-/// Models whose curves are kept; reporting one more drops the one reported to longest ago.
+/// Models whose curves are kept; reporting one more drops the one reported to longest ago in
+/// the namespace keeping the most, so a team reporting many models drops its own curves, not
+/// another team's.
 const MAX_MODELS: usize = 64;
-/// Epochs kept per model (the first ones of a longer training are dropped).
-const MAX_EPOCHS: usize = 10_000;
+/// Epochs kept per model (the first ones of a longer training are dropped): every status poll
+/// of the page carries them all.
+const MAX_EPOCHS: usize = 1_000;
 /// Longest model name.
 const MAX_NAME: usize = 256;
 
@@ -34,8 +37,15 @@ impl Progress {
         let mut models = self.models.lock();
         let order = models.values().map(|c| c.last_report).max().unwrap_or(0) + 1;
         if !models.contains_key(&report.model) && models.len() >= MAX_MODELS {
+            let namespace = |name: &str| namespace::split(name).0.map(str::to_string);
+            let mut kept: BTreeMap<Option<String>, usize> = BTreeMap::new();
+            for name in models.keys() {
+                *kept.entry(namespace(name)).or_default() += 1;
+            }
+            let fullest = kept.into_iter().max_by_key(|(_, n)| *n).map(|(ns, _)| ns);
             let oldest = models
                 .iter()
+                .filter(|(name, _)| Some(namespace(name)) == fullest)
                 .min_by_key(|(_, c)| c.last_report)
                 .map(|(name, _)| name.clone());
             if let Some(name) = oldest {
@@ -130,5 +140,19 @@ mod tests {
             "the oldest model goes first"
         );
         assert!(kept.contains(&format!("m{}", MAX_MODELS + 4)));
+    }
+
+    #[test]
+    fn a_team_reporting_many_models_drops_its_own_curves() {
+        let progress = Progress::default();
+        progress.record(epoch("quiet/model", 1, 0.5)).unwrap();
+        for m in 0..MAX_MODELS * 2 {
+            progress
+                .record(epoch(&format!("busy/m{m}"), 1, 0.5))
+                .unwrap();
+        }
+        let kept: Vec<String> = progress.all().into_iter().map(|e| e.model).collect();
+        assert_eq!(kept.len(), MAX_MODELS);
+        assert!(kept.contains(&"quiet/model".to_string()), "{kept:?}");
     }
 }

@@ -19,11 +19,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use angel_proto::{
     CounterAdminOp, CounterAdminRequest, CounterMeta, CreatePartitionsRequest, MatrixMeta,
-    PartitionMap, PsError, Recovery, ReplayReport, Result, StatsRequest,
+    PartitionMap, PsError, Recovery, ReplayReport, Result, StatsRequest, namespace,
 };
 use tonic::Request;
 
 use super::service::{MasterService, ServerEntry};
+use crate::access::Access;
+
+/// Most changes one replay report may claim, replayed or lost: far more than a client's
+/// replay buffer holds.
+const MAX_REPORTED: u64 = 1 << 32;
+
+/// Rounds of restores one recovery tries before leaving the rest to the next heartbeat
+/// check.
+const MAX_ROUNDS: usize = 16;
 
 /// How long the master's probe of a reported server may take.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -83,8 +92,17 @@ impl MasterService {
     }
 
     /// Adds what a client replayed to, and lost on, the partitions restored from dead server
-    /// `report.server_id` to its latest recovery.
-    pub(super) fn report_replay(&self, report: &ReplayReport) {
+    /// `report.server_id` to its latest recovery. A namespace token may report only to a
+    /// recovery of a server that held something of its namespaces, and no report may claim
+    /// more than a client can hold.
+    pub(super) fn report_replay(&self, report: &ReplayReport, access: &Access) -> Result<()> {
+        if report.replayed.max(report.lost) > MAX_REPORTED {
+            return Err(PsError::InvalidArgument(format!(
+                "replay report for server {}: {} replayed and {} lost is more than a client \
+                 holds (at most {MAX_REPORTED} each)",
+                report.server_id, report.replayed, report.lost
+            )));
+        }
         let mut state = self.state.lock();
         let Some(recovery) = state
             .recoveries
@@ -92,12 +110,21 @@ impl MasterService {
             .rev()
             .find(|r| r.server_id == report.server_id)
         else {
-            return;
+            return Ok(());
         };
+        let ours = |ns: &String| access.check("matrix", &format!("{ns}/")).is_ok();
+        if *access != Access::All && !recovery.namespaces.iter().any(ours) {
+            return Err(PsError::PermissionDenied(format!(
+                "this token's namespaces had nothing on server {}: it may not report replays \
+                 to its recovery",
+                report.server_id
+            )));
+        }
         recovery.changes_replayed += report.replayed;
         recovery.changes_lost += report.lost;
         drop(state);
         self.persist();
+        Ok(())
     }
 
     /// Recovers every server silent for longer than the timeout, and retries the restores
@@ -177,6 +204,11 @@ impl MasterService {
                 },
             };
             tracing::warn!(id, %addr, %cause, "server declared dead");
+            let held = state.orphans(id, |_| true);
+            let namespaces: BTreeSet<String> = held
+                .iter()
+                .filter_map(|o| namespace::split(o.name()).0.map(str::to_string))
+                .collect();
             state
                 .restoring
                 .insert(id, format!("server {id} ({addr}) died; restoring"));
@@ -188,6 +220,7 @@ impl MasterService {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64),
                 nonce,
+                namespaces: namespaces.into_iter().collect(),
                 ..Recovery::default()
             });
         }
@@ -203,7 +236,13 @@ impl MasterService {
         let mut excluded = BTreeSet::new();
         let mut lost: BTreeMap<(u32, u32), Lost> = BTreeMap::new();
         let mut restored = 0;
+        let mut rounds = 0;
         let waiting = loop {
+            // Each round places, loses or excludes something; the bound only keeps a call short.
+            rounds += 1;
+            if rounds > MAX_ROUNDS {
+                break Some("restores kept failing; they are tried again shortly");
+            }
             let (orphans, targets) = {
                 let state = self.state.lock();
                 let orphans = state.orphans(id, |key| !lost.contains_key(&key));

@@ -691,8 +691,11 @@ impl Master for MasterService {
         &self,
         request: Request<ReplayReport>,
     ) -> std::result::Result<Response<ReplayReportReply>, Status> {
-        self.report_replay(&request.into_inner());
-        Ok(Response::new(ReplayReportReply {}))
+        let access = Access::of(&request);
+        answer(
+            self.report_replay(&request.into_inner(), &access)
+                .map(|()| ReplayReportReply {}),
+        )
     }
 
     async fn clock(
