@@ -896,74 +896,69 @@ impl PsClient {
             SliceOp::Push(how) => how.change,
             SliceOp::Pull(..) => None,
         };
-        let sent = self
-            .scatter(
-                slices,
-                change,
-                |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
-                |mut conn, slices, mut caller| async move {
-                    if let SliceOp::Push(how) = op {
-                        let update = how.update;
-                        let count = slices.len();
-                        let bases = how
-                            .bases
-                            .iter()
-                            .filter(|b| slices.iter().any(|s| s.partition_id == b.partition_id))
-                            .cloned()
-                            .collect();
-                        let request = PushRequest {
-                            caller: Some(caller),
+        self.scatter(
+            slices,
+            change,
+            |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
+            |mut conn, slices, mut caller| async move {
+                if let SliceOp::Push(how) = op {
+                    let update = how.update;
+                    let count = slices.len();
+                    let bases = how
+                        .bases
+                        .iter()
+                        .filter(|b| slices.iter().any(|s| s.partition_id == b.partition_id))
+                        .cloned()
+                        .collect();
+                    let request = PushRequest {
+                        caller: Some(caller),
+                        matrix_id,
+                        value_type,
+                        slices: slices.clone(),
+                        update: update.cloned(),
+                        bases,
+                    };
+                    check_size(&request, limit, "push to", name, &conn.addr)?;
+                    let reply = conn.rpc.push(request).await?.into_inner();
+                    for ack in &reply.acks {
+                        let change = Change::Push {
                             matrix_id,
                             value_type,
-                            slices: slices.clone(),
                             update: update.cloned(),
-                            bases,
+                            slices: slices
+                                .iter()
+                                .filter(|s| s.partition_id == ack.partition_id)
+                                .cloned()
+                                .collect(),
                         };
-                        check_size(&request, limit, "push to", name, &conn.addr)?;
-                        let reply = conn.rpc.push(request).await?.into_inner();
-                        for ack in &reply.acks {
-                            let change = Change::Push {
-                                matrix_id,
-                                value_type,
-                                update: update.cloned(),
-                                slices: slices
-                                    .iter()
-                                    .filter(|s| s.partition_id == ack.partition_id)
-                                    .cloned()
-                                    .collect(),
-                            };
-                            self.replays.keep(matrix_id, ack, &caller, change);
-                        }
-                        Ok(vec![RowSlice::default(); count])
-                    } else {
-                        let (step, versions) = match op {
-                            SliceOp::Pull(step, versions) => (step, versions),
-                            SliceOp::Push(_) => (None, None),
-                        };
-                        if let Some(step) = step {
-                            caller.step_worker = step.worker;
-                            caller.clock = step.clock;
-                        }
-                        let request = PullRequest {
-                            caller: Some(caller),
-                            matrix_id,
-                            value_type,
-                            slices,
-                        };
-                        check_size(&request, limit, "pull from", name, &conn.addr)?;
-                        let reply = conn.rpc.pull(request).await?.into_inner();
-                        if let Some(versions) = versions {
-                            versions.lock().extend(reply.versions);
-                        }
-                        Ok(reply.slices)
+                        self.replays.keep(matrix_id, ack, &caller, change);
                     }
-                },
-            )
-            .await;
-        if let SliceOp::Push(_) = op {
-            self.relieve().await;
-        }
-        sent
+                    Ok(vec![RowSlice::default(); count])
+                } else {
+                    let (step, versions) = match op {
+                        SliceOp::Pull(step, versions) => (step, versions),
+                        SliceOp::Push(_) => (None, None),
+                    };
+                    if let Some(step) = step {
+                        caller.step_worker = step.worker;
+                        caller.clock = step.clock;
+                    }
+                    let request = PullRequest {
+                        caller: Some(caller),
+                        matrix_id,
+                        value_type,
+                        slices,
+                    };
+                    check_size(&request, limit, "pull from", name, &conn.addr)?;
+                    let reply = conn.rpc.pull(request).await?.into_inner();
+                    if let Some(versions) = versions {
+                        versions.lock().extend(reply.versions);
+                    }
+                    Ok(reply.slices)
+                }
+            },
+        )
+        .await
     }
 
     /// Sends `items` grouped by server, all servers concurrently, and returns one answer per
@@ -1076,6 +1071,8 @@ impl PsClient {
                 self.refresh().await?;
             }
         }
+        // Changes this call made may have filled the replay buffer: make room before the next.
+        self.relieve().await;
         answers
             .into_iter()
             .map(|a| a.ok_or_else(|| PsError::Internal("a request part got no answer".into())))

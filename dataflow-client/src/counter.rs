@@ -101,29 +101,27 @@ impl PsClient {
             });
         }
         let counter_id = c.space.meta.id;
-        let sent = self
-            .scatter(
-                parts,
-                change,
-                |routing, p: &CounterKeys| server_of(routing, counter_id, p.partition_id),
-                |mut conn, parts, caller| async move {
-                    let count = parts.len();
-                    let request = CounterIncreaseRequest {
-                        caller: Some(caller),
-                        counter_id,
-                        parts: parts.clone(),
-                    };
-                    let reply = conn.rpc.counter_increase(request).await?.into_inner();
-                    for (ack, part) in reply.acks.iter().zip(parts) {
-                        let change = Change::Count { counter_id, part };
-                        self.replays.keep(counter_id, ack, &caller, change);
-                    }
-                    Ok::<_, SendError>(vec![(); count])
-                },
-            )
-            .await;
-        self.relieve().await;
-        sent.map(drop)
+        self.scatter(
+            parts,
+            change,
+            |routing, p: &CounterKeys| server_of(routing, counter_id, p.partition_id),
+            |mut conn, parts, caller| async move {
+                let count = parts.len();
+                let request = CounterIncreaseRequest {
+                    caller: Some(caller),
+                    counter_id,
+                    parts: parts.clone(),
+                };
+                let reply = conn.rpc.counter_increase(request).await?.into_inner();
+                for (ack, part) in reply.acks.iter().zip(parts) {
+                    let change = Change::Count { counter_id, part };
+                    self.replays.keep(counter_id, ack, &caller, change);
+                }
+                Ok::<_, SendError>(vec![(); count])
+            },
+        )
+        .await
+        .map(drop)
     }
 
     /// The barrier: moves the counter from WRITE to READ and gives the keys counted at least

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use angel_proto::{GetPartitionMapRequest, Result, SnapshotReply, SnapshotRequest};
+use angel_proto::{Result, SnapshotReply, SnapshotRequest};
 
 use crate::client::PsClient;
 
@@ -25,15 +25,9 @@ impl PsClient {
     /// at its end, so its changes survive the loss of a server once no client is left to
     /// replay them. Writes nothing when the service runs without snapshots.
     pub async fn make_durable(&self) -> Result<SnapshotReply> {
-        let map = self
-            .on_master(GetPartitionMapRequest {}, |mut m, r| async move {
-                m.get_partition_map(r).await
-            })
-            .await?;
+        self.refresh().await?;
         let prefix = self.qualify("");
-        let names = map.matrices.iter().map(|m| &m.name);
-        let names = names.chain(map.counters.iter().map(|c| &c.name));
-        let ours: Vec<String> = names.filter(|n| n.starts_with(&prefix)).cloned().collect();
+        let ours = self.names_where(|name, _| name.starts_with(&prefix));
         match ours.is_empty() {
             true => Ok(SnapshotReply::default()),
             false => self.snapshot_of(ours).await,
@@ -53,7 +47,8 @@ impl PsClient {
         if !self.replays.over_limit() || recently {
             return;
         }
-        let names = self.names_of(&self.replays.held_ids());
+        let held = self.replays.held_ids();
+        let names = self.names_where(|_, id| held.contains(&id));
         match self.snapshot_of(names).await {
             Ok(reply) => {
                 for d in reply.durable {
@@ -68,14 +63,15 @@ impl PsClient {
         }
     }
 
-    /// The full names of the matrices and counters (by id) in the cached map.
-    fn names_of(&self, ids: &[u32]) -> Vec<String> {
+    /// The full names of the matrices and counters in the cached map that `keep` takes (by
+    /// name and id).
+    fn names_where(&self, keep: impl Fn(&str, u32) -> bool) -> Vec<String> {
         let routing = self.routing.read();
         let matrices = routing.by_name.iter().map(|(n, m)| (n, m.meta.id));
         let counters = routing.counters.iter().map(|(n, c)| (n, c.space.meta.id));
         matrices
             .chain(counters)
-            .filter(|(_, id)| ids.contains(id))
+            .filter(|(name, id)| keep(name, *id))
             .map(|(name, _)| name.clone())
             .collect()
     }

@@ -19,27 +19,27 @@ use parking_lot::Mutex;
 /// without a master in tests) it never expires.
 #[derive(Debug, Default)]
 pub struct Lease {
-    length: Mutex<Duration>,
-    until: Mutex<Option<Instant>>,
+    /// The length, and until when the last renewal lets the server serve.
+    state: Mutex<(Duration, Option<Instant>)>,
 }
 
 impl Lease {
     /// Sets the lease's length, as the master said at registration.
     pub fn set_length(&self, length: Duration) {
-        *self.length.lock() = length;
+        self.state.lock().0 = length;
     }
 
     /// The master answered a heartbeat (or registration) sent at `sent`.
     pub fn renew(&self, sent: Instant) {
-        let length = *self.length.lock();
-        let mut until = self.until.lock();
-        *until = Some(until.map_or(sent + length, |u| u.max(sent + length)));
+        let mut state = self.state.lock();
+        let until = sent + state.0;
+        state.1 = Some(state.1.map_or(until, |u| u.max(until)));
     }
 
     /// Whether the server may serve data and write snapshots now.
     pub fn valid(&self) -> bool {
-        let length = *self.length.lock();
-        length.is_zero() || self.until.lock().is_some_and(|u| Instant::now() < u)
+        let (length, until) = *self.state.lock();
+        length.is_zero() || until.is_some_and(|u| Instant::now() < u)
     }
 
     /// UNAVAILABLE once the lease ran out, saying why and that a retry will be answered.
@@ -50,7 +50,7 @@ impl Lease {
                 "this server has not heard from its master for over {:?} (it was frozen or cut \
                  off); its partitions may have been restored elsewhere, so it serves no data \
                  until the master answers it again: retry",
-                *self.length.lock()
+                self.state.lock().0
             ))),
         }
     }
