@@ -5,8 +5,10 @@
 //! - [`codec`]: SketchML bytes per pair and throughput on mini-batch gradients.
 //! - [`recovery`]: snapshot cost, and a server killed under a training loop.
 //! - [`sync`]: consistency models and update rules on the CTR job with a slow worker.
+//! - [`chaos`]: fault injection on real processes, values lost and doubled per scenario.
 //! - [`scale`]: the CTR job at several sizes, time and peak memory per size and phase.
 
+pub mod chaos;
 pub mod codec;
 pub mod e2e;
 pub mod link;
@@ -37,6 +39,9 @@ pub enum BenchCommand {
     /// BSP, SSP, ASP, model averaging, ConSGD and DynSGD on the CTR job with one slow worker,
     /// with and without backup workers: time and epochs to a target AUC, final log loss.
     Sync(sync::SyncBenchArgs),
+    /// Fault injection on real processes (kills, freezes, restarts, a failing snapshot store)
+    /// with exact-value checks: runs, finished, values lost and doubled, recovery time.
+    Chaos(chaos::ChaosBenchArgs),
     /// The CTR demo job at several sizes: wall time, rows/s and peak RSS per size and phase.
     Scale(scale::ScaleBenchArgs),
 }
@@ -50,6 +55,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::Codec(args) => codec::run(args),
         BenchCommand::Recovery(args) => recovery::run(args).await,
         BenchCommand::Sync(args) => sync::run(args).await,
+        BenchCommand::Chaos(args) => chaos::run(args).await,
     }
 }
 
