@@ -12,6 +12,7 @@
 //! - [`registry`]: named extensions (PS functions, optimizers) and the NOT_FOUND that lists them.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
+//! - [`gate`]: the connection cap and greeting timeout on every listener.
 //! - [`telemetry`]: Prometheus metrics and the `--http` listener that serves them.
 //! - [`auth`]: the service token checked on every RPC, and the refusal to serve a wider
 //!   address without one.
@@ -26,6 +27,7 @@
 pub mod access;
 pub mod admin;
 pub mod auth;
+pub mod gate;
 pub mod master;
 pub mod net;
 pub mod optim;

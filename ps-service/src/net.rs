@@ -7,11 +7,12 @@ use std::time::Duration;
 use angel_proto::limits::{MAX_FRAME, WINDOW};
 use angel_proto::tls::{NodeTls, chain};
 use angel_proto::{PsError, Result};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 use tower_layer::{Identity, Stack};
 
 use crate::auth::AuthLayer;
+use crate::gate::{GRPC_CONNECTIONS, Gate};
 use crate::telemetry::RpcMetricsLayer;
 
 /// The layers around a node's services: metrics outside (refused requests count too), then
@@ -33,8 +34,8 @@ pub fn decode_cap(limit: usize) -> usize {
 
 /// Binds `addr` (port 0 picks a free port) for `what` (named in errors) and returns the
 /// listener with its real address.
-pub async fn listen(addr: SocketAddr, what: &str) -> Result<(tokio::net::TcpListener, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(addr)
+pub async fn listen(addr: SocketAddr, what: &str) -> Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| PsError::Unavailable(format!("cannot listen for {what} on {addr}: {e}")))?;
     let local = listener
@@ -44,9 +45,8 @@ pub async fn listen(addr: SocketAddr, what: &str) -> Result<(tokio::net::TcpList
 }
 
 /// Binds `addr` for gRPC (see [`listen`]).
-pub async fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr)> {
-    let (listener, local) = listen(addr, "gRPC").await?;
-    Ok((TcpIncoming::from(listener).with_nodelay(Some(true)), local))
+pub async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr)> {
+    listen(addr, "gRPC").await
 }
 
 /// Default time a request may take from its first byte to its answer.
@@ -111,14 +111,16 @@ pub fn cancel_on_signal(token: CancellationToken) {
 /// How long a stopping node waits for in-flight requests before closing connections.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Serves `router` on `incoming` until `shutdown` is cancelled, then allows in-flight
-/// requests [`SHUTDOWN_GRACE`] to finish; idle client connections do not hold it open.
+/// Serves `router` on `listener`'s connections, through a [`Gate`] of [`GRPC_CONNECTIONS`],
+/// until `shutdown` is cancelled, then allows in-flight requests [`SHUTDOWN_GRACE`] to
+/// finish; idle client connections do not hold it open.
 pub async fn serve(
     router: GrpcRouter,
-    incoming: TcpIncoming,
+    listener: TcpListener,
     shutdown: CancellationToken,
     who: &str,
 ) -> Result<()> {
+    let incoming = Gate::new(GRPC_CONNECTIONS).incoming(listener);
     let server = router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
     let deadline = async {
         shutdown.cancelled().await;

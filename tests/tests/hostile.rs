@@ -398,3 +398,42 @@ async fn oversized_metadata_is_refused() {
         .await
         .unwrap();
 }
+
+/// Connections that never send a request (raw TCP to the gRPC port) and a request whose
+/// headers trickle in (slowloris, on the HTTP port) are closed within seconds; clients are
+/// served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_hold_a_port_without_a_request_are_closed() {
+    use std::io::{Read, Write};
+    let cluster = Cluster::start_flags(1, &["--http", "127.0.0.1:0"], &[]);
+    let http = cluster.master.next_word(Duration::from_secs(10)).unwrap();
+    let http = http.trim_start_matches("http://").trim_end_matches('/');
+    let silent: Vec<std::net::TcpStream> = (0..50)
+        .map(|_| std::net::TcpStream::connect(&cluster.master.addr).unwrap())
+        .collect();
+    let mut slow = std::net::TcpStream::connect(http).unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::sparse("w", 1, 10))
+        .await
+        .unwrap();
+    for mut conn in silent.into_iter().chain([slow.try_clone().unwrap()]) {
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 512];
+        // Closed: end of stream or a reset; a timeout means it was held.
+        let read = conn.read(&mut buf);
+        assert!(
+            !matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+                || e.kind() == std::io::ErrorKind::TimedOut),
+            "held for {:?}: {read:?}",
+            started.elapsed()
+        );
+        // Keeps the slow sender trickling headers while the silent ones are read.
+        let _ = slow.write_all(b"X-A: b\r\n");
+    }
+    c.pull_keys::<f32>("w", 0, &[1]).await.unwrap();
+}

@@ -122,7 +122,7 @@ impl MasterNode {
             AuthLayer::new(config.token.clone(), config.namespace_tokens.clone()),
             tls,
         )?;
-        let (incoming, addr) = net::bind(config.bind).await?;
+        let (listener, addr) = net::bind(config.bind).await?;
         let mut partitioners: Vec<Arc<dyn Partitioner>> = vec![Arc::new(RangePartitioner {
             parts_per_server: config.parts_per_server,
         })];
@@ -159,7 +159,7 @@ impl MasterNode {
             .max_encoding_message_size(usize::MAX);
         let router = grpc.add_service(service);
         let task =
-            tokio::spawn(async move { net::serve(router, incoming, shutdown, "master").await });
+            tokio::spawn(async move { net::serve(router, listener, shutdown, "master").await });
         tracing::info!(%addr, ?http, "master started");
         Ok(MasterNode { addr, http, task })
     }

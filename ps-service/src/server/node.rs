@@ -130,7 +130,7 @@ impl ServerNode {
             "a server",
         )?;
         auth::check_scoped(config.token.as_ref(), &config.namespace_tokens)?;
-        let (incoming, local) = net::bind(config.bind).await?;
+        let (listener, local) = net::bind(config.bind).await?;
         let addr = config
             .advertise
             .clone()
@@ -179,7 +179,7 @@ impl ServerNode {
             }
             None => None,
         };
-        let task = tokio::spawn(async move { net::serve(router, incoming, stop, &label).await });
+        let task = tokio::spawn(async move { net::serve(router, listener, stop, &label).await });
         let registering = std::time::Instant::now();
         let registered = match connect_master(&config).await {
             Ok(mut master) => master

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use angel_proto::Result;
 use angel_proto::credential::{HEADER, Token};
@@ -13,11 +14,16 @@ use axum::http::header::{CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::prometheus_text::CONTENT_TYPE as PROMETHEUS_TEXT;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower_service::Service;
 
 use super::Telemetry;
 use crate::access::{Access, NamespaceTokens};
+use crate::gate::{Gate, HTTP_CONNECTIONS};
 
 /// A router answering `GET /metrics` with `telemetry`'s exposition.
 pub fn metrics_router(telemetry: Telemetry) -> Router {
@@ -68,15 +74,46 @@ pub async fn serve(
         }
     };
     let (listener, local) = crate::net::listen(addr, "HTTP").await?;
-    tokio::spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            tracing::warn!(%local, "HTTP listener stopped: {e}");
-        }
-    });
+    tokio::spawn(accept(listener, router, shutdown));
     Ok(local)
+}
+
+/// How long a client may take to send a request's headers: hyper's check, which a slow
+/// sender (slowloris) would otherwise hold a connection open past.
+const HEADER_TIME: Duration = Duration::from_secs(10);
+
+/// Serves each connection of `listener` (through a [`Gate`] of [`HTTP_CONNECTIONS`]) on a
+/// task of its own until `shutdown`, when open connections finish the request in hand.
+async fn accept(listener: TcpListener, router: Router, shutdown: CancellationToken) {
+    let gate = Gate::new(HTTP_CONNECTIONS);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIME);
+    loop {
+        let connection = tokio::select! {
+            connection = gate.accept(&listener) => connection,
+            () = shutdown.cancelled() => return,
+        };
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+            router.clone().call(request)
+        });
+        let served = http.serve_connection(TokioIo::new(connection), service);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::pin!(served);
+            let ended = tokio::select! {
+                ended = served.as_mut() => ended,
+                () = shutdown.cancelled() => {
+                    served.as_mut().graceful_shutdown();
+                    served.await
+                }
+            };
+            if let Err(e) = ended {
+                tracing::debug!("HTTP connection closed: {e}");
+            }
+        });
+    }
 }
 
 /// Lets a request with the service token or a namespace token through (with its [`Access`]);
