@@ -9,6 +9,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use angel_ps::Functions;
+use angel_ps::master::quota::Quotas;
 use angel_ps::master::{MasterConfig, MasterNode, Snapshots};
 use angel_ps::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
 use angel_ps::server::{ServerConfig, ServerNode, default_memory_budget};
@@ -46,6 +47,17 @@ pub struct MasterArgs {
     /// refuses every change until restarted with its state.
     #[arg(long, env = "ANGEL_START_EMPTY")]
     pub start_empty: bool,
+    /// Matrices and counters the names of one namespace (`NAMESPACE/name`) may hold together;
+    /// names without a namespace have no quota.
+    #[arg(long, env = "ANGEL_NAMESPACE_MAX_OBJECTS", default_value_t = Quotas::default().objects)]
+    pub namespace_max_objects: usize,
+    /// Bytes of dense matrices one namespace may hold together. Default: 40% of this
+    /// machine's memory (half a server's default budget).
+    #[arg(long, env = "ANGEL_NAMESPACE_MEMORY")]
+    pub namespace_memory: Option<u64>,
+    /// Active training workers the models of one namespace may have together.
+    #[arg(long, env = "ANGEL_NAMESPACE_MAX_WORKERS", default_value_t = Quotas::default().workers)]
+    pub namespace_max_workers: usize,
 }
 
 /// Where and how often servers snapshot their partitions (`master` and `standalone`).
@@ -159,6 +171,13 @@ pub async fn master(args: MasterArgs) -> Result<()> {
         namespace_tokens: args.access.namespace_tokens()?,
         tls: args.access.tls()?,
         start_empty: args.start_empty,
+        quotas: Quotas {
+            objects: args.namespace_max_objects,
+            dense_bytes: args
+                .namespace_memory
+                .unwrap_or_else(|| Quotas::default().dense_bytes),
+            workers: args.namespace_max_workers,
+        },
         ..MasterConfig::new(args.bind)
     };
     let node = MasterNode::start(config, shutdown).await?;

@@ -388,3 +388,79 @@ async fn a_team_reports_replays_only_to_recoveries_of_its_own_namespaces() {
     assert_eq!(recovery.changes_lost, 2, "{recovery:?}");
     assert_eq!(recovery.namespaces, ["team-a"], "{recovery:?}");
 }
+
+/// Quotas per namespace: team b's token reaches its dense-memory and object quotas and is
+/// refused (RESOURCE_EXHAUSTED naming the quota's flag) without anything being created; team a
+/// creates as before; a drop frees room.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_namespace_past_its_quota_is_refused_and_the_others_are_not_starved() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service_path, _) = token_file(dir.path());
+    let (a_token, b_token) = ("a".repeat(40), "b".repeat(40));
+    let teams = dir.path().join("teams");
+    std::fs::write(&teams, format!("team-a {a_token}\nteam-b {b_token}\n")).unwrap();
+    let flags = [
+        "--token-file",
+        service_path.to_str().unwrap(),
+        "--namespace-tokens",
+        teams.to_str().unwrap(),
+    ];
+    let quotas = ["--namespace-max-objects", "3", "--namespace-memory", "4000"];
+    let cluster = Cluster::start_flags(1, &[&flags[..], &quotas].concat(), &flags);
+    let client = |namespace: &str, token: &str| {
+        cluster.client_with(ClientConfig {
+            namespace: namespace.to_string(),
+            token: Some(Token::new(token, "the test").unwrap()),
+            ..ClientConfig::default()
+        })
+    };
+    let (a, b) = (
+        client("team-a", &a_token).await,
+        client("team-b", &b_token).await,
+    );
+
+    // 1 x 2,000 f32 is 8,000 bytes; 1 x 1,000 fills the 4,000 exactly.
+    let big = b.create_matrix(MatrixSpec::dense("big", 1, 2000)).await;
+    let flag = ["namespace 'team-b'", "--namespace-memory 4000"];
+    expect(big.unwrap_err(), Code::ResourceExhausted, &flag);
+    b.create_matrix(MatrixSpec::dense("w", 1, 1000))
+        .await
+        .unwrap();
+    b.create_matrix(MatrixSpec::sparse("s", 1, 10))
+        .await
+        .unwrap();
+    b.create_counter("c").await.unwrap();
+    let fourth = b.create_matrix(MatrixSpec::sparse("t", 1, 10)).await;
+    let flag = ["holds 3 matrices and counters", "--namespace-max-objects 3"];
+    expect(fourth.unwrap_err(), Code::ResourceExhausted, &flag);
+    expect(
+        b.create_counter("d").await.unwrap_err(),
+        Code::ResourceExhausted,
+        &flag,
+    );
+    let status = b.status().await.unwrap();
+    let mut names: Vec<String> = status
+        .map
+        .unwrap_or_default()
+        .matrices
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["team-b/s", "team-b/w"],
+        "nothing made by a refused create"
+    );
+
+    a.create_matrix(MatrixSpec::dense("w", 1, 1000))
+        .await
+        .unwrap();
+    a.create_matrix(MatrixSpec::sparse("s", 1, 10))
+        .await
+        .unwrap();
+    b.drop_matrix("s").await.unwrap();
+    b.create_matrix(MatrixSpec::sparse("t", 1, 10))
+        .await
+        .unwrap();
+}

@@ -18,9 +18,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use angel_proto::{ClockPhase, ClockReply, ClockRequest, WorkerStatus};
+use angel_proto::{ClockPhase, ClockReply, ClockRequest, Result, WorkerStatus};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use super::quota::{Quotas, exceeded, namespace_of};
 
 /// A worker that reports nothing for this long is dropped from its table.
 pub const WORKER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,10 +36,18 @@ const MAX_WAIT: Duration = Duration::from_secs(10);
 const MIN_STEPS: u64 = 5;
 
 /// Every model's clock table.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Clocks {
     tables: Mutex<HashMap<String, Table>>,
     changed: Notify,
+    /// Active workers the models of one namespace may have together.
+    max_workers: usize,
+}
+
+impl Default for Clocks {
+    fn default() -> Self {
+        Clocks::new(Quotas::default().workers)
+    }
 }
 
 /// One model's workers in its current (or last) round, in join order.
@@ -80,6 +90,45 @@ impl Worker {
 impl Clocks {
     /// Handles one report; see the module documentation. Returns when the worker may go on,
     /// or after [`MAX_WAIT`] with `ready` false.
+    /// No tables yet; the models of one namespace may have `max_workers` active workers.
+    pub fn new(max_workers: usize) -> Self {
+        Clocks {
+            tables: Mutex::default(),
+            changed: Notify::new(),
+            max_workers,
+        }
+    }
+
+    /// Refuses a worker new to its model's table when the model's namespace has its quota of
+    /// active workers already (fake workers made every call slower under the tables' lock).
+    pub fn admit(&self, r: &ClockRequest) -> Result<()> {
+        let Some(ns) = namespace_of(&r.model) else {
+            return Ok(());
+        };
+        let tables = self.tables.lock();
+        if tables
+            .get(&r.model)
+            .is_some_and(|t| t.workers.iter().any(|w| w.id == r.worker))
+        {
+            return Ok(());
+        }
+        let active = tables
+            .iter()
+            .filter(|(model, _)| namespace_of(model) == Some(ns))
+            .flat_map(|(_, t)| t.workers.iter().filter(|w| w.active()))
+            .count();
+        if active >= self.max_workers {
+            return Err(exceeded(
+                ns,
+                &format!(
+                    "has {active} active training workers, its quota (--namespace-max-workers {})",
+                    self.max_workers
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     pub async fn clock(&self, request: &ClockRequest) -> ClockReply {
         let started = Instant::now();
         self.report(request);
@@ -383,5 +432,27 @@ mod tests {
         });
         let slow: Vec<bool> = clocks.status().iter().map(|w| w.slow).collect();
         assert_eq!(slow, [false, false, true]);
+    }
+
+    #[test]
+    fn a_namespace_past_its_worker_quota_is_refused_new_workers_only() {
+        let clocks = Clocks::new(2);
+        let join = |model: &str, worker| ClockRequest {
+            model: model.into(),
+            ..pull(worker, 0, 0)
+        };
+        for worker in [1, 2] {
+            clocks.admit(&join("a/m", worker)).unwrap();
+            clocks.report(&join("a/m", worker));
+        }
+        clocks
+            .admit(&join("a/m", 2))
+            .expect("a known worker reports on");
+        let err = clocks.admit(&join("a/other", 3)).unwrap_err();
+        assert!(err.to_string().contains("namespace 'a'"), "{err}");
+        clocks
+            .admit(&join("b/m", 3))
+            .expect("another namespace has its own quota");
+        clocks.admit(&join("m", 3)).expect("no namespace, no quota");
     }
 }

@@ -8,6 +8,7 @@
 //!   master's doubt about a state older than its servers' data.
 //! - [`clocks`]: training workers' clocks: BSP, SSP and ASP, and slow-worker flags.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
+//! - [`quota`]: what the names of one namespace may hold together.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
 //! - [`progress`]: each model's finished epochs, as its job reported them (the page's curves).
 //! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
@@ -26,6 +27,7 @@ pub mod optimizers;
 pub mod page;
 pub mod partitioner;
 pub mod progress;
+pub mod quota;
 pub mod recovery;
 pub mod service;
 pub mod state_file;

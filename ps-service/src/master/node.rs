@@ -11,6 +11,7 @@ use angel_proto::{PsError, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::quota::Quotas;
 use super::service::{MasterService, Snapshots};
 use super::{Partitioner, RangePartitioner};
 use crate::access::NamespaceTokens;
@@ -59,6 +60,9 @@ pub struct MasterConfig {
     /// without it, a master that finds its servers hold data it does not know refuses changes
     /// ([`super::membership`]).
     pub start_empty: bool,
+    /// What the names of one namespace may hold together (`--namespace-max-objects`,
+    /// `--namespace-memory`, `--namespace-max-workers`).
+    pub quotas: Quotas,
 }
 
 impl MasterConfig {
@@ -76,6 +80,7 @@ impl MasterConfig {
             namespace_tokens: NamespaceTokens::default(),
             tls: None,
             start_empty: false,
+            quotas: Quotas::default(),
         }
     }
 }
@@ -134,6 +139,7 @@ impl MasterNode {
             Credential::new(config.token.as_ref()),
             config.tls.map(|t| t.trust),
             config.start_empty,
+            config.quotas,
         ));
         service.resume()?;
         let http = match config.http {

@@ -26,6 +26,7 @@ use tonic::{Request, Response, Status};
 
 use super::clocks::Clocks;
 use super::progress::Progress;
+use super::quota::Quotas;
 use super::{Partitioner, optimizers};
 use crate::access::Access;
 use crate::admin::AdminToken;
@@ -220,13 +221,15 @@ pub struct MasterService {
     /// Ignore a saved state, and have servers the master does not know drop what they hold
     /// (`--start-empty`).
     pub(super) start_empty: bool,
+    /// What one namespace may hold.
+    quotas: Quotas,
 }
 
 impl MasterService {
     /// A master with the given partitioners (by name), taking servers silent for
     /// `server_timeout` out of new placements, whose servers write `snapshots`, calling its
     /// servers with `credential`, over TLS checked against `trust` when given, ignoring
-    /// what servers hold and a saved state if `start_empty`.
+    /// what servers hold and a saved state if `start_empty`, each namespace held to `quotas`.
     pub fn new(
         partitioners: Vec<Arc<dyn Partitioner>>,
         server_timeout: Duration,
@@ -234,6 +237,7 @@ impl MasterService {
         credential: Credential,
         trust: Option<Trust>,
         start_empty: bool,
+        quotas: Quotas,
     ) -> Self {
         MasterService {
             state: Mutex::new(State::default()),
@@ -241,11 +245,12 @@ impl MasterService {
             creating: tokio::sync::Mutex::new(()),
             server_timeout,
             snapshots,
-            clocks: Clocks::default(),
+            clocks: Clocks::new(quotas.workers),
             progress: Progress::default(),
             credential,
             trust,
             start_empty,
+            quotas,
             partitioners: partitioners
                 .into_iter()
                 .map(|p| (p.name().to_string(), p))
@@ -316,6 +321,7 @@ impl MasterService {
                 r.name
             )));
         }
+        self.quotas.check_create(&state, r)?;
         let ids: Vec<u32> = state
             .live_servers(self.server_timeout)
             .into_iter()
@@ -710,6 +716,7 @@ impl Master for MasterService {
                 request.model.len()
             )));
         }
+        self.clocks.admit(&request)?;
         Ok(Response::new(self.clocks.clock(&request).await))
     }
 
