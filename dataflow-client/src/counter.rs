@@ -46,13 +46,27 @@ pub fn merge_counts<'a, S: AsRef<str> + 'a>(
 impl PsClient {
     /// Creates a counter in the WRITE state.
     pub async fn create_counter(&self, name: &str) -> Result<Arc<Counter>> {
+        self.new_counter(name, false).await
+    }
+
+    /// Creates a counter in the WRITE state, removing one of that name first whatever its
+    /// state: what a job does before it first counts into a counter, so counts of an earlier
+    /// run never mix in.
+    pub async fn replace_counter(&self, name: &str) -> Result<Arc<Counter>> {
+        self.new_counter(name, true).await
+    }
+
+    async fn new_counter(&self, name: &str, replace: bool) -> Result<Arc<Counter>> {
         self.on_master(
             CounterRequest {
                 name: self.qualify(name),
+                replace,
             },
             |mut m, r| async move { m.create_counter(r).await },
         )
         .await?;
+        // The map may hold a counter of that name made before (and now removed).
+        self.refresh().await?;
         self.counter(name).await
     }
 
@@ -183,6 +197,7 @@ impl PsClient {
         self.on_master(
             CounterRequest {
                 name: self.qualify(name),
+                ..Default::default()
             },
             |mut m, r| async move { m.clean_counter(r).await },
         )

@@ -27,8 +27,10 @@ use crate::bridge::block_on;
 use crate::cluster::ChangeNames;
 use crate::features::{Features, features_type};
 
-const COUNTER: Arg = Arg::new("ps_counter_add", 0, "counter");
-const FEATURES: Arg = Arg::new("ps_counter_add", 1, "features");
+/// The function's name in SQL.
+pub const NAME: &str = "ps_counter_add";
+const COUNTER: Arg = Arg::new(NAME, 0, "counter");
+const FEATURES: Arg = Arg::new(NAME, 1, "features");
 
 /// Distinct features a task buffers before sending them.
 const FLUSH_KEYS: usize = 1 << 20;
@@ -58,7 +60,7 @@ impl PsBound for PsCounterAdd {
 
 impl AggregateUDFImpl for PsCounterAdd {
     fn name(&self) -> &str {
-        "ps_counter_add"
+        NAME
     }
 
     fn signature(&self) -> &Signature {

@@ -464,3 +464,43 @@ async fn a_namespace_past_its_quota_is_refused_and_the_others_are_not_starved() 
         .await
         .unwrap();
 }
+
+/// A job that failed after sealing its counter (as a killed one would), run again in the same
+/// namespace, finishes, and its counter holds one run's counts: a job starts each counter it
+/// counts into afresh.
+#[test]
+fn a_job_run_again_in_its_namespace_starts_its_counters_afresh() {
+    let node = spawn(&["standalone", "--servers", "1", "--bind", "127.0.0.1:0"]);
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("count.sql");
+    std::fs::write(
+        &job,
+        "SELECT ps_counter_add('seen', make_array('a', 'b', 'a')) AS counted;\n\
+         SELECT ps_counter_seal('seen', 2) AS indexed;\n\
+         SELECT ${then} AS then;\n",
+    )
+    .unwrap();
+    let run = |then: &str| {
+        let var = format!("then={then}");
+        let args = ["--master", &node.addr, "--namespace", "fixed"];
+        angel_tests::run_job(
+            &[&args[..], &[job.to_str().unwrap(), "--var", &var]].concat(),
+            &[],
+        )
+        .1
+    };
+    let failed = run("no_such_column");
+    assert!(
+        !failed.status.success(),
+        "the first run fails after its seal"
+    );
+    let again = run("1");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    // Only 'a' was counted twice in one run; with both runs' counts 'b' would be too.
+    assert_eq!(result_value(&stdout, "indexed"), 1.0, "{stdout}");
+}

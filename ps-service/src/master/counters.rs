@@ -16,12 +16,17 @@ use angel_proto::{
 use super::service::{MAX_COLS, MasterService, Placement};
 
 impl MasterService {
-    pub(super) async fn create_counter(&self, name: &str) -> Result<CounterMeta> {
+    /// Creates counter `name` in the WRITE state; with `replace`, an existing one of that
+    /// name is removed first.
+    pub(super) async fn create_counter(&self, name: &str, replace: bool) -> Result<CounterMeta> {
         let _creating = self.creating.lock().await;
         if self.state.lock().counters.contains_key(name) {
-            return Err(PsError::AlreadyExists(format!(
-                "counter '{name}' already exists"
-            )));
+            if !replace {
+                return Err(PsError::AlreadyExists(format!(
+                    "counter '{name}' already exists"
+                )));
+            }
+            self.remove_counter(name).await?;
         }
         let space_request = CreateMatrixRequest {
             name: format!("counter:{name}"),
@@ -117,6 +122,23 @@ impl MasterService {
         .await?;
         meta.state = CounterState::Clean as i32;
         self.store(meta)
+    }
+
+    /// Removes counter `name`, in any state, from its servers and the state.
+    async fn remove_counter(&self, name: &str) -> Result<()> {
+        let any = [CounterState::Write, CounterState::Read, CounterState::Clean];
+        let (meta, servers, epoch) = self.counter_in(name, &any, "replacing")?;
+        self.admin(&servers, |ids| {
+            request(CounterAdminOp::CleanUp, &meta, ids, epoch)
+        })
+        .await?;
+        let mut state = self.state.lock();
+        state.epoch += 1;
+        state.counters.remove(name);
+        drop(state);
+        self.persist();
+        tracing::info!(%name, "counter removed, to be created afresh");
+        Ok(())
     }
 
     /// The counter, its placement and the next epoch (saved), if it is in one of the `allowed`

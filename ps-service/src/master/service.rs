@@ -645,7 +645,8 @@ impl Master for MasterService {
         request: Request<CounterRequest>,
     ) -> std::result::Result<Response<CounterMeta>, Status> {
         Access::allows(&request, "counter", &request.get_ref().name)?;
-        answer(self.create_counter(&request.into_inner().name).await)
+        let request = request.into_inner();
+        answer(self.create_counter(&request.name, request.replace).await)
     }
 
     async fn seal_counter(

@@ -3,10 +3,12 @@
 //! `LOAD MODEL`) are handled here; everything else is DataFusion's.
 //!
 //! - [`script`]: variables and statement splitting.
+//! - [`counters`]: the counters a run fills, each started afresh.
 //! - [`statement`]: recognising the model statements.
 //! - [`train`]: `CREATE MODEL`, the epoch loop.
 //! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata.
 
+pub mod counters;
 pub mod saved;
 pub mod script;
 pub mod statement;
@@ -74,6 +76,8 @@ pub struct Job {
     tables: Arc<TableStorage>,
     /// The directory of tables kept on disk, removed when the job and its tables are gone.
     spill: Option<Arc<tempfile::TempDir>>,
+    /// The counters this run has counted into.
+    counters: Arc<counters::Started>,
 }
 
 impl Job {
@@ -87,6 +91,7 @@ impl Job {
             stage: None,
             tables: Arc::default(),
             spill: None,
+            counters: Arc::default(),
         }
     }
 
@@ -119,6 +124,7 @@ impl Job {
             stage: Some(stage),
             tables: Arc::default(),
             spill: None,
+            counters: Arc::default(),
         }
     }
 
@@ -222,9 +228,14 @@ impl Job {
         Ok(())
     }
 
-    /// Runs one statement and collects its result.
+    /// Runs one statement and collects its result. A counter it counts into that this run
+    /// has not yet is replaced first ([`counters`]).
     pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        match Statement::parse(sql)? {
+        let statement = Statement::parse(sql)?;
+        if let Some(query) = statement.query() {
+            self.start_counters(query).await?;
+        }
+        match statement {
             Statement::Sql(sql) => self.ctx.sql(&sql).await?.collect().await,
             Statement::CreateTable {
                 name,
@@ -273,6 +284,24 @@ impl Job {
 }
 
 impl Job {
+    /// Replaces each counter `sql` counts into that this run has not counted into yet. A
+    /// statement that does not plan is left to fail when it runs, with its usual error.
+    async fn start_counters(&self, sql: &str) -> Result<()> {
+        let Ok(plan) = self.ctx.state().create_logical_plan(sql).await else {
+            return Ok(());
+        };
+        let fresh = self.counters.fresh_in(&plan)?;
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let client = self.binding.client()?;
+        for name in fresh {
+            client.replace_counter(&name).await.map_err(ps_error)?;
+            tracing::debug!(counter = %name, "counter started afresh for this run");
+        }
+        Ok(())
+    }
+
     /// `CREATE TABLE name AS query` on a cluster: the executors write the rows into a new
     /// stage directory (`COPY`), and the table becomes an external table over it. Returns the
     /// row count.

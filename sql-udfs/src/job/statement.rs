@@ -126,6 +126,18 @@ fn unquote(word: &str) -> String {
 }
 
 impl Statement {
+    /// The SQL DataFusion plans for it: the whole of plain SQL, the query of `CREATE TABLE`
+    /// and `CREATE MODEL`; none for the others.
+    pub fn query(&self) -> Option<&str> {
+        match self {
+            Statement::Sql(sql) => Some(sql),
+            Statement::CreateTable { query, .. } | Statement::CreateModel { query, .. } => {
+                Some(query)
+            }
+            _ => None,
+        }
+    }
+
     /// Recognises the model statements; everything else is plain SQL.
     pub fn parse(text: &str) -> Result<Statement> {
         check_operators(text)?;
