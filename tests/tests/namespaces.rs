@@ -319,19 +319,27 @@ async fn the_http_side_takes_the_same_tokens_and_shows_a_team_only_its_namespace
     );
 }
 
+/// A service token and tokens for teams `team-a` and `team-b`, written to files in `dir`: the
+/// flags every node takes, then the service token and the two teams' tokens.
+fn teams(dir: &std::path::Path) -> (Vec<String>, String, String, String) {
+    let (service_path, service_token) = token_file(dir);
+    let (a_token, b_token) = ("a".repeat(40), "b".repeat(40));
+    let teams = dir.join("teams");
+    std::fs::write(&teams, format!("team-a {a_token}\nteam-b {b_token}\n")).unwrap();
+    let flags = [
+        "--token-file".to_string(),
+        service_path.display().to_string(),
+        "--namespace-tokens".to_string(),
+        teams.display().to_string(),
+    ];
+    (flags.to_vec(), service_token, a_token, b_token)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_team_reports_replays_only_to_recoveries_of_its_own_namespaces() {
     let dir = tempfile::tempdir().unwrap();
-    let (service_path, service_token) = token_file(dir.path());
-    let (a_token, b_token) = ("a".repeat(40), "b".repeat(40));
-    let teams = dir.path().join("teams");
-    std::fs::write(&teams, format!("team-a {a_token}\nteam-b {b_token}\n")).unwrap();
-    let flags = [
-        "--token-file",
-        service_path.to_str().unwrap(),
-        "--namespace-tokens",
-        teams.to_str().unwrap(),
-    ];
+    let (flags, service_token, a_token, b_token) = teams(dir.path());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let snapshots = dir.path().join("snapshots");
     let snapshots = ["--snapshot-dir", snapshots.to_str().unwrap()];
     let master_flags = [&flags[..], &snapshots].concat();
@@ -395,16 +403,8 @@ async fn a_team_reports_replays_only_to_recoveries_of_its_own_namespaces() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_namespace_past_its_quota_is_refused_and_the_others_are_not_starved() {
     let dir = tempfile::tempdir().unwrap();
-    let (service_path, _) = token_file(dir.path());
-    let (a_token, b_token) = ("a".repeat(40), "b".repeat(40));
-    let teams = dir.path().join("teams");
-    std::fs::write(&teams, format!("team-a {a_token}\nteam-b {b_token}\n")).unwrap();
-    let flags = [
-        "--token-file",
-        service_path.to_str().unwrap(),
-        "--namespace-tokens",
-        teams.to_str().unwrap(),
-    ];
+    let (flags, _, a_token, b_token) = teams(dir.path());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let quotas = ["--namespace-max-objects", "3", "--namespace-memory", "4000"];
     let cluster = Cluster::start_flags(1, &[&flags[..], &quotas].concat(), &flags);
     let client = |namespace: &str, token: &str| {

@@ -14,18 +14,7 @@ use super::probe::Probe;
 /// replaced, read by a client with nothing to replay.
 pub async fn frozen(lab: &Lab) -> Result<Outcome> {
     let bind = free_addr()?;
-    let root = lab.dir().display().to_string();
-    let _master = lab.spawn(&[
-        "master",
-        "--bind",
-        &bind,
-        "--server-timeout-secs",
-        "2",
-        "--snapshot-dir",
-        &root,
-        "--snapshot-interval-secs",
-        "0.2",
-    ])?;
+    let _master = lab.snapshotting_master(&bind, "2", "0.2")?;
     let mut servers = lab.servers(&bind, 3)?;
     let c = connect(&bind).await?;
     let mut probe = Probe::filled(&c, "w").await?;

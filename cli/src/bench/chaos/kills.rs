@@ -117,18 +117,7 @@ pub async fn every_server(lab: &Lab) -> Result<Outcome> {
 /// replays and fresh changes interleave): every acknowledged change is there, once.
 pub async fn mid_stream(lab: &Lab) -> Result<Outcome> {
     let bind = free_addr()?;
-    let root = lab.dir().display().to_string();
-    let _master = lab.spawn(&[
-        "master",
-        "--bind",
-        &bind,
-        "--server-timeout-secs",
-        "2",
-        "--snapshot-dir",
-        &root,
-        "--snapshot-interval-secs",
-        "0.3",
-    ])?;
+    let _master = lab.snapshotting_master(&bind, "2", "0.3")?;
     let mut servers = lab.servers(&bind, 3)?;
     let c = connect(&bind).await?;
     let mut probe = Probe::filled(&c, "w").await?;

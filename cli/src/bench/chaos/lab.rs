@@ -59,6 +59,30 @@ impl Lab {
         self.spawn(&args)
     }
 
+    /// A master at `bind` whose servers snapshot what changed every `interval` seconds, and
+    /// which declares servers dead after `timeout` seconds of silence.
+    pub fn snapshotting_master(
+        &self,
+        bind: &str,
+        timeout: &str,
+        interval: &str,
+    ) -> Result<Process> {
+        let root = self.dir().display().to_string();
+        let args = [
+            "--snapshot-dir",
+            &root,
+            "--snapshot-interval-secs",
+            interval,
+        ];
+        self.spawn(
+            &[
+                &["master", "--bind", bind, "--server-timeout-secs", timeout][..],
+                &args,
+            ]
+            .concat(),
+        )
+    }
+
     /// A server of `master` at `bind` (port 0: any), heartbeating every 200 ms.
     pub fn server(&self, master: &str, bind: &str) -> Result<Process> {
         let args = [

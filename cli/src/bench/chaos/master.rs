@@ -105,10 +105,7 @@ pub async fn older_state(lab: &Lab) -> Result<Outcome> {
 /// before it failed refuses changes and the newer data stays.
 pub async fn failing_store(lab: &Lab) -> Result<Outcome> {
     let bind = free_addr()?;
-    let root = lab.dir().display().to_string();
-    let flags = ["--snapshot-dir", &root, "--snapshot-interval-secs", "0.2"];
-    let master_args = [&["master", "--bind", &bind][..], &flags].concat();
-    let mut first = lab.spawn(&master_args)?;
+    let mut first = lab.snapshotting_master(&bind, "10", "0.2")?;
     let _servers = lab.servers(&bind, 2)?;
     let c = connect(&bind).await?;
     let mut probe = Probe::filled(&c, "w").await?;
@@ -136,7 +133,7 @@ pub async fn failing_store(lab: &Lab) -> Result<Outcome> {
         std::fs::rename(aside(part), lab.dir().join(part))?;
     }
     let fault = Instant::now();
-    let _again = lab.spawn(&master_args)?;
+    let _again = lab.snapshotting_master(&bind, "10", "0.2")?;
     let status = wait_for(&c, |s| !s.doubt.is_empty(), NOTICE).await?;
     ensure(status.doubt.contains("newer than the saved state"), || {
         status.doubt.clone()
