@@ -5,6 +5,7 @@
 //! - `master`, `server`, `standalone`: run the service ([`service`]).
 //! - `status`: the service as tables ([`status`]).
 //! - `snapshot`: have every server snapshot its changed partitions now ([`snapshot`]).
+//! - `drop`: remove a namespace's matrices and counters ([`drop`]).
 //! - `run`: a SQL job file on embedded DataFusion or a Ballista cluster ([`run`]).
 //! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
 //!   [`executor`]).
@@ -17,6 +18,7 @@
 pub mod access;
 pub mod bench;
 pub mod demo;
+pub mod drop;
 pub mod executor;
 pub mod local_cluster;
 pub mod output;
@@ -50,6 +52,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Have every server write a snapshot of the partitions that changed, now.
     Snapshot(snapshot::SnapshotArgs),
+    /// Remove every matrix and counter of a namespace (what a killed job left).
+    Drop(drop::DropArgs),
     /// Print a fresh random service token (256 bits as hex), for `--token-file`.
     Token,
     /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion, or
@@ -96,6 +100,7 @@ pub fn main() -> ExitCode {
             Command::Standalone(args) => Ok(service::standalone(args).await?),
             Command::Status(args) => Ok(status::run(args).await?),
             Command::Snapshot(args) => Ok(snapshot::run(args).await?),
+            Command::Drop(args) => Ok(drop::run(args).await?),
             Command::Token => {
                 println!("{}", angel_ps::auth::generate_token());
                 Ok(())

@@ -56,6 +56,19 @@ impl PsClient {
         self.new_counter(name, true).await
     }
 
+    /// Removes a counter, in any state, from the service.
+    pub async fn drop_counter(&self, name: &str) -> Result<()> {
+        self.on_master(
+            CounterRequest {
+                name: self.qualify(name),
+                ..Default::default()
+            },
+            |mut m, r| async move { m.drop_counter(r).await },
+        )
+        .await?;
+        self.refresh().await
+    }
+
     async fn new_counter(&self, name: &str, replace: bool) -> Result<Arc<Counter>> {
         self.on_master(
             CounterRequest {

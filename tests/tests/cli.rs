@@ -10,7 +10,16 @@ use angel_tests::{Cluster, binary, spawn};
 #[test]
 fn every_subcommand_documents_its_flags() {
     for (sub, flags) in [
-        ("master", &["--bind", "--parts-per-server", "--http"][..]),
+        (
+            "master",
+            &[
+                "--bind",
+                "--parts-per-server",
+                "--http",
+                "--namespace-max-objects",
+                "--namespace-memory",
+            ][..],
+        ),
         (
             "server",
             &[
@@ -27,6 +36,7 @@ fn every_subcommand_documents_its_flags() {
             &["--servers", "--bind", "--max-message-bytes", "--http"],
         ),
         ("status", &["--master", "--pulls"]),
+        ("drop", &["--master", "<NAMESPACE>"]),
         (
             "demo",
             &[
@@ -51,7 +61,7 @@ fn every_subcommand_documents_its_flags() {
                 "--storage-level",
             ],
         ),
-        ("bench", &["ps", "e2e", "sync", "scale"]),
+        ("bench", &["ps", "e2e", "sync", "scale", "chaos"]),
     ] {
         let out = Command::new(binary())
             .args([sub, "--help"])

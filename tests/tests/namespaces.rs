@@ -504,3 +504,41 @@ fn a_job_run_again_in_its_namespace_starts_its_counters_afresh() {
     // Only 'a' was counted twice in one run; with both runs' counts 'b' would be too.
     assert_eq!(result_value(&stdout, "indexed"), 1.0, "{stdout}");
 }
+
+/// `angel-ps drop NAMESPACE` removes what a killed job left in its namespace, counters in any
+/// state included, and nothing of another namespace.
+#[tokio::test(flavor = "multi_thread")]
+async fn drop_removes_a_namespaces_matrices_and_counters_and_nothing_else() {
+    let node = spawn(&["standalone", "--servers", "1", "--bind", "127.0.0.1:0"]);
+    let c = PsClient::connect(&node.addr).await.unwrap();
+    for name in ["gone/w", "kept/w"] {
+        c.create_matrix(MatrixSpec::sparse(name, 1, 10))
+            .await
+            .unwrap();
+    }
+    for name in ["gone/sealed", "gone/counting", "kept/c"] {
+        c.create_counter(name).await.unwrap();
+    }
+    c.counter_seal("gone/sealed", 1).await.unwrap();
+    let out = Command::new(binary())
+        .args(["drop", "--master", &node.addr, "gone"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("dropped 1 matrices and 2 counters"),
+        "{stdout}"
+    );
+    let map = c.status().await.unwrap().map.unwrap_or_default();
+    let matrices: Vec<String> = map.matrices.into_iter().map(|m| m.name).collect();
+    let counters: Vec<String> = map.counters.into_iter().map(|c| c.name).collect();
+    assert_eq!(matrices, ["kept/w"]);
+    assert_eq!(counters, ["kept/c"]);
+    // The name is free again.
+    c.create_counter("gone/counting").await.unwrap();
+}

@@ -26,6 +26,8 @@ use super::quota::{Quotas, exceeded, namespace_of};
 
 /// A worker that reports nothing for this long is dropped from its table.
 pub const WORKER_TIMEOUT: Duration = Duration::from_secs(60);
+/// A table none of whose workers reported for this long is forgotten: its job is gone.
+const FORGET_AFTER: Duration = Duration::from_secs(600);
 /// How long a round's first clocks wait for the statement's workers to join. Tasks of one
 /// statement start together; on a cluster with fewer slots than workers the rest start later,
 /// and waiting for them longer would only stall the ones running.
@@ -155,9 +157,16 @@ impl Clocks {
         }
     }
 
-    /// Every model's workers of the current or last round.
+    /// Every model's workers of the current or last round; tables whose workers all fell
+    /// silent [`FORGET_AFTER`] ago are forgotten first.
     pub fn status(&self) -> Vec<WorkerStatus> {
-        let tables = self.tables.lock();
+        let mut tables = self.tables.lock();
+        // A killed job's workers are evicted after WORKER_TIMEOUT; its table goes later.
+        tables.retain(|_, t| {
+            t.workers
+                .iter()
+                .any(|w| w.last_seen.elapsed() < FORGET_AFTER)
+        });
         let mut models: Vec<_> = tables.iter().collect();
         models.sort_by(|a, b| a.0.cmp(b.0));
         models

@@ -124,6 +124,12 @@ impl MasterService {
         self.store(meta)
     }
 
+    /// Removes counter `name`, in any state.
+    pub(super) async fn drop_counter(&self, name: &str) -> Result<()> {
+        let _creating = self.creating.lock().await;
+        self.remove_counter(name).await
+    }
+
     /// Removes counter `name`, in any state, from its servers and the state.
     async fn remove_counter(&self, name: &str) -> Result<()> {
         let any = [CounterState::Write, CounterState::Read, CounterState::Clean];
@@ -137,7 +143,7 @@ impl MasterService {
         state.counters.remove(name);
         drop(state);
         self.persist();
-        tracing::info!(%name, "counter removed, to be created afresh");
+        tracing::info!(%name, "counter removed");
         Ok(())
     }
 

@@ -11,13 +11,13 @@ use angel_proto::server_client::ServerClient;
 use angel_proto::tls::Trust;
 use angel_proto::{
     ClockReply, ClockRequest, CounterMeta, CounterRequest, CreateMatrixRequest,
-    CreatePartitionsRequest, DescribeMatrixRequest, DropMatrixReply, DropMatrixRequest,
-    DropPartitionsRequest, EpochReport, EpochReportReply, GetPartitionMapRequest, HeartbeatReply,
-    HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo, Partition, PartitionMap, PsError,
-    Recovery, RegisterServerReply, RegisterServerRequest, ReplayReport, ReplayReportReply,
-    ReportUnreachableRequest, Result, SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply,
-    SnapshotRequest, StatsRequest, StatusReply, StatusRequest, StorageKind, ValueType,
-    WriteSnapshotRequest,
+    CreatePartitionsRequest, DescribeMatrixRequest, DropCounterReply, DropMatrixReply,
+    DropMatrixRequest, DropPartitionsRequest, EpochReport, EpochReportReply,
+    GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo,
+    Partition, PartitionMap, PsError, Recovery, RegisterServerReply, RegisterServerRequest,
+    ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result, SealCounterRequest,
+    ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest, StatusReply,
+    StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use tonic::codegen::InterceptedService;
@@ -664,6 +664,15 @@ impl Master for MasterService {
     ) -> std::result::Result<Response<CounterMeta>, Status> {
         Access::allows(&request, "counter", &request.get_ref().name)?;
         answer(self.clean_counter(&request.into_inner().name).await)
+    }
+
+    async fn drop_counter(
+        &self,
+        request: Request<CounterRequest>,
+    ) -> std::result::Result<Response<DropCounterReply>, Status> {
+        Access::allows(&request, "counter", &request.get_ref().name)?;
+        let name = request.into_inner().name;
+        answer(self.drop_counter(&name).await.map(|()| DropCounterReply {}))
     }
 
     async fn snapshot(
