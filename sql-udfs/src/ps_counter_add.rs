@@ -92,6 +92,7 @@ impl AggregateUDFImpl for PsCounterAdd {
             pending_bytes: 0,
             counted: 0,
             names: None,
+            flushed: false,
         }))
     }
 
@@ -133,6 +134,9 @@ struct CounterAdd {
     counted: i64,
     /// Names of its flushes in a Ballista task, so a rerun of the task repeats them.
     names: Option<ChangeNames>,
+    /// Whether it sent counts yet: before the first, the map is refreshed, since the job may
+    /// have replaced the counter after this process cached it (an executor's client).
+    flushed: bool,
 }
 
 impl CounterAdd {
@@ -145,7 +149,11 @@ impl CounterAdd {
         let client = self.binding.client()?;
         let (keys, deltas): (Vec<&str>, Vec<i64>) =
             self.pending.iter().map(|(k, &v)| (k.as_str(), v)).unzip();
+        let first = !self.flushed;
         block_on(async {
+            if first {
+                client.refresh().await?;
+            }
             if client.counter(counter).await.is_err() {
                 match client.create_counter(counter).await {
                     Ok(_) | Err(PsError::AlreadyExists(_)) => {}
@@ -161,6 +169,7 @@ impl CounterAdd {
                 None => client.counter_increase(counter, &keys, &deltas).await,
             }
         })?;
+        self.flushed = true;
         self.pending.clear();
         self.pending_bytes = 0;
         Ok(())

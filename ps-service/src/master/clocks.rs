@@ -101,29 +101,33 @@ impl Clocks {
         }
     }
 
-    /// Refuses a worker new to its model's table when the model's namespace has its quota of
-    /// active workers already (fake workers made every call slower under the tables' lock).
+    /// Refuses a worker new to its model's table when the tables of the model's namespace hold
+    /// its quota of workers already, active or not (fake workers made every call slower under
+    /// the tables' lock; a worker that left stays listed until its table's next round).
+    /// Concurrent joins may pass together: the overshoot is bounded by the calls in flight.
     pub fn admit(&self, r: &ClockRequest) -> Result<()> {
         let Some(ns) = namespace_of(&r.model) else {
             return Ok(());
         };
-        let tables = self.tables.lock();
+        let mut tables = self.tables.lock();
         if tables
             .get(&r.model)
             .is_some_and(|t| t.workers.iter().any(|w| w.id == r.worker))
         {
             return Ok(());
         }
-        let active = tables
+        forget_silent(&mut tables);
+        let listed: usize = tables
             .iter()
             .filter(|(model, _)| namespace_of(model) == Some(ns))
-            .flat_map(|(_, t)| t.workers.iter().filter(|w| w.active()))
-            .count();
-        if active >= self.max_workers {
+            .map(|(_, t)| t.workers.len())
+            .sum();
+        if listed >= self.max_workers {
             return Err(exceeded(
                 ns,
                 &format!(
-                    "has {active} active training workers, its quota (--namespace-max-workers {})",
+                    "has {listed} training workers in its clock tables, its quota \
+                 (--namespace-max-workers {})",
                     self.max_workers
                 ),
             ));
@@ -326,6 +330,16 @@ impl Clocks {
 }
 
 /// The median computing rate of the workers that made enough steps.
+/// Forgets the tables whose workers all fell silent [`FORGET_AFTER`] ago: a killed job's
+/// workers are evicted after [`WORKER_TIMEOUT`], its table goes later.
+fn forget_silent(tables: &mut HashMap<String, Table>) {
+    tables.retain(|_, t| {
+        t.workers
+            .iter()
+            .any(|w| w.last_seen.elapsed() < FORGET_AFTER)
+    });
+}
+
 fn median_rate(workers: &[Worker]) -> Option<f64> {
     let mut rates: Vec<f64> = workers.iter().filter_map(Worker::rate).collect();
     if rates.len() < 2 {

@@ -130,19 +130,35 @@ impl MasterService {
         self.remove_counter(name).await
     }
 
-    /// Removes counter `name`, in any state, from its servers and the state.
+    /// Removes counter `name`, in any state: from the state first (saved), then from every
+    /// server that answers, as a dropped matrix is. A partition lost with a dead server does
+    /// not keep the counter alive, and a master stopped halfway never resumes a counter whose
+    /// partitions are gone.
     async fn remove_counter(&self, name: &str) -> Result<()> {
-        let any = [CounterState::Write, CounterState::Read, CounterState::Clean];
-        let (meta, servers, epoch) = self.counter_in(name, &any, "replacing")?;
-        self.admin(&servers, |ids| {
-            request(CounterAdminOp::CleanUp, &meta, ids, epoch)
-        })
-        .await?;
-        let mut state = self.state.lock();
-        state.epoch += 1;
-        state.counters.remove(name);
-        drop(state);
+        self.check_trusted()?;
+        let (meta, epoch, servers) = {
+            let mut state = self.state.lock();
+            let meta = state
+                .counters
+                .remove(name)
+                .ok_or_else(|| PsError::NotFound(format!("no counter named '{name}'")))?;
+            state.epoch += 1;
+            let servers: Placement = state
+                .servers
+                .iter()
+                .map(|(&id, s)| (id, (s.clone(), Vec::new())))
+                .collect();
+            (meta, state.epoch, servers)
+        };
         self.persist();
+        if let Err(e) = self
+            .admin(&servers, |ids| {
+                request(CounterAdminOp::CleanUp, &meta, ids, epoch)
+            })
+            .await
+        {
+            tracing::warn!(%name, "a server did not free a removed counter's keys: {e}");
+        }
         tracing::info!(%name, "counter removed");
         Ok(())
     }

@@ -18,14 +18,19 @@ use crate::ps_counter_add::NAME;
 pub struct Started(Mutex<HashSet<String>>);
 
 impl Started {
-    /// The counters `plan` counts into that this run has not started yet, now marked started.
+    /// The counters `plan` counts into that this run has not started yet.
     pub fn fresh_in(&self, plan: &LogicalPlan) -> Result<Vec<String>> {
-        let mut started = self.0.lock();
-        let names = counted_in(plan)?;
-        Ok(names
-            .into_iter()
-            .filter(|n| started.insert(n.clone()))
-            .collect())
+        let started = self.0.lock();
+        let mut names = counted_in(plan)?;
+        names.retain(|n| !started.contains(n));
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Marks `name` started, once it was replaced.
+    pub fn mark(&self, name: &str) {
+        self.0.lock().insert(name.to_string());
     }
 }
 
@@ -71,6 +76,12 @@ mod tests {
         let started = Started::default();
         let first = plan("SELECT ps_counter_add('c', column1) FROM t").await;
         assert_eq!(started.fresh_in(&first).unwrap(), ["c"]);
+        assert_eq!(
+            started.fresh_in(&first).unwrap(),
+            ["c"],
+            "not started until marked"
+        );
+        started.mark("c");
         assert!(started.fresh_in(&first).unwrap().is_empty(), "once per run");
         let nested = plan(
             "SELECT * FROM (SELECT ps_counter_add('d', column1) AS n FROM t) \

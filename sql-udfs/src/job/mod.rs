@@ -297,6 +297,7 @@ impl Job {
         let client = self.binding.client()?;
         for name in fresh {
             client.replace_counter(&name).await.map_err(ps_error)?;
+            self.counters.mark(&name);
             tracing::debug!(counter = %name, "counter started afresh for this run");
         }
         Ok(())
