@@ -101,6 +101,16 @@ pub fn spawn(args: &[&str]) -> Node {
     Node::spawn(&binary(), args).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Runs `command` to the end and returns its stdout, after checking it succeeded (its
+/// output and errors in the failure).
+pub fn stdout_of(command: &mut Command) -> String {
+    let out = command.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}\n{err}");
+    text
+}
+
 /// Runs `angel-ps run --output json args...` to the end with `env` added; returns its pid and
 /// output.
 pub fn run_job(args: &[&str], env: &[(String, String)]) -> (u32, Output) {

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use angel_client::{ClockPhase, ClockRequest, MatrixSpec, Step};
-use angel_tests::{Cluster, binary, spawn};
+use angel_tests::{Cluster, binary, spawn, stdout_of};
 
 #[test]
 fn every_subcommand_documents_its_flags() {
@@ -222,15 +222,6 @@ async fn standalone_serves_and_stops_cleanly_on_sigterm() {
         Some(0),
         "exit code 0 on SIGTERM"
     );
-}
-
-/// Runs `command`, asserts it succeeded (showing its output if not) and returns its stdout.
-fn stdout_of(command: &mut Command) -> String {
-    let out = command.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}\n{err}");
-    text
 }
 
 /// The README's main command, small: it must generate data, train and report a holdout AUC

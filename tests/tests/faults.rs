@@ -70,16 +70,10 @@ async fn a_frozen_server_woken_after_its_replacement_serves_and_writes_nothing_s
 /// The bench as a user runs it: one scenario, its row read back as JSON.
 #[test]
 fn bench_chaos_prints_one_row_per_scenario_with_runs_and_values_off() {
-    let out = std::process::Command::new(binary())
-        .args(["bench", "chaos", "--runs", "1", "--scenario", "writer-left"])
-        .args(["--output", "json"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = angel_tests::stdout_of(
+        std::process::Command::new(binary())
+            .args(["bench", "chaos", "--runs", "1", "--scenario", "writer-left"])
+            .args(["--output", "json"]),
     );
     let table = angel_tests::json_lines(&stdout)
         .into_iter()

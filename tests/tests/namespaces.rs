@@ -520,15 +520,8 @@ async fn drop_removes_a_namespaces_matrices_and_counters_and_nothing_else() {
         c.create_counter(name).await.unwrap();
     }
     c.counter_seal("gone/sealed", 1).await.unwrap();
-    let out = Command::new(binary())
-        .args(["drop", "--master", &node.addr, "gone"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = angel_tests::stdout_of(
+        Command::new(binary()).args(["drop", "--master", &node.addr, "gone"]),
     );
     assert!(
         stdout.contains("dropped 1 matrices and 2 counters"),

@@ -143,12 +143,7 @@ impl MasterService {
                 .remove(name)
                 .ok_or_else(|| PsError::NotFound(format!("no counter named '{name}'")))?;
             state.epoch += 1;
-            let servers: Placement = state
-                .servers
-                .iter()
-                .map(|(&id, s)| (id, (s.clone(), Vec::new())))
-                .collect();
-            (meta, state.epoch, servers)
+            (meta, state.epoch, state.every_server())
         };
         self.persist();
         if let Err(e) = self

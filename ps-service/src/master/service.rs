@@ -105,6 +105,15 @@ pub(super) struct Awaiting {
 }
 
 impl State {
+    /// Every registered server, with no partition ids: where a dropped matrix or counter is
+    /// freed, whichever servers hold its partitions now.
+    pub(super) fn every_server(&self) -> Placement {
+        let servers = self.servers.iter();
+        servers
+            .map(|(&id, s)| (id, (s.clone(), Vec::new())))
+            .collect()
+    }
+
     pub(super) fn map(&self) -> PartitionMap {
         let registered = self.servers.iter().map(|(&id, s)| (id, &s.addr));
         let awaiting = self.awaiting.iter().map(|(&id, a)| (id, &a.addr));
@@ -391,12 +400,7 @@ impl MasterService {
             let meta = state.matrix(name)?.clone();
             state.matrices.remove(name);
             state.epoch += 1;
-            let servers: Placement = state
-                .servers
-                .iter()
-                .map(|(&id, s)| (id, (s.clone(), Vec::new())))
-                .collect();
-            (meta, state.epoch, servers)
+            (meta, state.epoch, state.every_server())
         };
         self.persist();
         let ids: Vec<u32> = servers.keys().copied().collect();
