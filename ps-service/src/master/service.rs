@@ -499,6 +499,7 @@ impl MasterService {
                     status.pushes = reply.pushes;
                     status.pulls = reply.pulls;
                     status.snapshot_error = reply.snapshot_error;
+                    status.seen_epoch = reply.seen_epoch;
                 }
                 Err(e) => status.error = PsError::from_status(e, &s.addr).to_string(),
             }

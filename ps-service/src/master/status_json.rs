@@ -36,6 +36,7 @@ pub fn status_json(reply: &StatusReply) -> Value {
                 "bytes": bytes,
                 "error": s.error,
                 "snapshot_error": s.snapshot_error,
+                "seen_epoch": s.seen_epoch,
             })
         }).collect::<Vec<_>>(),
         "matrices": map.matrices.iter().map(|m| json!({

@@ -726,6 +726,7 @@ impl Server for ServerService {
                 false => Vec::new(),
             },
             snapshot_error: self.snapshot_error.lock().clone().unwrap_or_default(),
+            seen_epoch: self.parts.seen_epoch(),
         }))
     }
 }

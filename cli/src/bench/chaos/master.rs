@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use angel_client::MatrixSpec;
-use angel_proto::StatusReply;
+use angel_proto::{ServerStatus, StatusReply};
 use tonic::Code;
 
 use super::Outcome;
@@ -126,6 +126,18 @@ pub async fn failing_store(lab: &Lab) -> Result<Outcome> {
         shown.contains("THE MASTER CANNOT SAVE ITS STATE") && shown.contains("SNAPSHOTS FAIL"),
         || format!("the status page hides the failures:\n{shown}"),
     )?;
+    // A restarted master doubts its state once a server it knew saw an epoch it did not save
+    // (the joining server is new to it): until a heartbeat carries the epoch, that state is
+    // still the service's newest.
+    let unsaved = status.map.as_ref().map_or(0, |m| m.epoch);
+    let seen = |s: &StatusReply| {
+        let holding = |s: &&ServerStatus| !s.partitions.is_empty();
+        s.servers
+            .iter()
+            .filter(holding)
+            .any(|s| s.seen_epoch >= unsaved)
+    };
+    wait_for(&c, seen, NOTICE).await?;
 
     first.kill();
     for part in ["master", "partitions"] {
