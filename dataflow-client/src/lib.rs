@@ -17,7 +17,7 @@
 //!   callers.
 //! - `replay`: the changes no snapshot holds yet, resent to a partition restored elsewhere.
 //! - [`task_change`]: [`TaskChange`], a change named by the SQL task making it, so a retried
-//!   task's resends are recognised.
+//!   task's resends are recognised, and [`ChangeNames`], one accumulator's names.
 //! - [`step`]: [`Step`] and [`StepPush`], a training worker's pull (at its clock) and push.
 //! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
 //!   and remembering how to put the answers back in request order.
@@ -47,4 +47,4 @@ pub use client::{ClientConfig, PsClient, REPLAY_MB_VAR, worker_pid};
 pub use counter_space::Counter;
 pub use matrix::MatrixSpec;
 pub use step::{Step, StepPush};
-pub use task_change::TaskChange;
+pub use task_change::{ChangeNames, TaskChange};

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::sync::OnceLock;
 
 use angel_proto::{PsError, Result};
+use tokio::runtime::RuntimeFlavor;
 
 /// The client runtime, started on first use.
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -29,6 +30,19 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 /// `tokio::task::block_in_place`.
 pub fn wait<F: Future>(future: F) -> F::Output {
     runtime().block_on(future)
+}
+
+/// Runs a client call to completion from synchronous code (a SQL function, a training step):
+/// inside a task of a multi-threaded runtime, `block_in_place` first tells that runtime to
+/// move its other tasks elsewhere. A current-thread runtime cannot, and is refused.
+pub fn block_on<T>(future: impl Future<Output = Result<T>>) -> Result<T> {
+    match tokio::runtime::Handle::try_current() {
+        Err(_) => wait(future),
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::CurrentThread => Err(
+            PsError::WrongState("angel-ps functions need a multi-threaded tokio runtime".into()),
+        ),
+        Ok(_) => tokio::task::block_in_place(|| wait(future)),
+    }
 }
 
 /// Runs `future` as a task of the client runtime and awaits it from any runtime, so what it

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use angel_client::PsClient;
 use datafusion::common::Result;
 
-use crate::key_lists::KeyLists;
 use crate::reports::Reports;
+use angel_training::key_lists::KeyLists;
 
 /// A service and the job reporting through it.
 #[derive(Debug, Clone, Default)]

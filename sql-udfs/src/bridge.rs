@@ -1,4 +1,5 @@
-//! Calling the async PS client from DataFusion's synchronous function hooks.
+//! Calling the async PS client from DataFusion's synchronous function hooks, and the PS's
+//! and the training layer's errors as DataFusion's.
 //!
 //! UDFs run on DataFusion's tokio runtime, in a worker thread. `block_in_place` tells tokio the
 //! thread will block so it moves other tasks elsewhere, then the PS call runs to completion on
@@ -7,23 +8,14 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use angel_client::runtime::wait;
+use angel_client::runtime;
 use angel_client::{PsClient, PsError};
+use angel_training::Error as TrainError;
 use datafusion::common::{DataFusionError, Result};
-use tokio::runtime::RuntimeFlavor;
 
 /// Runs a PS call to completion from synchronous UDF code.
 pub fn block_on<T>(future: impl Future<Output = Result<T, PsError>>) -> Result<T> {
-    let answer = match tokio::runtime::Handle::try_current() {
-        Err(_) => wait(future),
-        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::CurrentThread => {
-            return Err(DataFusionError::Execution(
-                "angel-ps functions need a multi-threaded tokio runtime".into(),
-            ));
-        }
-        Ok(_) => tokio::task::block_in_place(|| wait(future)),
-    };
-    answer.map_err(ps_error)
+    runtime::block_on(future).map_err(ps_error)
 }
 
 /// The process-wide client of the service at `master`, for the names of `namespace`.
@@ -43,4 +35,16 @@ pub fn client(master: &str, namespace: &str) -> Result<Arc<PsClient>> {
 /// A PS error as a DataFusion execution error (the message keeps the PS's wording).
 pub fn ps_error(err: PsError) -> DataFusionError {
     DataFusionError::Execution(format!("angel-ps: {err}"))
+}
+
+/// A training error as DataFusion's kind of it: a refused option fails the statement's
+/// planning, bad input or a failed service its execution, a malformed setting its
+/// configuration.
+pub fn train_error(err: TrainError) -> DataFusionError {
+    match err {
+        TrainError::Option(why) => DataFusionError::Plan(why),
+        TrainError::Input(why) => DataFusionError::Execution(why),
+        TrainError::Setting(why) => DataFusionError::Configuration(why),
+        TrainError::Ps(e) => ps_error(e),
+    }
 }

@@ -7,6 +7,7 @@
 //! - [`ps_counter_add`]: `ps_counter_add(counter, features)`, counts features on the PS.
 //! - [`ps_counter_seal`]: `ps_counter_seal(counter, min_count)`, the barrier assigning indices.
 //! - [`ps_index`]: `ps_index(counter, features)`, features to compact indices.
+//! - [`ps_counter_clean`]: `ps_counter_clean(counter)`, frees the counter's keys.
 //! - [`ps_train`]: `ps_train(model, label, indices[, values])`, one training pass.
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions.
 //! - [`ps_logloss`], [`ps_auc`]: evaluation aggregates.
@@ -15,11 +16,8 @@
 //!   [`file_table`]: the table those read, streamed from the files at each scan.
 //! - [`object_stores`]: DataFusion sessions whose object stores are angel-storage's (file,
 //!   S3, HDFS URLs in SQL).
-//! - [`model`]: [`model::ModelSpec`] (kind, optimizer, dimension) and the task-side
-//!   [`model::Model`]; [`sparse`]: feature rows as a sparse design matrix.
-//! - [`sync`]: [`sync::SyncSpec`], a model's consistency model (BSP/SSP/ASP), workers and
-//!   update rule; [`worker`]: a `ps_train` task in its model's clock table;
-//!   [`local_model`]: model averaging's local rounds.
+//! - Models, their training steps, update rules and clock table live in the training layer
+//!   (`angel-training`); `ps_train`, `ps_predict` and `CREATE MODEL` bind it to SQL.
 //! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`;
 //!   [`kept_table`]: the tables it creates, kept in memory or on disk at its
 //!   [`storage_level`] within its memory limit.
@@ -27,8 +25,7 @@
 //!   [`binding::PsBound`], the base those functions share; [`ps_functions`]: the one list of
 //!   them.
 //! - [`reports`]: what one job's functions report: rows trained, input rows skipped.
-//! - [`index_cache`]: feature indices already looked up, per process; [`key_lists`]: training
-//!   mini-batches kept across epochs (Angel's key-list caching).
+//! - [`index_cache`]: feature indices already looked up, per process.
 //! - [`mean`]: the (sum, rows) state of aggregates returning a mean.
 //! - [`args`]: reading constant and feature arguments; [`bridge`]: calling the async client.
 //! - [`cluster`]: running jobs on Ballista (codecs carrying the master address to executors,
@@ -45,13 +42,11 @@ pub mod file_table;
 pub mod index_cache;
 pub mod job;
 pub mod kept_table;
-pub mod key_lists;
-pub mod local_model;
 pub mod mean;
-pub mod model;
 pub mod object_stores;
 pub mod ps_auc;
 pub mod ps_counter_add;
+pub mod ps_counter_clean;
 pub mod ps_counter_seal;
 pub mod ps_functions;
 pub mod ps_hash;
@@ -62,10 +57,7 @@ pub mod ps_train;
 pub mod read_file;
 pub mod read_model;
 pub mod reports;
-pub mod sparse;
 pub mod storage_level;
-pub mod sync;
-pub mod worker;
 
 use std::sync::Arc;
 

@@ -24,8 +24,8 @@ use datafusion::logical_expr::{
 use crate::args::{Arg, DOC_SECTION, arity, const_str, name_type};
 use crate::binding::{Binding, PsBound};
 use crate::bridge::block_on;
-use crate::cluster::ChangeNames;
 use crate::features::{Features, features_type};
+use angel_client::ChangeNames;
 
 /// The function's name in SQL.
 pub const NAME: &str = "ps_counter_add";

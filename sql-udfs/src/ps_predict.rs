@@ -6,6 +6,9 @@
 
 use std::sync::LazyLock;
 
+use angel_training::Model;
+use angel_training::rows::SparseRows;
+
 use datafusion::arrow::array::Float64Array;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::Result;
@@ -19,8 +22,7 @@ use crate::args::{
     indices_type, name_type, return_field,
 };
 use crate::binding::{Binding, PsBound};
-use crate::model::Model;
-use crate::sparse::SparseRows;
+use crate::bridge::train_error;
 
 const MODEL: Arg = Arg::new("ps_predict", 0, "model");
 const INDICES: Arg = Arg::new("ps_predict", 1, "indices");
@@ -83,19 +85,15 @@ impl ScalarUDFImpl for PsPredict {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let name = const_str(MODEL, MODEL.scalar(&args))?;
-        let model = Model::open(self.binding.client()?, &name)?;
+        let model = Model::open(self.binding.client()?, &name).map_err(train_error)?;
         let values = args.args.get(VALUES.index);
         let values = values.map(|v| v.to_array(args.number_rows)).transpose()?;
-        let rows =
-            SparseRows::from_arrays(self.name(), None, &INDICES.array(&args)?, values.as_ref())?;
-        rows.check(self.name(), &name, model.spec.dim)?;
-        let g = rows.gather(0..rows.len(), model.spec.bias_key());
-        let weights = model.weights(&g.keys)?;
-        let kind = model.spec.kind;
-        let out: Float64Array = (0..rows.len())
-            .map(|r| kind.predict(rows.margin(r, &g, &weights)))
-            .collect();
-        Ok(array_result(out))
+        let indices = INDICES.array(&args)?;
+        let rows = SparseRows::from_arrays(self.name(), None, &indices, values.as_ref());
+        let predicted = rows
+            .and_then(|rows| model.predict(self.name(), &rows))
+            .map_err(train_error)?;
+        Ok(array_result(Float64Array::from(predicted)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

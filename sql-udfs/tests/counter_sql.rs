@@ -146,5 +146,18 @@ async fn wrong_state_calls_from_sql_name_the_counter_and_what_it_needs() {
     );
     let err = error_of(&ctx, "SELECT ps_counter_seal('c', 1)").await;
     assert!(err.contains("counter 'c'"), "{err}");
+    // CLEAN: the keys go, the dimension is answered, and the dictionary is no longer there.
+    let cleaned = run(&ctx, "SELECT ps_counter_clean('c')").await;
+    assert_eq!(
+        cleaned[0].column(0).as_primitive::<UInt64Type>().value(0),
+        1
+    );
+    let err = error_of(&ctx, "SELECT ps_index('c', make_array('a'))").await;
+    assert!(
+        err.contains("counter 'c'") && err.contains("clean"),
+        "{err}"
+    );
+    let err = error_of(&ctx, "SELECT ps_counter_clean('c')").await;
+    assert!(err.contains("counter 'c'"), "{err}");
     service.shutdown().await.unwrap();
 }

@@ -123,6 +123,10 @@ async fn a_column_where_a_constant_is_required_fails_planning() {
             "ps_counter_seal: argument 1 (counter) must be a constant string, not a column",
         ),
         (
+            "SELECT ps_counter_clean(name) FROM t",
+            "ps_counter_clean: argument 1 (counter) must be a constant string, not a column",
+        ),
+        (
             "SELECT ps_counter_seal('c', n) FROM t",
             "ps_counter_seal: argument 2 (min_count) must be a constant integer, not a column",
         ),
@@ -213,5 +217,5 @@ fn every_function_is_documented() {
         assert!(doc.doc_section.label.starts_with("angel-ps"), "{name}");
         documented += 1;
     }
-    assert_eq!(documented, 12);
+    assert_eq!(documented, 13);
 }

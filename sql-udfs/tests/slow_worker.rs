@@ -13,7 +13,7 @@ use common::{a9a_job, column, text};
 async fn ssp_bounds_how_far_ahead_workers_pull_and_a_slow_worker_is_flagged() {
     let (service, job) = a9a_job().await;
     // SAFETY: this binary's only test, before any task of it runs.
-    unsafe { std::env::set_var(angel_sql::worker::SLOW_WORKER_VAR, "1:4") };
+    unsafe { std::env::set_var(angel_training::sync::worker::SLOW_WORKER_VAR, "1:4") };
     let options = "kind = 'logistic', dim = 123, batch_size = 32, epochs = 1, sync = 'ssp', \
                    staleness = 1, workers = 3";
     let sql = format!("CREATE MODEL ssp OPTIONS ({options}) AS SELECT * FROM train");
@@ -68,7 +68,7 @@ async fn ssp_bounds_how_far_ahead_workers_pull_and_a_slow_worker_is_flagged() {
     assert_eq!(ahead, 1, "{:?}", status.workers);
 
     // SAFETY: as above; no task is running.
-    unsafe { std::env::remove_var(angel_sql::worker::SLOW_WORKER_VAR) };
+    unsafe { std::env::remove_var(angel_training::sync::worker::SLOW_WORKER_VAR) };
     let sql = format!("CREATE MODEL even OPTIONS ({options}) AS SELECT * FROM train");
     let table = job.execute(&sql).await.unwrap();
     assert_eq!(

@@ -11,7 +11,7 @@ use std::error::Error;
 use std::path::PathBuf;
 
 use angel_sql::job::StatementReport;
-use angel_sql::worker::{SLOW_WORKER_VAR, set_slow_worker};
+use angel_training::sync::worker::{SLOW_WORKER_VAR, set_slow_worker};
 use clap::Args;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;

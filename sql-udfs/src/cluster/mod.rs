@@ -24,7 +24,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use codec::{AngelLogicalCodec, AngelPhysicalCodec};
 pub use stage::Stage;
-pub use task_names::{ChangeNames, TaskNamesExec, name_tasks};
+pub use task_names::{TaskNamesExec, name_tasks};
 
 /// A session whose queries run on the Ballista scheduler at `url` (`df://host:port`), with
 /// `partitions` target partitions. Register the functions on it afterwards (Ballista 55

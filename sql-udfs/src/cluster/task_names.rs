@@ -18,10 +18,9 @@
 use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use angel_client::TaskChange;
+use angel_client::task_change::{Pass, mix};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -34,58 +33,6 @@ use datafusion::physical_plan::{
 use futures::{Stream, StreamExt};
 
 use crate::ps_functions;
-
-tokio::task_local! {
-    /// The pass of the task whose aggregate is being polled.
-    static PASS: Arc<Pass>;
-}
-
-/// One task's pass: its number, and how many accumulators took a name from it.
-#[derive(Debug)]
-struct Pass {
-    id: u64,
-    named: AtomicU64,
-}
-
-/// A non-zero mix of `parts` (0 means "no task" on the wire).
-fn mix(parts: &[u64]) -> u64 {
-    let bytes: Vec<u8> = parts.iter().flat_map(|p| p.to_le_bytes()).collect();
-    xxhash_rust::xxh3::xxh3_64(&bytes).max(1)
-}
-
-/// The names of one accumulator's changes.
-#[derive(Debug)]
-pub struct ChangeNames {
-    task: u64,
-    next: u64,
-}
-
-impl ChangeNames {
-    /// Names for an accumulator of the task being polled, or None outside a Ballista task.
-    /// Call it when the accumulator sees its first rows, so the order is the data's.
-    pub fn for_accumulator() -> Option<Self> {
-        PASS.try_with(|pass| ChangeNames {
-            task: mix(&[pass.id, pass.named.fetch_add(1, Ordering::Relaxed)]),
-            next: 0,
-        })
-        .ok()
-    }
-
-    /// The accumulator's own name (never 0): its task's pass and its place in it.
-    pub fn task(&self) -> u64 {
-        self.task
-    }
-
-    /// The name of the accumulator's next change.
-    pub fn next_change(&mut self) -> TaskChange {
-        let change = TaskChange {
-            task: self.task,
-            seq: self.next,
-        };
-        self.next += 1;
-        change
-    }
-}
 
 /// Runs an aggregate with the pass of the task set while it is polled.
 #[derive(Debug)]
@@ -106,12 +53,12 @@ impl TaskNamesExec {
         }
     }
 
-    /// The pass id of local partition `local`.
-    fn pass(&self, local: usize) -> u64 {
+    /// The pass of local partition `local`.
+    fn pass(&self, local: usize) -> Arc<Pass> {
         match self.partitions.get(local) {
-            Some(&global) => mix(&[self.token, global]),
+            Some(&global) => Pass::new(&[self.token, global]),
             // Not expected: a task computes as many partitions as it was given.
-            None => mix(&[self.token, u64::MAX, local as u64]),
+            None => Pass::new(&[self.token, u64::MAX, local as u64]),
         }
     }
 }
@@ -192,10 +139,7 @@ impl ExecutionPlan for TaskNamesExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let pass = Arc::new(Pass {
-            id: self.pass(partition),
-            named: AtomicU64::new(0),
-        });
+        let pass = self.pass(partition);
         let input = self.input.execute(partition, context)?;
         Ok(Box::pin(NamedStream { input, pass }))
     }
@@ -212,39 +156,12 @@ impl Stream for NamedStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let pass = self.pass.clone();
-        PASS.sync_scope(pass, || self.input.poll_next_unpin(cx))
+        pass.scope(|| self.input.poll_next_unpin(cx))
     }
 }
 
 impl RecordBatchStream for NamedStream {
     fn schema(&self) -> SchemaRef {
         self.input.schema()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn accumulators_of_a_pass_get_distinct_names_that_repeat_on_a_rerun() {
-        let names = |token: u64, partition: u64| {
-            let pass = Arc::new(Pass {
-                id: mix(&[token, partition]),
-                named: AtomicU64::new(0),
-            });
-            PASS.sync_scope(pass, || {
-                let mut a = ChangeNames::for_accumulator().unwrap();
-                let mut b = ChangeNames::for_accumulator().unwrap();
-                let (a0, a1, b0) = (a.next_change(), a.next_change(), b.next_change());
-                assert_ne!(a0.task, b0.task);
-                assert_eq!((a0.seq, a1.seq, b0.seq), (0, 1, 0));
-                (a0.task, b0.task)
-            })
-        };
-        assert_eq!(names(7, 3), names(7, 3), "a rerun repeats the names");
-        assert_ne!(names(7, 3), names(7, 4), "another partition");
-        assert_ne!(names(7, 3), names(8, 3), "another query");
-        assert!(ChangeNames::for_accumulator().is_none(), "outside a task");
     }
 }

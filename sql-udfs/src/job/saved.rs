@@ -25,6 +25,7 @@ use angel_storage::read::read_all;
 use angel_storage::versions::Versions;
 use angel_storage::write::put;
 use angel_storage::{Location, StorageError};
+use angel_training::ModelSpec;
 use bytes::Bytes;
 use datafusion::arrow::array::{
     Array, AsArray, Float32Array, RecordBatch, StringArray, UInt64Array,
@@ -36,8 +37,7 @@ use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::prelude::SessionContext;
 use serde::{Deserialize, Serialize};
 
-use crate::bridge::ps_error;
-use crate::model::ModelSpec;
+use crate::bridge::{ps_error, train_error};
 
 /// The contents of `model.json`.
 #[derive(Debug, Serialize, Deserialize)]
@@ -89,7 +89,7 @@ async fn off_runtime<T: Send + 'static>(
 pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
-    let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
+    let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs).map_err(train_error)?;
     // Saved without its namespace: a job that loads it keeps the dictionary in its own.
     let local = ModelSpec {
         counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),
@@ -186,7 +186,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let mut options = metadata.options.clone();
     // Options of the training statement (CREATE MODEL's), which a loaded model has no use for.
     options.retain(|key, _| !matches!(key.as_str(), "epochs" | "holdout"));
-    let mut spec = ModelSpec::from_attrs(name, &options)?;
+    let mut spec = ModelSpec::from_attrs(name, &options).map_err(train_error)?;
     spec.counter = spec.counter.map(|c| client.qualify(&c));
     let path = at.child("weights.parquet");
     let (mut features, mut indices, mut weights) =
@@ -245,7 +245,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
             );
         }
     }
-    spec.create(client, name).await?;
+    spec.create(client, name).await.map_err(train_error)?;
     client
         .push_keys(name, 0, &indices, &weights)
         .await

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use angel_client::{CounterState, EpochReport, PsError};
 use angel_proto::{StatusReply, WorkerStatus};
+use angel_training::{Kind, ModelSpec};
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
@@ -20,8 +21,7 @@ use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::binding::Binding;
-use crate::bridge::ps_error;
-use crate::model::{Kind, ModelSpec};
+use crate::bridge::{ps_error, train_error};
 use crate::reports::Progress;
 
 /// What `CREATE MODEL` asks for beyond the model itself.
@@ -39,7 +39,7 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
         .find(|(k, _)| k == "kind")
         .map_or("logistic", |(_, v)| v.as_str());
     let mut plan = Plan {
-        spec: ModelSpec::new(kind.parse()?, 0),
+        spec: ModelSpec::new(kind.parse().map_err(train_error)?, 0),
         epochs: 5,
         holdout: None,
     };
@@ -50,7 +50,7 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
                 _ => return plan_err!("epochs must be a positive whole number, got '{value}'"),
             },
             "holdout" => plan.holdout = Some(value.clone()),
-            _ => plan.spec.set(key, value)?,
+            _ => plan.spec.set(key, value).map_err(train_error)?,
         }
     }
     if let Some(counter) = plan.spec.counter.clone() {
@@ -132,7 +132,7 @@ pub async fn create_model(
     if plan.spec.sync.workers == 0 {
         plan.spec.sync.workers = ctx.copied_config().target_partitions() as u32;
     }
-    plan.spec.sync.check()?;
+    plan.spec.sync.check().map_err(train_error)?;
     if let Some(holdout) = &plan.holdout {
         check_holdout(ctx, holdout).await?;
     }
@@ -149,7 +149,7 @@ pub async fn create_model(
             Err(e) => return Err(ps_error(e)),
         }
     }
-    let matrix = plan.spec.create(&client, name).await?;
+    let matrix = plan.spec.create(&client, name).await.map_err(train_error)?;
     // Rows held in memory reach ps_train as the same batches every epoch: read them once.
     let caching = matches!(train_rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
     let bar = bar(rows * plan.epochs as u64);

@@ -1,4 +1,4 @@
-//! [`Worker`]: one `ps_train` task as a member of its model's clock table on the master
+//! [`Worker`]: one training task as a member of its model's clock table on the master
 //! (`ps-service`'s `master::clocks`). It reports its clock before each pull and waits there
 //! as BSP/SSP require, under BSP waits for its turn before pushing, reports its computing time
 //! (the master flags slow workers from it), and leaves when its data ends, so nobody waits for
@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use angel_client::runtime::block_on;
 use angel_client::{ClockPhase, ClockReply, ClockRequest, PsClient, Step};
-use datafusion::common::{DataFusionError, Result};
 
-use crate::bridge::block_on;
+use crate::error::{Error, Result};
 use crate::sync::SyncSpec;
 
 /// The test and benchmark hook slowing one worker down.
@@ -204,7 +204,7 @@ fn slow_hook() -> Result<Option<(u32, f64)>> {
     });
     match parsed {
         Some(hook) => Ok(Some(hook)),
-        None => Err(DataFusionError::Configuration(format!(
+        None => Err(Error::Setting(format!(
             "{SLOW_WORKER_VAR}='{text}': expected rank:factor, e.g. 1:3 (factor from 1 to 1000)"
         ))),
     }

@@ -1,118 +1,31 @@
 //! [`ModelSpec`]: what a model is (kind, optimizer, hyper-parameters, dimension), stored as
-//! attributes of its matrix on the PS so every task, in any process, reads the same spec.
+//! attributes of its matrix on the PS so every task, in any process, reads the same spec; and
+//! [`Model`], a model opened on the service by a task: pull, push, gradients, predictions.
 //!
 //! A model of dimension `dim` is a matrix of `1 + state rows` x `dim + 1`: row 0 holds the
 //! weights, the last column the intercept, rows 1.. the optimizer's state (kept beside the
 //! weights so the servers apply the optimizer in one push).
 
 use std::collections::HashMap;
-use std::fmt;
 use std::ops::Range;
-use std::str::FromStr;
-
 use std::sync::Arc;
 
 use angel_client::matrix::Matrix;
-use angel_client::runtime::{Started, start};
+use angel_client::runtime::{Started, block_on, start};
 use angel_client::{
     Ack, Compression, CompressionMode, MatrixSpec, PsClient, Step, StepPush, TaskChange, Update,
 };
-use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
+use arrow::array::ArrayRef;
 
-use crate::bridge::{block_on, ps_error};
-use crate::sparse::{Gathered, SparseRows};
-use crate::sync::{Rule, SyncSpec};
+use crate::error::{Error, Result, input_err, option_err};
+use crate::kinds::Kind;
+use crate::options::OptionValue;
+use crate::rows::{Gathered, MiniBatches, SparseRows};
+use crate::sync::SyncSpec;
+use crate::update::Rule;
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
 const MAX_DENSE_DIM: u64 = 1 << 26;
-
-/// The loss a model minimises, and how it turns a margin into a prediction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Logistic regression: log loss, predicts a probability. Labels > 0 are positive.
-    Logistic,
-    /// Linear regression: squared loss, predicts the margin.
-    Linear,
-    /// Linear SVM: hinge loss, predicts the margin. Labels > 0 are +1, others -1.
-    Svm,
-}
-
-impl Kind {
-    /// The label as the loss uses it.
-    fn target(self, label: f64) -> f64 {
-        match self {
-            Kind::Linear => label,
-            Kind::Logistic => f64::from(label > 0.0),
-            Kind::Svm => {
-                if label > 0.0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            }
-        }
-    }
-
-    /// Loss of one row and its derivative with respect to the margin.
-    pub fn loss(self, label: f64, margin: f64) -> (f64, f64) {
-        let y = self.target(label);
-        match self {
-            Kind::Logistic => {
-                // log(1 + e^m) - y m, computed without overflow.
-                let loss = margin.max(0.0) + (-margin.abs()).exp().ln_1p() - y * margin;
-                (loss, sigmoid(margin) - y)
-            }
-            Kind::Linear => (0.5 * (margin - y).powi(2), margin - y),
-            Kind::Svm => match y * margin < 1.0 {
-                true => (1.0 - y * margin, -y),
-                false => (0.0, 0.0),
-            },
-        }
-    }
-
-    /// The name of the loss it minimises.
-    pub fn loss_name(self) -> &'static str {
-        match self {
-            Kind::Logistic => "log",
-            Kind::Linear => "squared",
-            Kind::Svm => "hinge",
-        }
-    }
-
-    /// The prediction for a margin: a probability for logistic models, else the margin.
-    pub fn predict(self, margin: f64) -> f64 {
-        match self {
-            Kind::Logistic => sigmoid(margin),
-            Kind::Linear | Kind::Svm => margin,
-        }
-    }
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-impl FromStr for Kind {
-    type Err = DataFusionError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "logistic" | "lr" => Ok(Kind::Logistic),
-            "linear" | "regression" => Ok(Kind::Linear),
-            "svm" | "hinge" => Ok(Kind::Svm),
-            _ => plan_err!("unknown model kind '{s}' (expected logistic, linear or svm)"),
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Logistic => "logistic",
-            Kind::Linear => "linear",
-            Kind::Svm => "svm",
-        })
-    }
-}
 
 /// Everything that defines a model. Built from `CREATE MODEL` options, stored with the
 /// model's matrix, read back by the SQL functions.
@@ -182,14 +95,14 @@ impl ModelSpec {
             "compression" => {
                 self.compression = value
                     .parse()
-                    .map_err(|e| DataFusionError::Plan(format!("model option {e}")))?
+                    .map_err(|e| Error::Option(format!("model option {e}")))?
             }
             "compression_mode" => {
                 self.compression_mode = value
                     .parse()
-                    .map_err(|e| DataFusionError::Plan(format!("model option {e}")))?
+                    .map_err(|e| Error::Option(format!("model option {e}")))?
             }
-            _ => return plan_err!("unknown model option '{key}'"),
+            _ => return option_err(format!("unknown model option '{key}'")),
         }
         Ok(())
     }
@@ -230,7 +143,9 @@ impl ModelSpec {
     /// Reads a spec back from matrix attributes.
     pub fn from_attrs(model: &str, attrs: &HashMap<String, String>) -> Result<Self> {
         let Some(kind) = attrs.get("kind") else {
-            return exec_err!("matrix '{model}' is not a model (it has no 'kind' attribute)");
+            return input_err(format!(
+                "matrix '{model}' is not a model (it has no 'kind' attribute)"
+            ));
         };
         let mut spec = ModelSpec::new(kind.parse()?, 0);
         for (k, v) in attrs {
@@ -242,22 +157,19 @@ impl ModelSpec {
     /// Creates the model's matrix on the service, with the rows of state the servers report
     /// for its optimizer (built-in or registered by a user on the servers).
     pub async fn create(&self, client: &PsClient, name: &str) -> Result<Arc<Matrix>> {
-        let optimizer = client
-            .optimizer(&self.update.optimizer)
-            .await
-            .map_err(ps_error)?;
+        let optimizer = client.optimizer(&self.update.optimizer).await?;
         let spec = self.matrix(name, optimizer.state_rows)?;
-        client.create_matrix(spec).await.map_err(ps_error)
+        Ok(client.create_matrix(spec).await?)
     }
 
     /// The matrix holding the model: weights and intercept in row 0, then `state_rows` rows
     /// of optimizer state.
     fn matrix(&self, name: &str, state_rows: u32) -> Result<MatrixSpec> {
         if self.dim == 0 || self.dim > MAX_DIM {
-            return plan_err!(
+            return option_err(format!(
                 "model '{name}': dim must be from 1 to {MAX_DIM}, got {}",
                 self.dim
-            );
+            ));
         }
         let (rows, cols) = (1 + u64::from(state_rows), self.dim + 1);
         let spec = match cols <= MAX_DENSE_DIM {
@@ -270,6 +182,19 @@ impl ModelSpec {
             .fold(spec, |s, (k, v)| s.attr(k, v)))
     }
 
+    /// The rows of a batch (`labels`, `indices` and optional `values` arrays of `function`'s
+    /// arguments), checked against model `name` and cut into its mini-batches.
+    pub fn mini_batches(
+        &self,
+        function: &str,
+        name: &str,
+        (labels, indices, values): (&ArrayRef, &ArrayRef, Option<&ArrayRef>),
+    ) -> Result<MiniBatches> {
+        let rows = SparseRows::from_arrays(function, Some(labels), indices, values)?;
+        rows.check(function, name, self.dim)?;
+        Ok(rows.into_mini_batches(self.batch_size, self.bias_key()))
+    }
+
     /// The column of the intercept.
     pub fn bias_key(&self) -> u64 {
         self.dim
@@ -280,45 +205,6 @@ impl ModelSpec {
 const MAX_DIM: u64 = (1 << 63) - 2;
 /// The largest mini-batch, in rows.
 const MAX_BATCH: usize = 1 << 24;
-
-/// One `key = value` model option being read, for errors that name both.
-struct OptionValue<'a> {
-    key: &'a str,
-    value: &'a str,
-}
-
-impl OptionValue<'_> {
-    /// The value as a finite number for which `ok` holds; `allowed` says which those are.
-    fn number(&self, ok: impl Fn(f64) -> bool, allowed: &str) -> Result<f64> {
-        match self.value.trim().parse::<f64>() {
-            Ok(x) if x.is_finite() && ok(x) => Ok(x),
-            _ => self.refuse(allowed),
-        }
-    }
-
-    /// The value as a whole number in `min..=max`: written as an integer, or in a float form
-    /// (`1e6`) that is exact (below 2^53).
-    fn whole(&self, min: u64, max: u64) -> Result<u64> {
-        let text = self.value.trim();
-        let exact = |x: f64| x.fract() == 0.0 && (0.0..9.007_199_254_740_992e15).contains(&x);
-        let n = text.parse::<u64>().ok().or_else(|| {
-            let x = text.parse::<f64>().ok()?;
-            exact(x).then_some(x as u64)
-        });
-        match n {
-            Some(n) if (min..=max).contains(&n) => Ok(n),
-            _ => self.refuse(&format!("a whole number from {min} to {max}")),
-        }
-    }
-
-    fn refuse<T>(&self, allowed: &str) -> Result<T> {
-        plan_err!(
-            "model option {} = '{}' is not allowed: it must be {allowed}",
-            self.key,
-            self.value
-        )
-    }
-}
 
 /// A model on the service, as a task uses it: its spec and the process's client.
 #[derive(Debug)]
@@ -354,7 +240,7 @@ impl Model {
     /// [`Model::weights`] pulled by a training worker at its clock (`step`), with the
     /// versions of the partitions read (a DynSGD push states them back).
     pub fn pull(&self, keys: &[u64], step: Option<Step>) -> Result<(Vec<f32>, Vec<Ack>)> {
-        block_on(self.client.pull_step(&self.name, 0, keys, step))
+        Ok(block_on(self.client.pull_step(&self.name, 0, keys, step))?)
     }
 
     /// Starts [`Model::pull`] of `keys` and returns at once: the pull of a training task's
@@ -380,10 +266,7 @@ impl Model {
         let sync = &self.spec.sync;
         let update = Update {
             step,
-            scale: match sync.rule {
-                Rule::ConSgd => 1.0 / f64::from(sync.workers.max(1)),
-                _ => 1.0,
-            },
+            scale: sync.rule.scale(sync.workers),
             dynamic: sync.rule == Rule::DynSgd,
             ..self.spec.update.clone()
         };
@@ -392,7 +275,9 @@ impl Model {
             change,
             bases,
         };
-        block_on(self.client.push_step(&self.name, 0, keys, grads, how))
+        Ok(block_on(
+            self.client.push_step(&self.name, 0, keys, grads, how),
+        )?)
     }
 
     /// Adds `deltas` to the weights of `keys`, bypassing the optimizer (model averaging).
@@ -401,7 +286,9 @@ impl Model {
             change,
             ..Default::default()
         };
-        block_on(self.client.push_step(&self.name, 0, keys, deltas, how))
+        Ok(block_on(
+            self.client.push_step(&self.name, 0, keys, deltas, how),
+        )?)
     }
 
     /// The summed loss of rows `range` of `rows` under `weights` (of `g.keys`), and the
@@ -428,6 +315,18 @@ impl Model {
         }
         let scale = 1.0 / range.len() as f64;
         (loss, grads.iter().map(|&x| (x * scale) as f32).collect())
+    }
+
+    /// The prediction of every row of `rows`: one pruned pull of the weights of their
+    /// distinct keys, then the kind's prediction of each margin.
+    pub fn predict(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        rows.check(function, &self.name, self.spec.dim)?;
+        let g = rows.gather(0..rows.len(), self.spec.bias_key());
+        let weights = self.weights(&g.keys)?;
+        let kind = self.spec.kind;
+        Ok((0..rows.len())
+            .map(|r| kind.predict(rows.margin(r, &g, &weights)))
+            .collect())
     }
 
     /// The process's client of the model's service.
@@ -473,23 +372,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("compression_mode 'never'"), "{err}");
-    }
-
-    #[test]
-    fn losses_have_the_right_derivatives() {
-        for kind in [Kind::Logistic, Kind::Linear, Kind::Svm] {
-            for (label, margin) in [(1.0, 0.3), (0.0, -1.7), (1.0, 2.5), (-1.0, 0.2)] {
-                let (_, d) = kind.loss(label, margin);
-                let h = 1e-6;
-                let numeric =
-                    (kind.loss(label, margin + h).0 - kind.loss(label, margin - h).0) / (2.0 * h);
-                assert!(
-                    (d - numeric).abs() < 1e-4,
-                    "{kind} y={label} m={margin}: {d} vs {numeric}"
-                );
-            }
-        }
-        assert!((Kind::Logistic.predict(0.0) - 0.5).abs() < 1e-12);
-        assert!(Kind::Logistic.loss(1.0, -800.0).0.is_finite());
     }
 }

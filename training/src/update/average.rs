@@ -8,13 +8,12 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::Instant;
 
-use angel_client::Step;
-use datafusion::common::Result;
+use angel_client::{ChangeNames, Step};
 
-use crate::cluster::ChangeNames;
+use crate::error::Result;
 use crate::model::Model;
-use crate::sparse::{Gathered, SparseRows};
-use crate::worker::Worker;
+use crate::rows::{Gathered, SparseRows};
+use crate::sync::worker::Worker;
 
 /// The round a worker is training locally; empty between rounds.
 #[derive(Debug, Default)]

@@ -1,4 +1,4 @@
-//! [`SparseRows`]: the rows a training or prediction function receives, as a sparse design
+//! [`SparseRows`]: the rows a model trains on or predicts, as a sparse design
 //! matrix (feature indices per row, optional values), plus labels when training.
 //!
 //! [`SparseRows::gather`] lists the distinct keys of a range of rows (the pruned pull of one
@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use ahash::RandomState;
 
-use angel_etl::udf_args::list_element;
-use datafusion::arrow::array::{Array, ArrayRef, AsArray};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Float64Type, UInt32Type, UInt64Type};
-use datafusion::common::{Result, exec_err};
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::compute::cast;
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Float64Type, UInt32Type, UInt64Type};
+
+use crate::error::{Result, input_err};
 
 /// Feature rows: indices per row, with values (1.0 when absent) and labels.
 #[derive(Debug, Default)]
@@ -59,8 +59,10 @@ impl SparseRows {
         values: Option<&ArrayRef>,
     ) -> Result<Self> {
         // Compact (32-bit) indices are widened here, once, not cast as a whole column.
-        let (offsets, flat) = match list_element(indices.data_type()) {
-            Some(DataType::UInt32) => {
+        let (offsets, flat) = match indices.data_type() {
+            DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _)
+                if f.data_type() == &DataType::UInt32 =>
+            {
                 let (offsets, flat) =
                     list_of::<UInt32Type>(function, "indices", indices, DataType::UInt32)?;
                 (offsets, flat.into_iter().map(u64::from).collect())
@@ -75,11 +77,11 @@ impl SparseRows {
                 if let Some(r) = (0..offsets.len() - 1)
                     .find(|&r| voffsets[r + 1] - voffsets[r] != offsets[r + 1] - offsets[r])
                 {
-                    return exec_err!(
+                    return input_err(format!(
                         "{function}: row {r} of the batch has {} indices but {} values",
                         offsets[r + 1] - offsets[r],
                         voffsets[r + 1] - voffsets[r]
-                    );
+                    ));
                 }
                 Some(flat)
             }
@@ -88,17 +90,17 @@ impl SparseRows {
             None => Vec::new(),
             Some(l) => {
                 let l = cast(l, &DataType::Float64).or_else(|_| {
-                    exec_err!(
+                    input_err(format!(
                         "{function}: the label must be a number, got {}",
                         l.data_type()
-                    )
+                    ))
                 })?;
                 let l = l.as_primitive::<Float64Type>();
                 if let Some(r) = (0..l.len()).find(|&r| l.is_null(r)) {
-                    return exec_err!(
+                    return input_err(format!(
                         "{function}: the label of row {r} of the batch is NULL or not a number; \
                          filter such rows out"
-                    );
+                    ));
                 }
                 l.values().to_vec()
             }
@@ -118,30 +120,30 @@ impl SparseRows {
     pub fn check(&self, function: &str, model: &str, dim: u64) -> Result<()> {
         let row_of = |i: usize| self.offsets.partition_point(|&o| o <= i) - 1;
         if let Some(r) = self.labels.iter().position(|l| !l.is_finite()) {
-            return exec_err!(
+            return input_err(format!(
                 "{function}: the label is {} in row {r} of the batch; labels must be finite \
                  numbers (filter such rows out)",
                 self.labels[r]
-            );
+            ));
         }
         if let Some(i) = self.indices.iter().position(|&k| k >= dim) {
-            return exec_err!(
+            return input_err(format!(
                 "{function}: index {} in row {} of the batch is outside model '{model}', whose \
                  indices run from 0 to {} (dim = {dim}); create the model with a larger dim",
                 self.indices[i],
                 row_of(i),
                 dim - 1
-            );
+            ));
         }
         let values = self.values.as_deref().unwrap_or_default();
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return exec_err!(
+            return input_err(format!(
                 "{function}: the value of index {} in row {} of the batch is {}; values must \
                  be finite numbers",
                 self.indices[i],
                 row_of(i),
                 values[i]
-            );
+            ));
         }
         Ok(())
     }
@@ -300,7 +302,7 @@ fn hashed_slots(indices: &[u64]) -> (Vec<u64>, Vec<u32>) {
 }
 
 /// The offsets and flat values of a list column, cast to element type `T`.
-fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
+fn list_of<T: ArrowPrimitiveType>(
     function: &str,
     what: &str,
     array: &ArrayRef,
@@ -308,10 +310,10 @@ fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
 ) -> Result<(Vec<usize>, Vec<T::Native>)> {
     let target = DataType::List(Arc::new(Field::new_list_field(element.clone(), true)));
     let Ok(list) = cast(array, &target) else {
-        return exec_err!(
+        return input_err(format!(
             "{function}: {what} must be a list of numbers per row, got {}",
             array.data_type()
-        );
+        ));
     };
     let list = list.as_list::<i32>();
     let first = list.value_offsets()[0] as usize;
@@ -330,18 +332,17 @@ fn list_of<T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
             DataType::UInt64 | DataType::UInt32 => "a whole number from 0",
             _ => "a number",
         };
-        return exec_err!(
+        return input_err(format!(
             "{function}: the {what} of row {row} of the batch hold a NULL or a value that is \
              not {kind}; filter such rows out"
-        );
+        ));
     }
     Ok((offsets, flat.values().to_vec()))
 }
 
 #[cfg(test)]
 mod tests {
-    use datafusion::arrow::array::{Float64Array, ListArray};
-    use datafusion::arrow::datatypes::{Float64Type, UInt64Type};
+    use arrow::array::{Float64Array, ListArray};
 
     use super::*;
 

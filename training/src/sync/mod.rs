@@ -1,11 +1,15 @@
 //! [`SyncSpec`]: how a model's training workers keep in step — the consistency model (BSP,
 //! SSP, ASP) and its clock, the number of workers, the update rule (SGD, model averaging,
-//! ConSGD, DynSGD), backup workers and when a worker counts as slow. `CREATE MODEL` options,
-//! stored with the model like the rest of its spec.
+//! ConSGD, DynSGD: [`crate::update`]), backup workers and when a worker counts as slow. Model
+//! options, stored with the model like the rest of its spec; [`worker`] is one worker's side.
+
+pub mod worker;
 
 use std::fmt;
 
-use datafusion::common::{Result, plan_err};
+use crate::error::{Result, option_err};
+use crate::options::OptionValue;
+use crate::update::Rule;
 
 /// When a worker may pull.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,21 +31,6 @@ pub enum ClockUnit {
     /// Epochs: each epoch is a statement that ends when every worker finished, so workers
     /// keep in step only there and run asynchronously within the epoch.
     Epoch,
-}
-
-/// How a worker's mini-batch changes the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    /// Each gradient goes to the servers' optimizer as it is.
-    Sgd,
-    /// Local SGD for `local_steps` mini-batches, then the model difference / W is added on
-    /// the servers (model averaging).
-    Average,
-    /// ConSGD (Angel+): each update's change scaled by 1/W.
-    ConSgd,
-    /// DynSGD (Angel+): an update computed on partition version v' applied at version v is
-    /// scaled by 1/(v - v' + 1).
-    DynSgd,
 }
 
 /// A model's consistency options; see the module documentation.
@@ -86,19 +75,20 @@ impl SyncSpec {
     /// Sets option `key` if it is one of these (returns false otherwise); a bad value is an
     /// error naming the option, the value and what is allowed.
     pub fn set(&mut self, key: &str, value: &str) -> Result<bool> {
-        let v = value.trim().to_ascii_lowercase();
-        let whole = |min: u32, max: u32| match v.parse::<u32>() {
-            Ok(n) if (min..=max).contains(&n) => Ok(n),
-            _ => refuse(key, value, &format!("a whole number from {min} to {max}")),
+        let option = OptionValue { key, value };
+        let whole = |min: u32, max: u32| {
+            option
+                .whole(u64::from(min), u64::from(max))
+                .map(|n| n as u32)
         };
         match key {
             "sync" => {
-                self.consistency = match (v.as_str(), self.consistency) {
+                self.consistency = match (option.one_of(&["bsp", "ssp", "asp"])?, self.consistency)
+                {
                     ("bsp", _) => Consistency::Bsp,
                     ("ssp", Consistency::Ssp(s)) => Consistency::Ssp(s),
                     ("ssp", _) => Consistency::Ssp(DEFAULT_STALENESS),
-                    ("asp", _) => Consistency::Asp,
-                    _ => return refuse(key, value, "'bsp', 'ssp' or 'asp'"),
+                    _ => Consistency::Asp,
                 }
             }
             "staleness" => {
@@ -108,35 +98,19 @@ impl SyncSpec {
                 }
             }
             "clock" => {
-                self.clock = match v.as_str() {
+                self.clock = match option.one_of(&["batch", "epoch"])? {
                     "batch" => ClockUnit::Batch,
-                    "epoch" => ClockUnit::Epoch,
-                    _ => return refuse(key, value, "'batch' or 'epoch'"),
+                    _ => ClockUnit::Epoch,
                 }
             }
             "workers" => self.workers = whole(1, 4096)?,
-            "update" => {
-                self.rule = match v.as_str() {
-                    "sgd" => Rule::Sgd,
-                    "average" => Rule::Average,
-                    "consgd" => Rule::ConSgd,
-                    "dynsgd" => Rule::DynSgd,
-                    _ => return refuse(key, value, "'sgd', 'average', 'consgd' or 'dynsgd'"),
-                }
-            }
+            "update" => self.rule = option.one_of(Rule::NAMES)?.parse()?,
             "local_steps" => self.local_steps = whole(1, 1 << 20)?,
             "backup_workers" => self.backup_workers = whole(0, 4095)?,
-            "slow_factor" => match v.parse::<f64>() {
-                Ok(f) if f > 1.0 && f.is_finite() => self.slow_factor = f,
-                _ => return refuse(key, value, "a finite number above 1"),
-            },
-            "pull_ahead" => {
-                self.pull_ahead = match v.as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => return refuse(key, value, "'true' or 'false'"),
-                }
+            "slow_factor" => {
+                self.slow_factor = option.number(|f| f > 1.0, "a finite number above 1")?
             }
+            "pull_ahead" => self.pull_ahead = option.one_of(&["true", "false"])? == "true",
             _ => return Ok(false),
         }
         Ok(true)
@@ -151,16 +125,15 @@ impl SyncSpec {
     /// pulling ahead needs ASP and a rule that pulls every mini-batch.
     pub fn check(&self) -> Result<()> {
         if self.workers > 0 && self.backup_workers >= self.workers {
-            return plan_err!(
+            return option_err(format!(
                 "model option backup_workers = {} must be below workers = {}",
-                self.backup_workers,
-                self.workers
-            );
+                self.backup_workers, self.workers
+            ));
         }
         if self.pull_ahead && !self.pulls_ahead() {
-            return plan_err!(
+            return option_err(
                 "model option pull_ahead = 'true' needs sync = 'asp' and an update rule other \
-                 than 'average'"
+                 than 'average'",
             );
         }
         Ok(())
@@ -202,26 +175,11 @@ impl SyncSpec {
     }
 }
 
-fn refuse<T>(key: &str, value: &str, allowed: &str) -> Result<T> {
-    plan_err!("model option {key} = '{value}' is not allowed: it must be {allowed}")
-}
-
 impl fmt::Display for ClockUnit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ClockUnit::Batch => "batch",
             ClockUnit::Epoch => "epoch",
-        })
-    }
-}
-
-impl fmt::Display for Rule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Rule::Sgd => "sgd",
-            Rule::Average => "average",
-            Rule::ConSgd => "consgd",
-            Rule::DynSgd => "dynsgd",
         })
     }
 }

@@ -1,4 +1,4 @@
-//! [`KeyLists`]: Angel's key-list caching, for `ps_train`.
+//! [`KeyLists`]: Angel's key-list caching, for training passes.
 //!
 //! When `CREATE MODEL` holds the training rows in memory, every epoch hands `ps_train` the
 //! very same record batches. The first epoch reads each batch into [`MiniBatches`]: its rows,
@@ -18,10 +18,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use datafusion::arrow::array::{Array, ArrayData, ArrayRef};
-use datafusion::common::Result;
+use arrow::array::{Array, ArrayData, ArrayRef};
 
-use crate::sparse::MiniBatches;
+use crate::error::Result;
+use crate::rows::MiniBatches;
 
 /// The cached mini-batches of the models being trained, per model.
 #[derive(Debug, Default, Clone)]
@@ -131,10 +131,10 @@ fn same_arrays(a: &[ArrayData], b: &[ArrayData]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{Float64Array, ListArray};
-    use datafusion::arrow::datatypes::UInt64Type;
+    use arrow::array::{Float64Array, ListArray};
+    use arrow::datatypes::UInt64Type;
 
-    use crate::sparse::SparseRows;
+    use crate::rows::SparseRows;
 
     fn arrays(first: u64) -> Vec<ArrayRef> {
         let idx: ArrayRef = Arc::new(ListArray::from_iter_primitive::<UInt64Type, _, _>(vec![

@@ -1,0 +1,33 @@
+//! Training on the angel-ps parameter servers, below any SQL engine: what a model is, how a
+//! task trains it over rows, how its workers keep in step. The SQL functions (`angel-sql`)
+//! are thin bindings over it.
+//!
+//! # Layout
+//!
+//! - [`model`]: [`ModelSpec`] (kind, optimizer, dimension, sync options), stored with the
+//!   model's matrix, and [`Model`], a model opened by a task (pull, push, gradients,
+//!   predictions); [`options`]: reading one option, with errors naming it.
+//! - [`kinds`]: the kinds of model, one folder each.
+//! - [`rows`]: the rows a model trains on or predicts, as a sparse design matrix cut into
+//!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
+//! - [`task`]: [`TrainTask`], one task's training pass.
+//! - [`update`]: the update rules (SGD, ConSGD, DynSGD, model averaging).
+//! - [`sync`]: [`SyncSpec`], the consistency model (BSP, SSP, ASP) and its clock, and
+//!   [`sync::worker`], a task in its model's clock table on the master.
+//! - [`error`]: [`Error`], telling a wrong option from wrong rows and a failed service.
+
+pub mod error;
+pub mod key_lists;
+pub mod kinds;
+pub mod model;
+pub mod options;
+pub mod rows;
+pub mod sync;
+pub mod task;
+pub mod update;
+
+pub use error::{Error, Result};
+pub use kinds::Kind;
+pub use model::{Model, ModelSpec};
+pub use sync::SyncSpec;
+pub use task::TrainTask;

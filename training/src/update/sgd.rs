@@ -1,0 +1,74 @@
+//! One mini-batch of SGD, ConSGD or DynSGD: pull the weights the mini-batch touches at the
+//! worker's clock, compute the gradient, push it to the servers' optimizer.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use angel_client::runtime::{Started, block_on};
+use angel_client::{Ack, TaskChange};
+
+use crate::error::Result;
+use crate::model::Model;
+use crate::rows::{Gathered, SparseRows};
+use crate::sync::worker::Worker;
+use crate::update::Rule;
+
+/// A pull in flight: weights and the versions of the partitions read.
+pub type Ahead = Started<(Vec<f32>, Vec<Ack>)>;
+
+/// Updates this process has sent per model (by service-wide name: an executor may train
+/// models of the same name for jobs of several namespaces), so Adam's bias correction sees a
+/// step number that keeps growing across tasks and epochs.
+fn next_step(model: &str) -> u64 {
+    static STEPS: OnceLock<Mutex<HashMap<String, Arc<AtomicU64>>>> = OnceLock::new();
+    let counter = STEPS
+        .get_or_init(Default::default)
+        .lock()
+        .expect("step map")
+        .entry(model.to_string())
+        .or_default()
+        .clone();
+    counter.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// One mini-batch: pull at the worker's clock (or take the pull `ahead` started for it),
+/// start the pull of the `next` mini-batch where the consistency model allows, and push the
+/// gradients as `change`; returns the summed loss of its rows.
+pub fn step(
+    (model, worker): (&Model, &mut Worker),
+    (rows, range, g): (&SparseRows, Range<usize>, &Gathered),
+    (ahead, next): (&mut Option<Ahead>, Option<&Gathered>),
+    change: Option<TaskChange>,
+) -> Result<f64> {
+    let started = Instant::now();
+    let (weights, versions) = match ahead.take() {
+        Some(pull) => block_on(pull.join())?,
+        None => {
+            let at = worker.before_pull()?;
+            model.pull(&g.keys, Some(at))?
+        }
+    };
+    if let Some(next) = next
+        && let Some(step) = worker.pull_ahead()?
+    {
+        *ahead = Some(model.pull_ahead(next.keys.clone(), step));
+    }
+    let (loss, grads) = model.gradients(rows, range, g, &weights);
+    worker.before_push()?;
+    let bases = match model.spec.sync.rule {
+        Rule::DynSgd => &versions[..],
+        _ => &[],
+    };
+    model.update(
+        &g.keys,
+        &grads,
+        next_step(&model.client().qualify(&model.name)),
+        change,
+        bases,
+    )?;
+    worker.after_step(started);
+    Ok(loss)
+}
