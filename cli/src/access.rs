@@ -1,7 +1,8 @@
 //! Who may talk to the service, and over what: the token and TLS flags of `master`, `server`
-//! and `standalone` ([`NodeAccess`]), and the CA flag of the commands that call a running
-//! service ([`ClientAccess`]). Clients take the token from their environment only
-//! (`ANGEL_TOKEN`, `ANGEL_TOKEN_FILE`), so it never shows in a process list.
+//! and `standalone` ([`NodeAccess`]), and the token and CA flags of the commands that call a
+//! running service ([`ClientAccess`]). Tokens are given as files or environment variables
+//! (`ANGEL_TOKEN`, `ANGEL_TOKEN_FILE`), never as arguments, so they never show in a process
+//! list.
 
 use std::path::PathBuf;
 
@@ -61,20 +62,24 @@ impl NodeAccess {
     }
 }
 
-/// The CA flag of a client command.
+/// The token and CA flags of a client command.
 #[derive(Debug, Default, Args)]
 pub struct ClientAccess {
+    /// A file holding the service token (or a namespace token) sent with every request.
+    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
     /// The PEM CA certificate the service's TLS certificates are checked against. Without
-    /// it, the file ANGEL_TLS_CA names; with neither, plain HTTP/2. The token comes from
-    /// ANGEL_TOKEN or ANGEL_TOKEN_FILE.
+    /// it, the file ANGEL_TLS_CA names; with neither, plain HTTP/2.
     #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
 }
 
 impl ClientAccess {
-    /// The client settings of the environment, with --tls-ca when given.
+    /// The client settings of the environment, with --token-file and --tls-ca when given.
     pub fn config(&self) -> Result<ClientConfig> {
         Ok(ClientConfig {
+            token: Token::resolve(self.token_file.as_deref())?,
             trust: Trust::resolve(self.tls_ca.as_deref())?,
             ..ClientConfig::from_env()?
         })

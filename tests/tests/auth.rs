@@ -80,6 +80,35 @@ async fn only_requests_with_the_service_token_are_answered_and_the_others_change
     let said = String::from_utf8_lossy(&without.stderr);
     assert!(said.contains("ANGEL_TOKEN"), "{said}");
     assert!(!said.contains(&token) && !String::from_utf8_lossy(&with.stdout).contains(&token));
+    // Or from --token-file, as a master or server takes it.
+    let flagged = Command::new(binary())
+        .args([
+            "status",
+            "--master",
+            addr,
+            "--output",
+            "json",
+            "--token-file",
+        ])
+        .arg(&path)
+        .env_remove("ANGEL_TOKEN")
+        .env_remove("ANGEL_TOKEN_FILE")
+        .output()
+        .unwrap();
+    assert!(
+        flagged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flagged.stderr)
+    );
+    let missing = Command::new(binary())
+        .args(["status", "--master", addr, "--token-file", "no-such.token"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        !missing.status.success() && said.contains("no-such.token"),
+        "{said}"
+    );
 }
 
 #[test]
