@@ -596,26 +596,28 @@ impl PsClient {
         row: u64,
         keys: &[u64],
     ) -> Result<Vec<T>> {
-        Ok(self.pull_step(name, row, keys, None).await?.0)
+        Ok(self.pull_step(name, &[row], keys, None).await?.0)
     }
 
-    /// [`PsClient::pull_keys`] by a training worker at its clock (`step`, which the servers
-    /// record); also returns the version of each partition read, for a DynSGD push.
+    /// [`PsClient::pull_keys`] of the same `keys` in each of `rows`, in one request (a model
+    /// with several outputs), by a training worker at its clock (`step`, which the servers
+    /// record). Returns the values row after row, and the version of each partition read,
+    /// for a DynSGD push.
     pub async fn pull_step<T: Element>(
         &self,
         name: &str,
-        row: u64,
+        rows: &[u64],
         keys: &[u64],
         step: Option<Step>,
     ) -> Result<(Vec<T>, Vec<Ack>)> {
         let m = self.typed_matrix::<T>(name).await?;
-        let band = m.layout.band(row)?;
-        let split = KeySplit::new(&m.layout, band, keys)?;
         let compression = m.pull_compression();
-        let slices = split
-            .groups
-            .iter()
-            .map(|g| {
+        let mut splits = Vec::with_capacity(rows.len());
+        let mut slices = Vec::new();
+        for &row in rows {
+            let band = m.layout.band(row)?;
+            let split = KeySplit::new(&m.layout, band, keys)?;
+            slices.extend(split.groups.iter().map(|g| {
                 let (codec, keys) = codec::encode_keys(&compression, &g.keys);
                 RowSlice {
                     partition_id: m.meta.partitions[band.part(g.pos)].id,
@@ -624,18 +626,23 @@ impl PsClient {
                     values: Bytes::new(),
                     codec,
                 }
-            })
-            .collect();
+            }));
+            splits.push(split);
+        }
         let versions = Mutex::new(Vec::new());
         let replies = self
             .send_slices(&m, slices, SliceOp::Pull(step, Some(&versions)))
             .await?;
-        let answers = replies
-            .iter()
-            .zip(&split.groups)
-            .map(|(reply, g)| decode_exact::<T>(&reply.values, g.keys.len(), &m))
-            .collect::<Result<Vec<_>>>()?;
-        Ok((split.reassemble(&answers), versions.into_inner()))
+        let mut replies = replies.iter();
+        let mut values = Vec::with_capacity(rows.len() * keys.len());
+        for split in &splits {
+            let answers = (split.groups.iter())
+                .zip(replies.by_ref())
+                .map(|(g, reply)| decode_exact::<T>(&reply.values, g.keys.len(), &m))
+                .collect::<Result<Vec<_>>>()?;
+            values.extend(split.reassemble(&answers));
+        }
+        Ok((values, versions.into_inner()))
     }
 
     /// Pulls whole rows as dense vectors of `cols` values (absent sparse keys read as zero).
@@ -693,7 +700,7 @@ impl PsClient {
         keys: &[u64],
         values: &[T],
     ) -> Result<()> {
-        self.push_step(name, row, keys, values, StepPush::default())
+        self.push_step(name, &[row], keys, values, StepPush::default())
             .await
     }
 
@@ -710,53 +717,59 @@ impl PsClient {
             update: Some(update),
             ..Default::default()
         };
-        self.push_step(name, 0, keys, grads, how).await
+        self.push_step(name, &[0], keys, grads, how).await
     }
 
-    /// Pushes `values` to `keys` of `row` as a training step: added, or (`how.update`) applied
-    /// with an optimizer; named by a SQL task's change, so a rerun of the task repeats it
-    /// without effect; stating the partition versions it was computed from (DynSGD).
-    /// Duplicate keys are summed before sending.
+    /// Pushes `values` to the same `keys` of each of `rows` (values row after row) as one
+    /// training step: added, or (`how.update`) applied with an optimizer to the weights rows
+    /// named; named by a SQL task's change, so a rerun of the task repeats it without effect;
+    /// stating the partition versions it was computed from (DynSGD). Duplicate keys are
+    /// summed before sending.
     pub async fn push_step<T: Element>(
         &self,
         name: &str,
-        row: u64,
+        rows: &[u64],
         keys: &[u64],
         values: &[T],
         how: StepPush<'_>,
     ) -> Result<()> {
-        if keys.len() != values.len() {
+        if keys.len() * rows.len() != values.len() {
             return Err(PsError::InvalidArgument(format!(
-                "push to matrix '{name}': {} keys but {} values",
+                "push to matrix '{name}': {} keys in {} rows but {} values",
                 keys.len(),
+                rows.len(),
                 values.len()
             )));
         }
         let m = self.typed_matrix::<T>(name).await?;
-        let band = m.layout.band(row)?;
         let start = Instant::now();
         let compression = m.push_compression();
-        let split = KeySplit::new(&m.layout, band, keys)?;
-        let slices: Vec<RowSlice> = split
-            .groups
-            .iter()
-            .zip(split.merge(values))
-            .map(|(g, merged)| {
-                let encoded = codec::encode_slice(&compression, &g.keys, &merged);
-                RowSlice {
-                    partition_id: m.meta.partitions[band.part(g.pos)].id,
-                    row,
-                    keys: encoded.keys,
-                    values: encoded.values,
-                    codec: encoded.codec,
-                }
-            })
-            .collect();
+        let mut slices: Vec<RowSlice> = Vec::new();
+        for (&row, values) in rows.iter().zip(values.chunks(keys.len().max(1))) {
+            let band = m.layout.band(row)?;
+            let split = KeySplit::new(&m.layout, band, keys)?;
+            slices.extend(
+                split
+                    .groups
+                    .iter()
+                    .zip(split.merge(values))
+                    .map(|(g, merged)| {
+                        let encoded = codec::encode_slice(&compression, &g.keys, &merged);
+                        RowSlice {
+                            partition_id: m.meta.partitions[band.part(g.pos)].id,
+                            row,
+                            keys: encoded.keys,
+                            values: encoded.values,
+                            codec: encoded.codec,
+                        }
+                    }),
+            );
+        }
         // Timed as it went: a slice falls back to raw when small or not smaller compressed.
         let sketched = slices.iter().any(|s| s.codec == codec::SKETCHML);
         self.send_slices(&m, slices, SliceOp::Push(how)).await?;
         if let Some(choice) = &m.choice {
-            let raw_bytes = keys.len() * (8 + std::mem::size_of::<T>());
+            let raw_bytes = values.len() * (8 + std::mem::size_of::<T>());
             choice.record(sketched, raw_bytes, start.elapsed());
         }
         Ok(())

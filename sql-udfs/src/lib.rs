@@ -9,8 +9,10 @@
 //! - [`ps_index`]: `ps_index(counter, features)`, features to compact indices.
 //! - [`ps_counter_clean`]: `ps_counter_clean(counter)`, frees the counter's keys.
 //! - [`ps_train`]: `ps_train(model, label, indices[, values])`, one training pass.
-//! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions.
-//! - [`ps_logloss`], [`ps_auc`]: evaluation aggregates.
+//! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions;
+//!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
+//!   [`model_rows`]: the arguments those three share.
+//! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`]: evaluation aggregates.
 //! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
 //!   [`read_model`]: `read_model(dir)`, a saved model's weights as a table;
 //!   [`file_table`]: the table those read, streamed from the files at each scan.
@@ -43,7 +45,9 @@ pub mod index_cache;
 pub mod job;
 pub mod kept_table;
 pub mod mean;
+pub mod model_rows;
 pub mod object_stores;
+pub mod ps_accuracy;
 pub mod ps_auc;
 pub mod ps_counter_add;
 pub mod ps_counter_clean;
@@ -52,7 +56,9 @@ pub mod ps_functions;
 pub mod ps_hash;
 pub mod ps_index;
 pub mod ps_logloss;
+pub mod ps_loss;
 pub mod ps_predict;
+pub mod ps_predict_proba;
 pub mod ps_train;
 pub mod read_file;
 pub mod read_model;
@@ -86,6 +92,7 @@ pub fn aggregate_functions(binding: &Binding) -> Vec<AggregateUDF> {
         .collect();
     all.push(AggregateUDF::from(ps_logloss::PsLogloss::default()));
     all.push(AggregateUDF::from(ps_auc::PsAuc::default()));
+    all.push(AggregateUDF::from(ps_accuracy::PsAccuracy::default()));
     all
 }
 

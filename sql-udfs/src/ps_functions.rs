@@ -5,7 +5,10 @@
 use datafusion::logical_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, ScalarUDFImpl};
 
 use crate::binding::{Binding, PsBound};
-use crate::{ps_counter_add, ps_counter_clean, ps_counter_seal, ps_index, ps_predict, ps_train};
+use crate::{
+    ps_counter_add, ps_counter_clean, ps_counter_seal, ps_index, ps_loss, ps_predict,
+    ps_predict_proba, ps_train,
+};
 
 /// One PS-bound function of kind `U` (scalar or aggregate): how to build it for a binding,
 /// and how to read the binding of a function if it is this one.
@@ -37,12 +40,14 @@ fn aggregate<T: AggregateUDFImpl + PsBound + 'static>() -> Bound<AggregateUDF> {
 }
 
 /// The PS-bound scalar functions.
-pub fn scalars() -> [Bound<ScalarUDF>; 4] {
+pub fn scalars() -> [Bound<ScalarUDF>; 6] {
     [
         scalar::<ps_counter_seal::PsCounterSeal>(),
         scalar::<ps_counter_clean::PsCounterClean>(),
         scalar::<ps_index::PsIndex>(),
         scalar::<ps_predict::PsPredict>(),
+        scalar::<ps_predict_proba::PsPredictProba>(),
+        scalar::<ps_loss::PsLoss>(),
     ]
 }
 

@@ -1,13 +1,11 @@
 //! `ps_predict(model, indices[, values]) -> Float64`: the model's prediction per row: a
-//! probability for logistic models, the margin `w . x + b` for linear models and SVMs.
+//! probability for logistic models, the margin `w . x + b` for linear models and SVMs, the
+//! most likely class for softmax models.
 //!
 //! Per record batch, one pruned pull of the weights of the batch's distinct keys. The model
 //! name is a constant, checked at planning.
 
 use std::sync::LazyLock;
-
-use angel_training::Model;
-use angel_training::rows::SparseRows;
 
 use datafusion::arrow::array::Float64Array;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
@@ -18,15 +16,13 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, arity, array_result, const_str,
-    indices_type, name_type, return_field,
+    DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, array_result, const_str, return_field,
 };
 use crate::binding::{Binding, PsBound};
 use crate::bridge::train_error;
+use crate::model_rows::ModelRows;
 
-const MODEL: Arg = Arg::new("ps_predict", 0, "model");
-const INDICES: Arg = Arg::new("ps_predict", 1, "indices");
-const VALUES: Arg = Arg::new("ps_predict", 2, "values");
+const ARGS: ModelRows = ModelRows::new("ps_predict", "ps_predict(model, indices[, values])", false);
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -58,20 +54,7 @@ impl ScalarUDFImpl for PsPredict {
     }
 
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        arity(
-            self.name(),
-            "ps_predict(model, indices[, values])",
-            args,
-            2..=3,
-        )?;
-        let mut types = vec![
-            name_type(MODEL, &args[0])?,
-            indices_type(INDICES, &args[1])?,
-        ];
-        if let Some(values) = args.get(2) {
-            types.push(VALUES.numbers(values)?);
-        }
-        Ok(types)
+        ARGS.coerce_types(args)
     }
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
@@ -79,20 +62,13 @@ impl ScalarUDFImpl for PsPredict {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        const_str(MODEL, MODEL.literal(&args))?;
+        const_str(ARGS.model(), ARGS.model().literal(&args))?;
         return_field(self, &args)
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let name = const_str(MODEL, MODEL.scalar(&args))?;
-        let model = Model::open(self.binding.client()?, &name).map_err(train_error)?;
-        let values = args.args.get(VALUES.index);
-        let values = values.map(|v| v.to_array(args.number_rows)).transpose()?;
-        let indices = INDICES.array(&args)?;
-        let rows = SparseRows::from_arrays(self.name(), None, &indices, values.as_ref());
-        let predicted = rows
-            .and_then(|rows| model.predict(self.name(), &rows))
-            .map_err(train_error)?;
+        let (model, rows) = ARGS.open(&self.binding, &args)?;
+        let predicted = model.predict(self.name(), &rows).map_err(train_error)?;
         Ok(array_result(Float64Array::from(predicted)))
     }
 
@@ -101,8 +77,9 @@ impl ScalarUDFImpl for PsPredict {
             Documentation::builder(
                 DOC_SECTION,
                 "The model's prediction per row: a probability for logistic models, the \
-                 margin w . x + b for linear models and SVMs. Per record batch, one pruned pull \
-                 of the weights of the batch's distinct keys.",
+                 margin w . x + b for linear models and SVMs, the most likely class (0 to \
+                 classes - 1) for softmax models. Per record batch, one pruned pull of the \
+                 weights of the batch's distinct keys.",
                 "ps_predict(model, indices[, values])",
             )
             .with_argument("model", MODEL_DOC)
@@ -110,6 +87,7 @@ impl ScalarUDFImpl for PsPredict {
             .with_argument("values", VALUES_DOC)
             .with_sql_example("SELECT label, ps_predict('a9a', idx, val) AS p FROM test")
             .with_related_udf("ps_train")
+            .with_related_udf("ps_predict_proba")
             .build()
         });
         Some(&DOC)

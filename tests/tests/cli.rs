@@ -164,7 +164,7 @@ async fn status_shows_training_workers_and_how_far_ahead_they_pulled() {
     // Worker 7 pulls at clock 2 once worker 8 completed (at most) 1 step: a lead of 1.
     for (worker, clock) in [(7, 0), (8, 0), (7, 2), (8, 1)] {
         let step = Some(Step { worker, clock });
-        c.pull_step::<f32>("m", 0, &[1], step).await.unwrap();
+        c.pull_step::<f32>("m", &[0], &[1], step).await.unwrap();
     }
     let report = ClockRequest {
         model: "m".into(),

@@ -32,7 +32,7 @@ async fn compressed_share(client: &PsClient, name: &str, mode: &str) -> f64 {
             .map(|i| ((i + push as u64) % 101) as f32 * 1e-4 - 5e-3)
             .collect();
         client
-            .push_step(name, 0, &keys, &values, StepPush::default())
+            .push_step(name, &[0], &keys, &values, StepPush::default())
             .await
             .unwrap();
     }

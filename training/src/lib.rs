@@ -27,7 +27,7 @@ pub mod task;
 pub mod update;
 
 pub use error::{Error, Result};
-pub use kinds::Kind;
+pub use kinds::{Kind, ModelKind};
 pub use model::{Model, ModelSpec};
 pub use sync::SyncSpec;
 pub use task::TrainTask;

@@ -2,9 +2,10 @@
 //! attributes of its matrix on the PS so every task, in any process, reads the same spec; and
 //! [`Model`], a model opened on the service by a task: pull, push, gradients, predictions.
 //!
-//! A model of dimension `dim` is a matrix of `1 + state rows` x `dim + 1`: row 0 holds the
-//! weights, the last column the intercept, rows 1.. the optimizer's state (kept beside the
-//! weights so the servers apply the optimizer in one push).
+//! A model of dimension `dim` with `k` outputs (its kind's) is a matrix of `k * (1 + state
+//! rows)` x `dim + 1`: per output, a row of weights (the last column the intercept) and then
+//! the rows of the optimizer's state, kept beside the weights in every block so the servers
+//! apply the optimizer in one push.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -18,7 +19,7 @@ use angel_client::{
 use arrow::array::ArrayRef;
 
 use crate::error::{Error, Result, input_err, option_err};
-use crate::kinds::Kind;
+use crate::kinds::{self, Kind, ModelKind};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
 use crate::sync::SyncSpec;
@@ -31,7 +32,7 @@ const MAX_DENSE_DIM: u64 = 1 << 26;
 /// model's matrix, read back by the SQL functions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
-    /// Loss and prediction.
+    /// Outputs, loss, prediction and metrics.
     pub kind: Kind,
     /// Number of features; indices run 0..dim and column `dim` is the intercept.
     pub dim: u64,
@@ -78,7 +79,8 @@ impl ModelSpec {
         }
         let u = &mut self.update;
         match key.as_str() {
-            "kind" => self.kind = value.parse()?,
+            "kind" if value.trim().eq_ignore_ascii_case(self.kind.name()) => {}
+            "kind" => self.kind = kinds::by_name(value)?,
             "dim" => self.dim = option.whole(1, MAX_DIM)?,
             "optimizer" => u.optimizer = value.to_ascii_lowercase(),
             "learning_rate" | "lr" | "alpha" => {
@@ -102,6 +104,7 @@ impl ModelSpec {
                     .parse()
                     .map_err(|e| Error::Option(format!("model option {e}")))?
             }
+            _ if self.kind.set(&option)? => {}
             _ => return option_err(format!("unknown model option '{key}'")),
         }
         Ok(())
@@ -111,7 +114,7 @@ impl ModelSpec {
     pub fn to_attrs(&self) -> HashMap<String, String> {
         let u = &self.update;
         let mut attrs: HashMap<String, String> = [
-            ("kind", self.kind.to_string()),
+            ("kind", self.kind.name().to_string()),
             ("dim", self.dim.to_string()),
             ("optimizer", u.optimizer.clone()),
             ("learning_rate", u.learning_rate.to_string()),
@@ -132,6 +135,12 @@ impl ModelSpec {
             attrs.insert("counter".into(), c.clone());
         }
         attrs.extend(
+            self.kind
+                .attrs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        );
+        attrs.extend(
             self.sync
                 .to_attrs()
                 .into_iter()
@@ -147,7 +156,7 @@ impl ModelSpec {
                 "matrix '{model}' is not a model (it has no 'kind' attribute)"
             ));
         };
-        let mut spec = ModelSpec::new(kind.parse()?, 0);
+        let mut spec = ModelSpec::new(kinds::by_name(kind)?, 0);
         for (k, v) in attrs {
             spec.set(k, v)?;
         }
@@ -162,8 +171,8 @@ impl ModelSpec {
         Ok(client.create_matrix(spec).await?)
     }
 
-    /// The matrix holding the model: weights and intercept in row 0, then `state_rows` rows
-    /// of optimizer state.
+    /// The matrix holding the model: per output, weights and intercept in one row, then
+    /// `state_rows` rows of optimizer state; every row together in each block.
     fn matrix(&self, name: &str, state_rows: u32) -> Result<MatrixSpec> {
         if self.dim == 0 || self.dim > MAX_DIM {
             return option_err(format!(
@@ -171,11 +180,14 @@ impl ModelSpec {
                 self.dim
             ));
         }
-        let (rows, cols) = (1 + u64::from(state_rows), self.dim + 1);
+        self.kind.check()?;
+        let outputs = self.kind.outputs() as u64;
+        let (rows, cols) = (outputs * (1 + u64::from(state_rows)), self.dim + 1);
         let spec = match cols <= MAX_DENSE_DIM {
             true => MatrixSpec::dense(name, rows, cols),
             false => MatrixSpec::sparse(name, rows, cols),
         };
+        let spec = spec.block_shape(rows, 0);
         Ok(self
             .to_attrs()
             .into_iter()
@@ -192,6 +204,7 @@ impl ModelSpec {
     ) -> Result<MiniBatches> {
         let rows = SparseRows::from_arrays(function, Some(labels), indices, values)?;
         rows.check(function, name, self.dim)?;
+        rows.check_labels(function, name, &*self.kind)?;
         Ok(rows.into_mini_batches(self.batch_size, self.bias_key()))
     }
 
@@ -213,6 +226,8 @@ pub struct Model {
     pub name: String,
     /// What the model is.
     pub spec: ModelSpec,
+    /// The rows of weights, one per output, each followed by its optimizer state.
+    rows: Vec<u64>,
     client: Arc<PsClient>,
 }
 
@@ -225,14 +240,24 @@ impl Model {
         block_on(client.refresh())?;
         let matrix = block_on(client.matrix(name))?;
         let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
+        let outputs = spec.kind.outputs() as u64;
+        let group = matrix.meta.rows / outputs.max(1);
+        if group == 0 || group * outputs != matrix.meta.rows {
+            return input_err(format!(
+                "matrix '{name}' has {} rows, not a group of rows per output of its {outputs} \
+                 outputs",
+                matrix.meta.rows
+            ));
+        }
         Ok(Model {
             name: name.to_string(),
+            rows: (0..outputs).map(|o| o * group).collect(),
             spec,
             client,
         })
     }
 
-    /// Current weights of `keys` (a pruned pull).
+    /// Current weights of `keys` (a pruned pull), output after output.
     pub fn weights(&self, keys: &[u64]) -> Result<Vec<f32>> {
         Ok(self.pull(keys, None)?.0)
     }
@@ -240,21 +265,23 @@ impl Model {
     /// [`Model::weights`] pulled by a training worker at its clock (`step`), with the
     /// versions of the partitions read (a DynSGD push states them back).
     pub fn pull(&self, keys: &[u64], step: Option<Step>) -> Result<(Vec<f32>, Vec<Ack>)> {
-        Ok(block_on(self.client.pull_step(&self.name, 0, keys, step))?)
+        Ok(block_on(
+            self.client.pull_step(&self.name, &self.rows, keys, step),
+        )?)
     }
 
     /// Starts [`Model::pull`] of `keys` and returns at once: the pull of a training task's
     /// next mini-batch, in flight while it computes the current one.
     pub fn pull_ahead(&self, keys: Vec<u64>, step: Step) -> Started<(Vec<f32>, Vec<Ack>)> {
-        let (client, name) = (self.client.clone(), self.name.clone());
-        start(async move { client.pull_step(&name, 0, &keys, Some(step)).await })
+        let (client, name, rows) = (self.client.clone(), self.name.clone(), self.rows.clone());
+        start(async move { client.pull_step(&name, &rows, &keys, Some(step)).await })
     }
 
-    /// Sends gradients of `keys`, computed from the partition versions `bases`; the servers
-    /// apply the model's optimizer, with the change scaled as its update rule says (ConSGD:
-    /// 1/W; DynSGD: by staleness). `step` counts the caller's updates, from 1 (Adam's bias
-    /// correction uses it). A task's `change` name makes the push one a rerun of the task
-    /// repeats without effect.
+    /// Sends gradients of `keys` (output after output), computed from the partition versions
+    /// `bases`; the servers apply the model's optimizer, with the change scaled as its update
+    /// rule says (ConSGD: 1/W; DynSGD: by staleness). `step` counts the caller's updates, from
+    /// 1 (Adam's bias correction uses it). A task's `change` name makes the push one a rerun
+    /// of the task repeats without effect.
     pub fn update(
         &self,
         keys: &[u64],
@@ -276,23 +303,26 @@ impl Model {
             bases,
         };
         Ok(block_on(
-            self.client.push_step(&self.name, 0, keys, grads, how),
+            self.client
+                .push_step(&self.name, &self.rows, keys, grads, how),
         )?)
     }
 
-    /// Adds `deltas` to the weights of `keys`, bypassing the optimizer (model averaging).
+    /// Adds `deltas` (output after output) to the weights of `keys`, bypassing the optimizer
+    /// (model averaging).
     pub fn add(&self, keys: &[u64], deltas: &[f32], change: Option<TaskChange>) -> Result<()> {
         let how = StepPush {
             change,
             ..Default::default()
         };
         Ok(block_on(
-            self.client.push_step(&self.name, 0, keys, deltas, how),
+            self.client
+                .push_step(&self.name, &self.rows, keys, deltas, how),
         )?)
     }
 
-    /// The summed loss of rows `range` of `rows` under `weights` (of `g.keys`), and the
-    /// gradient of their mean loss per key.
+    /// The summed loss of rows `range` of `rows` under `weights` (of `g.keys`, output after
+    /// output), and the gradient of their mean loss per output and key.
     pub fn gradients(
         &self,
         rows: &SparseRows,
@@ -300,33 +330,79 @@ impl Model {
         g: &Gathered,
         weights: &[f32],
     ) -> (f64, Vec<f32>) {
-        let mut grads = vec![0.0f64; g.keys.len()];
+        let n = g.keys.len();
+        let kind = &*self.spec.kind;
+        let (mut margins, mut d) = (vec![0.0; kind.outputs()], vec![0.0; kind.outputs()]);
+        let mut grads = vec![0.0f64; weights.len()];
         let mut loss = 0.0;
         for r in range.clone() {
-            let (l, d) = self
-                .spec
-                .kind
-                .loss(rows.label(r), rows.margin(r, g, weights));
-            loss += l;
-            if d != 0.0 {
+            rows.margins(r, g, weights, &mut margins);
+            loss += kind.loss(rows.label(r), &margins, &mut d);
+            for (o, &d) in d.iter().enumerate().filter(|(_, d)| **d != 0.0) {
+                let grads = &mut grads[o * n..(o + 1) * n];
                 rows.row(r, g).for_each(|(s, v)| grads[s] += d * v);
-                grads[g.keys.len() - 1] += d;
+                grads[n - 1] += d;
             }
         }
         let scale = 1.0 / range.len() as f64;
         (loss, grads.iter().map(|&x| (x * scale) as f32).collect())
     }
 
-    /// The prediction of every row of `rows`: one pruned pull of the weights of their
-    /// distinct keys, then the kind's prediction of each margin.
-    pub fn predict(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+    /// `each(kind, margins)` of every row of `rows`, after one pruned pull of the weights of
+    /// their distinct keys: what predictions and per-row losses are made of.
+    fn per_row<T>(
+        &self,
+        function: &str,
+        rows: &SparseRows,
+        mut each: impl FnMut(&dyn ModelKind, usize, &[f64]) -> T,
+    ) -> Result<Vec<T>> {
         rows.check(function, &self.name, self.spec.dim)?;
         let g = rows.gather(0..rows.len(), self.spec.bias_key());
         let weights = self.weights(&g.keys)?;
-        let kind = self.spec.kind;
+        let kind = &*self.spec.kind;
+        let mut margins = vec![0.0; kind.outputs()];
         Ok((0..rows.len())
-            .map(|r| kind.predict(rows.margin(r, &g, &weights)))
+            .map(|r| {
+                rows.margins(r, &g, &weights, &mut margins);
+                each(kind, r, &margins)
+            })
             .collect())
+    }
+
+    /// The prediction of every row of `rows` (`ps_predict`): a probability, a margin or a
+    /// class, as the kind says.
+    pub fn predict(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        self.per_row(function, rows, |kind, _, m| kind.predict(m))
+    }
+
+    /// The class probabilities of every row of `rows` (`ps_predict_proba`); an error naming
+    /// the kind when it predicts none.
+    pub fn probabilities(&self, function: &str, rows: &SparseRows) -> Result<Vec<Vec<f64>>> {
+        if self
+            .spec
+            .kind
+            .probabilities(&vec![0.0; self.spec.kind.outputs()])
+            .is_none()
+        {
+            return input_err(format!(
+                "{function}: model '{}' is a {} model, which predicts no probabilities; use \
+                 ps_predict",
+                self.name,
+                self.spec.kind.name()
+            ));
+        }
+        self.per_row(function, rows, |kind, _, m| {
+            kind.probabilities(m).unwrap_or_default()
+        })
+    }
+
+    /// The loss of every row of `rows` (labelled) under the model (`ps_loss`).
+    pub fn losses(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        rows.check_labels(function, &self.name, &*self.spec.kind)?;
+        let mut d = vec![0.0; self.spec.kind.outputs()];
+        self.per_row(function, rows, |kind, r, m| {
+            kind.loss(rows.label(r), m, &mut d)
+        })
     }
 
     /// The process's client of the model's service.
@@ -341,7 +417,7 @@ mod tests {
 
     #[test]
     fn a_spec_survives_the_trip_through_matrix_attributes() {
-        let mut spec = ModelSpec::new(Kind::Svm, 123);
+        let mut spec = ModelSpec::new(kinds::by_name("svm").unwrap(), 123);
         spec.set("optimizer", "FTRL").unwrap();
         spec.set("l1", "0.5").unwrap();
         spec.set("counter", "feats").unwrap();
@@ -350,6 +426,12 @@ mod tests {
         let back = ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap();
         assert_eq!(back, spec);
         assert_eq!(back.matrix("m", 2).unwrap().rows, 3);
+        let mut softmax = ModelSpec::new(kinds::by_name("softmax").unwrap(), 10);
+        assert!(softmax.matrix("s", 2).is_err(), "classes is required");
+        softmax.set("classes", "4").unwrap();
+        let back = ModelSpec::from_attrs("s", &softmax.to_attrs()).unwrap();
+        assert_eq!(back.kind.outputs(), 4);
+        assert_eq!(back.matrix("s", 2).unwrap().rows, 12);
         for (key, value, allowed) in [
             ("learning_rate", "fast", "above 0"),
             ("learning_rate", "NaN", "above 0"),

@@ -16,6 +16,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Float64Type, UInt32Type, UInt64Type};
 
 use crate::error::{Result, input_err};
+use crate::kinds::ModelKind;
 
 /// Feature rows: indices per row, with values (1.0 when absent) and labels.
 #[derive(Debug, Default)]
@@ -211,13 +212,30 @@ impl SparseRows {
             .map(move |(i, &s)| (s as usize, values.map_or(1.0, |v| v[i])))
     }
 
-    /// `w . x + intercept` for row `r`, given the weights of the gathered keys.
-    pub fn margin(&self, r: usize, g: &Gathered, weights: &[f32]) -> f64 {
-        let bias = f64::from(weights[g.keys.len() - 1]);
-        self.row(r, g)
-            .map(|(s, v)| f64::from(weights[s]) * v)
-            .sum::<f64>()
-            + bias
+    /// `w_o . x + intercept_o` for row `r` and each output `o` (into `out`), given the
+    /// weights of the gathered keys, output after output.
+    pub fn margins(&self, r: usize, g: &Gathered, weights: &[f32], out: &mut [f64]) {
+        let n = g.keys.len();
+        for (o, m) in out.iter_mut().enumerate() {
+            let w = &weights[o * n..(o + 1) * n];
+            *m = self
+                .row(r, g)
+                .map(|(s, v)| f64::from(w[s]) * v)
+                .sum::<f64>()
+                + f64::from(w[n - 1]);
+        }
+    }
+
+    /// Refuses a label model `model`'s kind cannot learn, naming the row.
+    pub fn check_labels(&self, function: &str, model: &str, kind: &dyn ModelKind) -> Result<()> {
+        for (r, &label) in self.labels.iter().enumerate() {
+            if let Some(why) = kind.refuse_label(label) {
+                return input_err(format!(
+                    "{function}: row {r} of the batch, model '{model}': {why}"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -346,6 +364,13 @@ mod tests {
 
     use super::*;
 
+    /// The margin of a one-output model.
+    fn margin(rows: &SparseRows, r: usize, g: &Gathered, w: &[f32]) -> f64 {
+        let mut m = [0.0];
+        rows.margins(r, g, w, &mut m);
+        m[0]
+    }
+
     #[test]
     fn gathers_distinct_keys_and_computes_margins() {
         let idx: ArrayRef = Arc::new(ListArray::from_iter_primitive::<UInt64Type, _, _>(vec![
@@ -373,8 +398,8 @@ mod tests {
             "a key past the intercept is hashed"
         );
         let w = [0.5f32, 2.0, 10.0];
-        assert_eq!(rows.margin(1, &g, &w), 10.0);
-        assert_eq!(rows.margin(2, &g, &w), 0.5 * 3.0 - 2.0 + 10.0);
+        assert_eq!(margin(&rows, 1, &g, &w), 10.0);
+        assert_eq!(margin(&rows, 2, &g, &w), 0.5 * 3.0 - 2.0 + 10.0);
         let all = rows.gather(0..3, 100);
         assert_eq!(
             all.keys,
@@ -382,7 +407,7 @@ mod tests {
             "sorted, whatever the rows' order"
         );
         let w4 = [0.5f32, 4.0, 2.0, 10.0];
-        assert_eq!(rows.margin(0, &all, &w4), 4.0 + 0.5 * 2.0 + 10.0);
+        assert_eq!(margin(&rows, 0, &all, &w4), 4.0 + 0.5 * 2.0 + 10.0);
         let short: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(vec![
             Some(vec![Some(1.0)]),
             None,
@@ -396,11 +421,11 @@ mod tests {
         assert_eq!(ranges, [0..2, 2..3]);
         assert_eq!(mini.batches[1].1.keys, vec![2, 9, 100]);
         assert_eq!(
-            mini.rows.margin(2, &mini.batches[1].1, &w),
+            margin(&mini.rows, 2, &mini.batches[1].1, &w),
             0.5 * 3.0 - 2.0 + 10.0
         );
         assert_eq!(
-            mini.rows.margin(0, &mini.batches[0].1, &w),
+            margin(&mini.rows, 0, &mini.batches[0].1, &w),
             2.0 + 0.5 * 2.0 + 10.0
         );
         let err = rows.check("t", "m", 9).unwrap_err().to_string();

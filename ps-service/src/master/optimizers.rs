@@ -44,7 +44,9 @@ pub fn common<'a>(mut servers: impl Iterator<Item = &'a [OptimizerInfo]>) -> Vec
     all.into_values().cloned().collect()
 }
 
-/// Checks a matrix that names an optimizer (a model) has the rows that optimizer needs.
+/// Checks a matrix that names an optimizer (a model) has the rows that optimizer needs: one
+/// group of weights and state rows per output (one output for a linear model, one per class
+/// for softmax).
 pub fn check_model(request: &CreateMatrixRequest, known: &[OptimizerInfo]) -> Result<()> {
     let Some(name) = request.attrs.get(OPTIMIZER_ATTR) else {
         return Ok(());
@@ -57,11 +59,11 @@ pub fn check_model(request: &CreateMatrixRequest, known: &[OptimizerInfo]) -> Re
             names.join(", ")
         )));
     };
-    let rows = 1 + u64::from(info.state_rows);
-    if request.rows != rows {
+    let group = 1 + u64::from(info.state_rows);
+    if request.rows == 0 || !request.rows.is_multiple_of(group) {
         return Err(PsError::InvalidArgument(format!(
-            "model '{}': optimizer '{name}' needs {rows} rows (weights and {} of state), \
-             the matrix has {}",
+            "model '{}': optimizer '{name}' needs {group} rows per output (weights and {} of \
+             state), the matrix has {}",
             request.name, info.state_rows, request.rows
         )));
     }
@@ -104,6 +106,8 @@ mod tests {
         assert!(check_model(&r, &known).is_ok(), "no optimizer attribute");
         r.attrs.insert(OPTIMIZER_ATTR.into(), "adam".into());
         assert!(check_model(&r, &known).is_ok());
+        r.rows = 9;
+        assert!(check_model(&r, &known).is_ok(), "three outputs");
         r.rows = 2;
         assert!(check_model(&r, &known).is_err());
         r.attrs.insert(OPTIMIZER_ATTR.into(), "rmsprop".into());

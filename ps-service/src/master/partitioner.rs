@@ -30,7 +30,8 @@ pub trait Partitioner: Send + Sync + 'static {
 /// A matrix with fewer rows than blocks keeps every row in each block and splits columns, so
 /// its rows (a model and its optimizer state, say) sit together and PS functions can combine
 /// them; a taller one is split by rows. `block_rows` / `block_cols` in the request override
-/// this with a grid.
+/// this with a grid; `block_rows` covering every row alone keeps the rows together at any
+/// height and splits columns as for a short matrix.
 #[derive(Debug, Clone)]
 pub struct RangePartitioner {
     /// Target number of blocks per server.
@@ -54,7 +55,10 @@ impl Partitioner for RangePartitioner {
         let target = self.parts_per_server.max(1) * servers.max(1) as u64;
         let (row_blocks, col_blocks) = match (r.block_rows, r.block_cols) {
             (0, 0) if r.rows >= target => (target, 1),
+            // Rows kept together (a model with several outputs and their optimizer state):
+            // columns split as for a short matrix.
             (0, 0) => (1, target.min(r.cols)),
+            (br, 0) if br >= r.rows => (1, target.min(r.cols)),
             (br, bc) => (
                 r.rows.div_ceil(if br == 0 { r.rows } else { br }),
                 r.cols.div_ceil(if bc == 0 { r.cols } else { bc }),
@@ -130,6 +134,11 @@ mod tests {
             .unwrap();
         assert_eq!(blocks.len(), 8);
         assert!(blocks.iter().all(|b| b.rows == (0..3)));
+        let mut tall = request(40, 1000);
+        tall.block_rows = 40;
+        let blocks = RangePartitioner::default().partition(&tall, 2).unwrap();
+        assert_eq!(blocks.len(), 8);
+        assert!(blocks.iter().all(|b| b.rows == (0..40)));
     }
 
     #[test]

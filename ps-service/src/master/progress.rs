@@ -79,7 +79,12 @@ fn check(report: &EpochReport) -> Result<()> {
             report.model.len()
         )));
     }
-    let values = [report.train_loss, report.holdout_loss, report.holdout_auc];
+    let values = [
+        report.train_loss,
+        report.holdout_loss,
+        report.holdout_auc,
+        report.holdout_accuracy,
+    ];
     if values
         .into_iter()
         .flatten()
@@ -87,7 +92,7 @@ fn check(report: &EpochReport) -> Result<()> {
         .any(|v| !v.is_finite())
     {
         return Err(PsError::InvalidArgument(format!(
-            "epoch report of model '{}', epoch {}: a loss, AUC or time is not a finite number",
+            "epoch report of model '{}', epoch {}: a loss, AUC, accuracy or time is not a finite number",
             report.model, report.epoch
         )));
     }

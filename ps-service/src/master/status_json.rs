@@ -92,6 +92,7 @@ pub fn status_json(reply: &StatusReply) -> Value {
             "train_loss": e.train_loss,
             "holdout_loss": e.holdout_loss,
             "holdout_auc": e.holdout_auc,
+            "holdout_accuracy": e.holdout_accuracy,
             "seconds": e.seconds,
         })).collect::<Vec<_>>(),
     })

@@ -335,7 +335,8 @@ impl ServerService {
                                 }
                             };
                             let keys = keys.unwrap_or_default();
-                            with_block!(&mut *block, b => b.update(keys, &c.values, &mut step))?
+                            let group = (c.row, 1 + optimizer.state_rows());
+                            with_block!(&mut *block, b => b.update(group, keys, &c.values, &mut step))?
                         }
                         None => with_block!(&mut *block, b => b.push(c.row, keys, &c.values))?,
                     }
@@ -347,22 +348,27 @@ impl ServerService {
         Ok(PushReply { acks })
     }
 
-    /// Checks every slice of an optimizer push addresses row 0 of a model block that holds
-    /// the optimizer's state rows; returns the optimizer.
+    /// Checks every slice of an optimizer push addresses the weights row of one of a model
+    /// block's outputs: a model matrix is one group of `1 + state rows` rows per output (the
+    /// weights, then the optimizer's state), every row kept together in each block. Returns
+    /// the optimizer.
     fn check_update(&self, checked: &[Checked], update: &Update) -> Result<Arc<dyn Optimizer>> {
         let optimizer = self.optimizers.get(&update.optimizer)?;
-        let rows = 1 + optimizer.state_rows() as u64;
+        let group = 1 + optimizer.state_rows() as u64;
         for c in checked {
             let m = &c.part.matrix;
-            if m.rows != rows || c.part.rows != (0..rows) || c.row != 0 || c.keys.is_none() {
+            let whole = c.part.rows == (0..m.rows) && c.keys.is_some();
+            if !m.rows.is_multiple_of(group) || !c.row.is_multiple_of(group) || !whole {
                 return Err(PsError::InvalidArgument(format!(
-                    "optimizer '{}' updates keys of row 0 of a model matrix with {rows} rows \
-                     (weights + {} state rows) kept together in each block; matrix '{}' has {} \
-                     rows, partition {} holds rows {:?}",
+                    "optimizer '{}' updates keys of the weights rows (0, {group}, ...) of a model \
+                     matrix made of groups of {group} rows (weights + {} state rows) kept \
+                     together in each block; matrix '{}' has {} rows, the push names row {}, \
+                     partition {} holds rows {:?}",
                     update.optimizer,
-                    rows - 1,
+                    group - 1,
                     m.name,
                     m.rows,
+                    c.row,
                     c.part.id,
                     c.part.rows
                 )));

@@ -103,11 +103,13 @@ impl<T: Element> Block<T> {
         Ok(())
     }
 
-    /// Applies an optimizer step at each of `keys` of a model block: row 0 holds the
-    /// weights and rows 1.. the optimizer's state, all of which this block must hold.
-    /// `grads` are packed gradients, one per key. Lengths were checked by the caller.
+    /// Applies an optimizer step at each of `keys` of a model block: `row` holds the weights
+    /// and the `width - 1` rows after it the optimizer's state, all of which this block must
+    /// hold. `grads` are packed gradients, one per key. Lengths and rows were checked by the
+    /// caller.
     pub fn update(
         &mut self,
+        (row, width): (u64, usize),
         keys: &[u64],
         grads: &[u8],
         step: &mut dyn FnMut(&mut [f64], f64),
@@ -115,16 +117,18 @@ impl<T: Element> Block<T> {
         let grads: Vec<T> = wire::decode_values(grads, "gradients")?;
         let start = self.cols.start;
         let mut slot = [0.0f64; 1 + MAX_STATE_ROWS];
-        let slot = &mut slot[..self.data.len()];
+        let slot = &mut slot[..width];
+        let first = (row - self.rows.start) as usize;
+        let group = &mut self.data[first..first + width];
         for (&k, g) in keys.iter().zip(grads) {
-            for (s, row) in slot.iter_mut().zip(&self.data) {
+            for (s, row) in slot.iter_mut().zip(group.iter()) {
                 *s = match row {
                     RowStore::Dense(v) => v[(k - start) as usize].to_f64(),
                     RowStore::Sparse(m) => m.get(k).unwrap_or_default().to_f64(),
                 };
             }
             step(slot, g.to_f64());
-            for (&s, row) in slot.iter().zip(&mut self.data) {
+            for (&s, row) in slot.iter().zip(group.iter_mut()) {
                 match row {
                     RowStore::Dense(v) => v[(k - start) as usize] = T::from_f64(s),
                     RowStore::Sparse(m) => m.set(k, T::from_f64(s)),

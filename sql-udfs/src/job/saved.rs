@@ -5,16 +5,19 @@
 //! directory holds:
 //!
 //! - `weights.parquet`: `feature` (the counter key, null for the intercept and for models
-//!   without a counter), `index`, `weight` — every feature of the dictionary and every
-//!   non-zero weight; index `dim` is the intercept.
+//!   without a counter), `index`, `output` (the class of a softmax model; 0 for one-output
+//!   kinds), `weight`, and `state`, the optimizer's state of that weight (Adagrad's sum of
+//!   squares, Adam's moments, FTRL's z and n) — every feature of the dictionary and every
+//!   weight or state that is not zero; index `dim` is the intercept.
 //! - `model.json`: name, kind, loss, optimizer and its settings, dimension, counter, and the
 //!   last epoch's metrics when the model was trained in this job.
 //!
 //! Loading creates the model on the service and, for counter-indexed models, rebuilds the
 //! counter from the saved dictionary. Counter indices follow (hash, key) order over the
 //! indexed keys, so the rebuilt counter gives every feature its saved index; the load
-//! checks this and fails rather than predict with shifted features. Optimizer state is not
-//! saved: a loaded model predicts, or trains on with fresh optimizer state.
+//! checks this and fails rather than predict with shifted features. The optimizer state is
+//! loaded too, so a loaded model trains on (`TRAIN MODEL`) where it stopped; a model saved
+//! before the state was kept trains on with fresh state.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,9 +31,11 @@ use angel_storage::{Location, StorageError};
 use angel_training::ModelSpec;
 use bytes::Bytes;
 use datafusion::arrow::array::{
-    Array, AsArray, Float32Array, RecordBatch, StringArray, UInt64Array,
+    Array, AsArray, Float32Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Schema, SchemaRef, UInt64Type};
+use datafusion::arrow::datatypes::{
+    DataType, Field, Float32Type, Schema, SchemaRef, UInt32Type, UInt64Type,
+};
 use datafusion::common::{DataFusionError, Result, exec_err};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -59,7 +64,14 @@ pub fn weights_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("feature", DataType::Utf8, true),
         Field::new("index", DataType::UInt64, false),
+        // Nullable: files saved before these columns read them as NULL.
+        Field::new("output", DataType::UInt32, true),
         Field::new("weight", DataType::Float32, false),
+        Field::new(
+            "state",
+            DataType::List(Arc::new(Field::new_list_field(DataType::Float32, true))),
+            true,
+        ),
     ]))
 }
 
@@ -95,36 +107,21 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),
         ..spec.clone()
     };
-    let weights: Vec<f32> = client
-        .pull_rows(name, &[0])
-        .await
-        .map_err(ps_error)?
-        .remove(0);
+    let all: Vec<u64> = (0..matrix.meta.rows).collect();
+    let values: Vec<Vec<f32>> = client.pull_rows(name, &all).await.map_err(ps_error)?;
     let mut features: HashMap<u64, String> = HashMap::new();
     if let Some(counter) = &spec.counter {
         for (key, _, index) in client.counter_indexed(counter).await.map_err(ps_error)? {
             features.insert(index, key);
         }
     }
-    let rows: Vec<u64> = (0..weights.len() as u64)
-        .filter(|i| weights[*i as usize] != 0.0 || features.contains_key(i) || *i == spec.dim)
-        .collect();
-    let feature: StringArray = rows.iter().map(|i| features.get(i).cloned()).collect();
-    let weight: Float32Array = rows.iter().map(|&i| weights[i as usize]).collect();
-    let batch = RecordBatch::try_new(
-        weights_schema(),
-        vec![
-            Arc::new(feature),
-            Arc::new(UInt64Array::from(rows)),
-            Arc::new(weight),
-        ],
-    )?;
+    let batch = weights_batch(&spec, &values, &features)?;
     let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
     writer.write(&batch)?;
     let parquet = Bytes::from(writer.into_inner()?);
     let metadata = Metadata {
         name: name.to_string(),
-        kind: spec.kind.to_string(),
+        kind: spec.kind.name().to_string(),
         loss: spec.kind.loss_name().to_string(),
         optimizer: spec.update.optimizer.clone(),
         dim: spec.dim,
@@ -140,6 +137,41 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         pending.commit().map_err(storage)
     })
     .await
+}
+
+/// The rows of `weights.parquet` from the matrix's rows `values` (per output: the weights,
+/// then the optimizer's state rows): every weight or state that is not zero, every feature
+/// of the dictionary `features`, and every intercept.
+fn weights_batch(
+    spec: &ModelSpec,
+    values: &[Vec<f32>],
+    features: &HashMap<u64, String>,
+) -> Result<RecordBatch> {
+    let group = values.len() / spec.kind.outputs().max(1);
+    let (mut index, mut output, mut weight) = (Vec::new(), Vec::new(), Vec::new());
+    let mut state: Vec<Option<Vec<Option<f32>>>> = Vec::new();
+    for (o, rows) in values.chunks(group.max(1)).enumerate() {
+        for i in 0..rows[0].len() {
+            let kept = |r: &Vec<f32>| r[i] != 0.0;
+            if rows.iter().any(kept) || features.contains_key(&(i as u64)) || i as u64 == spec.dim {
+                index.push(i as u64);
+                output.push(o as u32);
+                weight.push(rows[0][i]);
+                state.push(Some(rows[1..].iter().map(|r| Some(r[i])).collect()));
+            }
+        }
+    }
+    let feature: StringArray = index.iter().map(|i| features.get(i).cloned()).collect();
+    Ok(RecordBatch::try_new(
+        weights_schema(),
+        vec![
+            Arc::new(feature),
+            Arc::new(UInt64Array::from(index)),
+            Arc::new(UInt32Array::from(output)),
+            Arc::new(Float32Array::from(weight)),
+            Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(state)),
+        ],
+    )?)
 }
 
 /// The last row of `<name>_epochs`, if this job trained the model. The table is read in this
@@ -188,21 +220,106 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     options.retain(|key, _| !matches!(key.as_str(), "epochs" | "holdout"));
     let mut spec = ModelSpec::from_attrs(name, &options).map_err(train_error)?;
     spec.counter = spec.counter.map(|c| client.qualify(&c));
-    let path = at.child("weights.parquet");
-    let (mut features, mut indices, mut weights) =
-        (Vec::new(), Vec::<u64>::new(), Vec::<f32>::new());
+    let saved = read_weights(&at.child("weights.parquet"), parquet)?;
+    let indices: Vec<u64> = saved.rows.iter().map(|r| r.index).collect();
+    check_dim(&at, &metadata, &spec, &indices, &saved.features)?;
+    if let Some(counter) = &spec.counter {
+        restore_counter(client, counter, &saved.features).await?;
+        let size = client.counter(counter).await.map_err(ps_error)?.meta.size;
+        if size > spec.dim {
+            return exec_err!(
+                "{at}: the model has dim {} but counter '{counter}' indexes {size} features",
+                spec.dim
+            );
+        }
+    }
+    let outputs = spec.kind.outputs();
+    if let Some(r) = saved.rows.iter().find(|r| r.output as usize >= outputs) {
+        return exec_err!(
+            "{at}: weights.parquet has output {} for index {}; the {} model has {outputs}",
+            r.output,
+            r.index,
+            spec.kind.name()
+        );
+    }
+    let matrix = spec.create(client, name).await.map_err(train_error)?;
+    let group = matrix.meta.rows as usize / outputs;
+    if let Some(r) = saved
+        .rows
+        .iter()
+        .find(|r| !r.state.is_empty() && r.state.len() != group - 1)
+    {
+        return exec_err!(
+            "{at}: weights.parquet holds {} values of optimizer state for index {}, but \
+             optimizer '{}' keeps {}",
+            r.state.len(),
+            r.index,
+            spec.update.optimizer,
+            group - 1
+        );
+    }
+    for o in 0..outputs {
+        let of_output: Vec<&SavedWeight> = saved
+            .rows
+            .iter()
+            .filter(|r| r.output as usize == o)
+            .collect();
+        let keys: Vec<u64> = of_output.iter().map(|r| r.index).collect();
+        for j in 0..group {
+            let values: Vec<f32> = of_output
+                .iter()
+                .map(|r| match j {
+                    0 => r.weight,
+                    j => r.state.get(j - 1).copied().unwrap_or_default(),
+                })
+                .collect();
+            if j > 0 && values.iter().all(|v| *v == 0.0) {
+                continue;
+            }
+            let row = (o * group + j) as u64;
+            client
+                .push_keys(name, row, &keys, &values)
+                .await
+                .map_err(ps_error)?;
+        }
+    }
+    Ok(())
+}
+
+/// One row of `weights.parquet`.
+struct SavedWeight {
+    index: u64,
+    output: u32,
+    weight: f32,
+    state: Vec<f32>,
+}
+
+/// What `weights.parquet` holds: its rows, and the dictionary's (feature, index) pairs.
+struct SavedWeights {
+    rows: Vec<SavedWeight>,
+    features: Vec<(String, u64)>,
+}
+
+/// Reads `weights.parquet` (`parquet`, from `path`), refusing what would load wrong with the
+/// file and row named: a missing or mistyped column, a NULL or infinite value, an index
+/// given twice for one output.
+fn read_weights(path: &Location, parquet: Bytes) -> Result<SavedWeights> {
+    let mut saved = SavedWeights {
+        rows: Vec::new(),
+        features: Vec::new(),
+    };
     let mut seen = std::collections::HashSet::new();
     let reader = ParquetRecordBatchReaderBuilder::try_new(parquet)
-        .map_err(|e| io(&path, format!("not a readable Parquet file: {e}")))?;
+        .map_err(|e| io(path, format!("not a readable Parquet file: {e}")))?;
     for batch in reader.build()? {
-        let batch = batch.map_err(|e| io(&path, format!("cannot be read whole: {e}")))?;
+        let batch = batch.map_err(|e| io(path, format!("cannot be read whole: {e}")))?;
         let column = |n: &str| {
             batch
                 .column_by_name(n)
                 .cloned()
-                .ok_or_else(|| io(&path, format!("no column '{n}'")))
+                .ok_or_else(|| io(path, format!("no column '{n}'")))
         };
-        let typed = |n: &str, t: &str| io(&path, format!("column '{n}' is not of type {t}"));
+        let typed = |n: &str, t: &str| io(path, format!("column '{n}' is not of type {t}"));
         // Any string type (DataFusion's own COPY writes Utf8View).
         let f = datafusion::arrow::compute::cast(&column("feature")?, &DataType::Utf8)
             .map_err(|_| typed("feature", "string"))?;
@@ -215,41 +332,65 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
         let w = w
             .as_primitive_opt::<Float32Type>()
             .ok_or_else(|| typed("weight", "Float32"))?;
+        // Absent in files saved before multi-output models and saved optimizer state.
+        let o = batch.column_by_name("output");
+        let o = match o {
+            None => None,
+            Some(o) => Some(
+                o.as_primitive_opt::<UInt32Type>()
+                    .ok_or_else(|| typed("output", "UInt32"))?,
+            ),
+        };
+        let st = batch.column_by_name("state");
+        let st = match st {
+            None => None,
+            Some(st) => Some(
+                st.as_list_opt::<i32>()
+                    .ok_or_else(|| typed("state", "a list of Float32"))?,
+            ),
+        };
         for r in 0..batch.num_rows() {
-            let row = indices.len() + 1;
+            let row = saved.rows.len() + 1;
             if i.is_null(r) || w.is_null(r) {
                 return exec_err!("{path}: row {row}: the index or the weight is NULL");
             }
             let (index, weight) = (i.value(r), w.value(r));
+            let output = o.filter(|o| o.is_valid(r)).map_or(0, |o| o.value(r));
+            let state: Vec<f32> = match st.filter(|st| st.is_valid(r)) {
+                None => Vec::new(),
+                Some(st) => {
+                    let values = st.value(r);
+                    let values = values
+                        .as_primitive_opt::<Float32Type>()
+                        .ok_or_else(|| typed("state", "a list of Float32"))?;
+                    values.iter().map(Option::unwrap_or_default).collect()
+                }
+            };
             if !weight.is_finite() {
                 return exec_err!("{path}: row {row}: the weight of index {index} is {weight}");
             }
-            if !seen.insert(index) {
-                return exec_err!("{path}: row {row}: index {index} is given a second time");
+            if let Some(bad) = state.iter().find(|v| !v.is_finite()) {
+                return exec_err!(
+                    "{path}: row {row}: the optimizer state of index {index} holds {bad}"
+                );
             }
-            if f.is_valid(r) {
-                features.push((f.value(r).to_string(), index));
+            if !seen.insert((output, index)) {
+                return exec_err!(
+                    "{path}: row {row}: index {index} is given a second time (output {output})"
+                );
             }
-            indices.push(index);
-            weights.push(weight);
+            if f.is_valid(r) && output == 0 {
+                saved.features.push((f.value(r).to_string(), index));
+            }
+            saved.rows.push(SavedWeight {
+                index,
+                output,
+                weight,
+                state,
+            });
         }
     }
-    check_dim(&at, &metadata, &spec, &indices, &features)?;
-    if let Some(counter) = &spec.counter {
-        restore_counter(client, counter, &features).await?;
-        let size = client.counter(counter).await.map_err(ps_error)?.meta.size;
-        if size > spec.dim {
-            return exec_err!(
-                "{at}: the model has dim {} but counter '{counter}' indexes {size} features",
-                spec.dim
-            );
-        }
-    }
-    spec.create(client, name).await.map_err(train_error)?;
-    client
-        .push_keys(name, 0, &indices, &weights)
-        .await
-        .map_err(ps_error)
+    Ok(saved)
 }
 
 /// Checks the dimension agrees everywhere the saved model states it: `model.json`'s `dim`,

@@ -1,14 +1,15 @@
 //! `CREATE MODEL`: creates the model on the PS, trains it for the requested epochs with
 //! `ps_train`, evaluates it on the holdout table after each epoch, and returns the epoch table
-//! (epoch, rows, train_loss, holdout_loss, holdout_auc, seconds of training, seconds of
-//! holdout evaluation).
+//! (epoch, rows, train_loss, holdout_loss, holdout_auc, holdout_accuracy, seconds of
+//! training, seconds of holdout evaluation, ...).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use angel_client::{CounterState, EpochReport, PsError};
 use angel_proto::{StatusReply, WorkerStatus};
-use angel_training::{Kind, ModelSpec};
+use angel_training::ModelSpec;
+use angel_training::kinds::{self, Metric, ModelKind};
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
@@ -39,7 +40,7 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
         .find(|(k, _)| k == "kind")
         .map_or("logistic", |(_, v)| v.as_str());
     let mut plan = Plan {
-        spec: ModelSpec::new(kind.parse().map_err(train_error)?, 0),
+        spec: ModelSpec::new(kinds::by_name(kind).map_err(train_error)?, 0),
         epochs: 5,
         holdout: None,
     };
@@ -173,9 +174,9 @@ pub async fn create_model(
         let status = client.status().await.map_err(ps_error)?;
         let after = push_traffic(&status, matrix.meta.id);
         let traffic = (after.0 - before.0, after.1 - before.1);
-        let (holdout_loss, auc) = match &plan.holdout {
-            Some(h) => evaluate(ctx, name, plan.spec.kind, &columns, h).await?,
-            None => (None, None),
+        let holdout = match &plan.holdout {
+            Some(h) => evaluate(ctx, name, &*plan.spec.kind, &columns, h).await?,
+            None => Holdout::default(),
         };
         let rows = float(&n).unwrap_or_default() as i64;
         let evaluated = started.elapsed() - trained;
@@ -186,8 +187,9 @@ pub async fn create_model(
             epoch: epoch as u32,
             rows: rows as u64,
             train_loss: finite(float(&loss)),
-            holdout_loss: finite(holdout_loss),
-            holdout_auc: finite(auc),
+            holdout_loss: finite(holdout.loss),
+            holdout_auc: finite(holdout.auc),
+            holdout_accuracy: finite(holdout.accuracy),
             seconds: trained.as_secs_f64(),
         };
         // The curves are for people watching; training goes on without them.
@@ -201,7 +203,7 @@ pub async fn create_model(
         table.push(
             (epoch, rows),
             loss,
-            (holdout_loss, auc),
+            &holdout,
             (trained, evaluated),
             traffic,
             &Round::of(&status, &client.qualify(name)),
@@ -388,36 +390,47 @@ async fn columns(ctx: &SessionContext, query: &str) -> Result<String> {
     Ok(names.join(", "))
 }
 
-/// Holdout loss (the model's loss; squared error for linear models) and AUC (classifiers).
+/// An epoch's holdout figures: the mean of the model's own loss (`ps_loss`, the loss
+/// `train_loss` reports), and the metrics its kind names (AUC, accuracy).
+#[derive(Debug, Default)]
+struct Holdout {
+    loss: Option<f64>,
+    auc: Option<f64>,
+    accuracy: Option<f64>,
+}
+
+/// Scores the holdout table with the model; see [`Holdout`].
 async fn evaluate(
     ctx: &SessionContext,
     model: &str,
-    kind: Kind,
+    kind: &dyn ModelKind,
     columns: &str,
     holdout: &str,
-) -> Result<(Option<f64>, Option<f64>)> {
+) -> Result<Holdout> {
     let mut cols = columns.split(", ");
     let label = cols.next().unwrap_or_default();
-    let features: Vec<&str> = cols.collect();
-    let (loss, auc) = match kind {
-        Kind::Logistic => ("ps_logloss(y, p)", "ps_auc(y, p)"),
-        Kind::Linear => ("avg((p - y) * (p - y))", "CAST(NULL AS DOUBLE)"),
-        Kind::Svm => (
-            "avg(greatest(0.0, 1.0 - CASE WHEN y > 0 THEN p ELSE -p END))",
-            "ps_auc(y, p)",
-        ),
+    let features = cols.collect::<Vec<&str>>().join(", ");
+    let metric = |m: Metric, sql: &'static str| match kind.metrics().contains(&m) {
+        true => sql,
+        false => "CAST(NULL AS DOUBLE)",
     };
     let sql = format!(
-        "SELECT {loss}, {auc} FROM (SELECT CAST({label} AS DOUBLE) AS y, ps_predict('{model}', {}) AS p FROM {holdout}) AS scored",
-        features.join(", ")
+        "SELECT avg(l) AS loss, {} AS auc, {} AS accuracy FROM (SELECT CAST({label} AS DOUBLE) AS y, \
+         ps_predict('{model}', {features}) AS p, ps_loss('{model}', {label}, {features}) AS l \
+         FROM {holdout}) AS scored",
+        metric(Metric::Auc, "ps_auc(y, p)"),
+        metric(Metric::Accuracy, "ps_accuracy(y, p)"),
     );
-    let (loss, auc) = run_pair(ctx, &sql).await?;
-    Ok((float(&loss), float(&auc)))
-}
-
-/// Runs a query answering one row of two values.
-async fn run_pair(ctx: &SessionContext, sql: &str) -> Result<(ScalarValue, ScalarValue)> {
-    first_row(ctx.sql(sql).await?).await
+    let batches = ctx.sql(&sql).await?.collect().await?;
+    let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) else {
+        return plan_err!("the holdout evaluation answered no row");
+    };
+    let value = |i| ScalarValue::try_from_array(batch.column(i), 0).map(|v| float(&v));
+    Ok(Holdout {
+        loss: value(0)?,
+        auc: value(1)?,
+        accuracy: value(2)?,
+    })
 }
 
 /// The first two values of the frame's first row.
@@ -492,6 +505,7 @@ struct EpochTable {
     train_loss: Vec<Option<f64>>,
     holdout_loss: Vec<Option<f64>>,
     holdout_auc: Vec<Option<f64>>,
+    holdout_accuracy: Vec<Option<f64>>,
     seconds: Vec<f64>,
     holdout_seconds: Vec<f64>,
     push_mb: Vec<f64>,
@@ -502,13 +516,13 @@ struct EpochTable {
 }
 
 impl EpochTable {
-    /// Adds an epoch: its rows and loss, holdout (loss, AUC), (training, holdout) time and
+    /// Adds an epoch: its rows and loss, holdout figures, (training, holdout) time and
     /// (sent, raw) push bytes, and what the master saw of its workers.
     fn push(
         &mut self,
         (epoch, rows): (usize, i64),
         loss: ScalarValue,
-        holdout: (Option<f64>, Option<f64>),
+        holdout: &Holdout,
         took: (Duration, Duration),
         traffic: (u64, u64),
         round: &Round,
@@ -521,8 +535,9 @@ impl EpochTable {
         self.epoch.push(epoch as i64);
         self.rows.push(rows);
         self.train_loss.push(float(&loss));
-        self.holdout_loss.push(holdout.0);
-        self.holdout_auc.push(holdout.1);
+        self.holdout_loss.push(holdout.loss);
+        self.holdout_auc.push(holdout.auc);
+        self.holdout_accuracy.push(holdout.accuracy);
         self.seconds.push(took.0.as_secs_f64());
         self.holdout_seconds.push(took.1.as_secs_f64());
     }
@@ -534,6 +549,7 @@ impl EpochTable {
             Field::new("train_loss", DataType::Float64, true),
             Field::new("holdout_loss", DataType::Float64, true),
             Field::new("holdout_auc", DataType::Float64, true),
+            Field::new("holdout_accuracy", DataType::Float64, true),
             Field::new("seconds", DataType::Float64, false),
             Field::new("holdout_seconds", DataType::Float64, false),
             Field::new("push_mb", DataType::Float64, false),
@@ -550,6 +566,7 @@ impl EpochTable {
                 Arc::new(Float64Array::from(self.train_loss)),
                 Arc::new(Float64Array::from(self.holdout_loss)),
                 Arc::new(Float64Array::from(self.holdout_auc)),
+                Arc::new(Float64Array::from(self.holdout_accuracy)),
                 Arc::new(Float64Array::from(self.seconds)),
                 Arc::new(Float64Array::from(self.holdout_seconds)),
                 Arc::new(Float64Array::from(self.push_mb)),

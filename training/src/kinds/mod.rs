@@ -1,7 +1,210 @@
-//! The kinds of model, one folder each: what a kind's rows mean, its loss and its prediction.
+//! The kinds of model, one folder each, behind one interface, [`ModelKind`]; [`KINDS`] lists
+//! them by the names `kind = '...'` selects them with.
 //!
-//! - [`linear`]: logistic regression, linear regression, the linear SVM.
+//! - [`linear`]: logistic regression, linear regression, the linear SVM;
+//! - [`softmax`]: multinomial logistic regression over `classes` classes.
+//!
+//! # Adding a kind
+//!
+//! 1. A folder `kinds/<name>/` with a type implementing [`ModelKind`] (its options, its
+//!    outputs, its loss and the loss's derivative per output, its prediction, its metrics) and
+//!    its tests.
+//! 2. One line in [`KINDS`].
+//!
+//! `CREATE MODEL`, `ps_train`, `ps_predict`, `ps_predict_proba`, `ps_loss`, `SAVE MODEL` and
+//! `LOAD MODEL` then work with it: they dispatch through the interface.
 
 pub mod linear;
+pub mod softmax;
 
-pub use linear::Kind;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+
+use crate::error::{Result, option_err};
+use crate::options::OptionValue;
+
+/// One kind of model, as training sees it. A model of `dim` features has
+/// [`ModelKind::outputs`] rows of `dim + 1` weights (the last one the intercept); a row's
+/// margin per output is `w_o . x + b_o`. A training step pulls the weights of the keys a
+/// mini-batch uses, asks the kind for each row's loss and its derivative with respect to each
+/// margin, and pushes the gradients that follow to the servers' optimizer.
+pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
+    /// The name `kind = '...'` selects it by, stored with the model.
+    fn name(&self) -> &'static str;
+
+    /// The loss it minimises, as saved models name it (`log`, `squared`, ...).
+    fn loss_name(&self) -> &'static str;
+
+    /// Sets an option of this kind (`classes`, say); `Ok(false)` when `option` is not one of
+    /// its own.
+    fn set(&mut self, option: &OptionValue) -> Result<bool> {
+        let _ = option;
+        Ok(false)
+    }
+
+    /// Its own options as `key = value` text, the form stored with the matrix.
+    fn attrs(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// Refuses options that cannot work together (a softmax without `classes`).
+    fn check(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Outputs per row: the rows of weights of its matrix (1; softmax: the classes).
+    fn outputs(&self) -> usize {
+        1
+    }
+
+    /// Why `label` cannot be learnt, if it cannot (softmax labels are classes `0..N-1`).
+    fn refuse_label(&self, label: f64) -> Option<String> {
+        let _ = label;
+        None
+    }
+
+    /// The loss of one row of `label` with `margins` (one per output), writing the loss's
+    /// derivative with respect to each margin into `d`.
+    fn loss(&self, label: f64, margins: &[f64], d: &mut [f64]) -> f64;
+
+    /// What `ps_predict` answers for a row's margins.
+    fn predict(&self, margins: &[f64]) -> f64;
+
+    /// What `ps_predict_proba` answers for a row's margins: the class probabilities, or
+    /// `None` for a kind that predicts none (regression, SVM).
+    fn probabilities(&self, margins: &[f64]) -> Option<Vec<f64>>;
+
+    /// The holdout metrics the epoch table reports beside the loss.
+    fn metrics(&self) -> &'static [Metric];
+}
+
+/// A holdout metric beside the loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Area under the ROC curve of `ps_predict` (binary classifiers).
+    Auc,
+    /// Share of rows whose `ps_predict` equals the label (classifiers of classes).
+    Accuracy,
+}
+
+/// Cloning a boxed kind (a [`crate::ModelSpec`] is cloned with its kind).
+pub trait CloneKind {
+    /// A boxed copy.
+    fn clone_kind(&self) -> Box<dyn ModelKind>;
+}
+
+impl<T: ModelKind + Clone> CloneKind for T {
+    fn clone_kind(&self) -> Box<dyn ModelKind> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn ModelKind> {
+    fn clone(&self) -> Self {
+        self.clone_kind()
+    }
+}
+
+/// A model's kind with its options, as a [`crate::ModelSpec`] holds it.
+#[derive(Debug, Clone)]
+pub struct Kind(Box<dyn ModelKind>);
+
+impl Deref for Kind {
+    type Target = dyn ModelKind;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
+    }
+}
+
+impl DerefMut for Kind {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.as_mut()
+    }
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name() && self.attrs() == other.attrs()
+    }
+}
+
+/// Makes a kind with its default options.
+type Make = fn() -> Box<dyn ModelKind>;
+
+/// Every kind, by the names that select it (the first is the one stored).
+pub const KINDS: &[(&[&str], Make)] = &[
+    (&["logistic", "lr"], || Box::new(linear::Linear::Logistic)),
+    (&["linear", "regression"], || {
+        Box::new(linear::Linear::Regression)
+    }),
+    (&["svm", "hinge"], || Box::new(linear::Linear::Svm)),
+    (&["softmax", "multinomial"], || {
+        Box::new(softmax::Softmax::default())
+    }),
+];
+
+/// The kind named `name` (any case), with its default options.
+pub fn by_name(name: &str) -> Result<Kind> {
+    let name = name.trim().to_ascii_lowercase();
+    match KINDS
+        .iter()
+        .find(|(names, _)| names.contains(&name.as_str()))
+    {
+        Some((_, make)) => Ok(Kind(make())),
+        None => {
+            let known: Vec<&str> = KINDS.iter().map(|(names, _)| names[0]).collect();
+            option_err(format!(
+                "unknown model kind '{name}' (expected {})",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kind's derivatives against central differences of its loss.
+    #[test]
+    fn every_kind_has_the_derivatives_of_its_loss() {
+        for (names, make) in KINDS {
+            let mut kind = make();
+            kind.set(&OptionValue {
+                key: "classes",
+                value: "3",
+            })
+            .unwrap();
+            let k = kind.outputs();
+            for (label, base) in [(1.0, 0.3), (0.0, -1.7), (2.0, 2.5), (1.0, -0.2)] {
+                let margins: Vec<f64> = (0..k).map(|o| base * (o as f64 + 1.0) - 0.4).collect();
+                let mut d = vec![0.0; k];
+                kind.loss(label, &margins, &mut d);
+                for o in 0..k {
+                    let h = 1e-6;
+                    let at = |delta: f64| {
+                        let mut m = margins.clone();
+                        m[o] += delta;
+                        kind.loss(label, &m, &mut vec![0.0; k])
+                    };
+                    let numeric = (at(h) - at(-h)) / (2.0 * h);
+                    assert!(
+                        (d[o] - numeric).abs() < 1e-4,
+                        "{}: y={label} output {o}: {} vs {numeric}",
+                        names[0],
+                        d[o]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kinds_are_found_by_any_of_their_names() {
+        assert_eq!(by_name(" LR ").unwrap().name(), "logistic");
+        assert_eq!(by_name("multinomial").unwrap().name(), "softmax");
+        let err = by_name("forest").unwrap_err().to_string();
+        assert!(err.contains("'forest'") && err.contains("softmax"), "{err}");
+    }
+}

@@ -18,8 +18,8 @@ use crate::sync::worker::Worker;
 /// The round a worker is training locally; empty between rounds.
 #[derive(Debug, Default)]
 pub struct LocalModel {
-    /// Local weights, and the weights pulled at the round's start (per key).
-    weights: HashMap<u64, (f64, f32)>,
+    /// Per key, per output: the local weight, and the weight pulled at the round's start.
+    weights: HashMap<u64, Vec<(f64, f32)>>,
     /// Mini-batches trained in this round, the clock it pulls at and when it started.
     batches: u32,
     at: Option<Step>,
@@ -47,15 +47,23 @@ impl LocalModel {
             .collect();
         if !missing.is_empty() {
             let (pulled, _) = model.pull(&missing, self.at)?;
-            for (k, w) in missing.into_iter().zip(pulled) {
-                self.weights.insert(k, (f64::from(w), w));
+            let m = missing.len();
+            for (i, k) in missing.into_iter().enumerate() {
+                let outputs = pulled[i..].iter().step_by(m);
+                self.weights
+                    .insert(k, outputs.map(|&w| (f64::from(w), w)).collect());
             }
         }
-        let current: Vec<f32> = g.keys.iter().map(|k| self.weights[k].0 as f32).collect();
+        let outputs = model.spec.kind.outputs();
+        let current: Vec<f32> = (0..outputs)
+            .flat_map(|o| g.keys.iter().map(move |k| (k, o)))
+            .map(|(k, o)| self.weights[k][o].0 as f32)
+            .collect();
         let (loss, grads) = model.gradients(rows, range, g, &current);
         let (rate, l2) = (model.spec.update.learning_rate, model.spec.update.l2);
-        for (k, grad) in g.keys.iter().zip(grads) {
-            let w = &mut self.weights.get_mut(k).expect("pulled above").0;
+        let n = g.keys.len();
+        for (i, grad) in grads.into_iter().enumerate() {
+            let w = &mut self.weights.get_mut(&g.keys[i % n]).expect("pulled above")[i / n].0;
             *w -= rate * (f64::from(grad) + l2 * *w);
         }
         self.batches += 1;
@@ -75,12 +83,20 @@ impl LocalModel {
             return Ok(());
         }
         let share = 1.0 / f64::from(model.spec.sync.workers.max(1));
-        let (keys, deltas): (Vec<u64>, Vec<f32>) = self
+        let changed: Vec<(u64, Vec<f32>)> = self
             .weights
             .drain()
-            .map(|(k, (local, pulled))| (k, ((local - f64::from(pulled)) * share) as f32))
-            .filter(|(_, d)| *d != 0.0)
-            .unzip();
+            .map(|(k, outputs)| {
+                let delta = |(local, pulled): &(f64, f32)| (local - f64::from(*pulled)) * share;
+                (k, outputs.iter().map(|w| delta(w) as f32).collect())
+            })
+            .filter(|(_, d): &(u64, Vec<f32>)| d.iter().any(|d| *d != 0.0))
+            .collect();
+        let keys: Vec<u64> = changed.iter().map(|(k, _)| *k).collect();
+        let outputs = model.spec.kind.outputs();
+        let deltas: Vec<f32> = (0..outputs)
+            .flat_map(|o| changed.iter().map(move |(_, d)| d[o]))
+            .collect();
         worker.before_push()?;
         let change = names.as_mut().map(ChangeNames::next_change);
         model.add(&keys, &deltas, change)?;

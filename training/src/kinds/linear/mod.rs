@@ -1,30 +1,27 @@
 //! The linear models: logistic regression, linear regression and the linear SVM. A weight
-//! per feature and an intercept; they differ only in the loss of a row's margin `w . x + b`
-//! and in what they predict from it.
+//! per feature and an intercept (one output); they differ only in the loss of a row's margin
+//! `w . x + b` and in what they predict from it.
 
-use std::fmt;
-use std::str::FromStr;
+use crate::kinds::{Metric, ModelKind};
 
-use crate::error::{Error, Result, option_err};
-
-/// The loss a model minimises, and how it turns a margin into a prediction.
+/// The loss a linear model minimises, and how it turns a margin into a prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum Linear {
     /// Logistic regression: log loss, predicts a probability. Labels > 0 are positive.
     Logistic,
     /// Linear regression: squared loss, predicts the margin.
-    Linear,
+    Regression,
     /// Linear SVM: hinge loss, predicts the margin. Labels > 0 are +1, others -1.
     Svm,
 }
 
-impl Kind {
+impl Linear {
     /// The label as the loss uses it.
     fn target(self, label: f64) -> f64 {
         match self {
-            Kind::Linear => label,
-            Kind::Logistic => f64::from(label > 0.0),
-            Kind::Svm => {
+            Linear::Regression => label,
+            Linear::Logistic => f64::from(label > 0.0),
+            Linear::Svm => {
                 if label > 0.0 {
                     1.0
                 } else {
@@ -33,38 +30,58 @@ impl Kind {
             }
         }
     }
+}
 
-    /// Loss of one row and its derivative with respect to the margin.
-    pub fn loss(self, label: f64, margin: f64) -> (f64, f64) {
-        let y = self.target(label);
+impl ModelKind for Linear {
+    fn name(&self) -> &'static str {
         match self {
-            Kind::Logistic => {
-                // log(1 + e^m) - y m, computed without overflow.
-                let loss = margin.max(0.0) + (-margin.abs()).exp().ln_1p() - y * margin;
-                (loss, sigmoid(margin) - y)
-            }
-            Kind::Linear => (0.5 * (margin - y).powi(2), margin - y),
-            Kind::Svm => match y * margin < 1.0 {
-                true => (1.0 - y * margin, -y),
+            Linear::Logistic => "logistic",
+            Linear::Regression => "linear",
+            Linear::Svm => "svm",
+        }
+    }
+
+    fn loss_name(&self) -> &'static str {
+        match self {
+            Linear::Logistic => "log",
+            Linear::Regression => "squared",
+            Linear::Svm => "hinge",
+        }
+    }
+
+    fn loss(&self, label: f64, margins: &[f64], d: &mut [f64]) -> f64 {
+        let (y, m) = (self.target(label), margins[0]);
+        let (loss, dm) = match self {
+            // log(1 + e^m) - y m, computed without overflow.
+            Linear::Logistic => (
+                m.max(0.0) + (-m.abs()).exp().ln_1p() - y * m,
+                sigmoid(m) - y,
+            ),
+            Linear::Regression => (0.5 * (m - y).powi(2), m - y),
+            Linear::Svm => match y * m < 1.0 {
+                true => (1.0 - y * m, -y),
                 false => (0.0, 0.0),
             },
+        };
+        d[0] = dm;
+        loss
+    }
+
+    fn predict(&self, margins: &[f64]) -> f64 {
+        match self {
+            Linear::Logistic => sigmoid(margins[0]),
+            Linear::Regression | Linear::Svm => margins[0],
         }
     }
 
-    /// The name of the loss it minimises.
-    pub fn loss_name(self) -> &'static str {
-        match self {
-            Kind::Logistic => "log",
-            Kind::Linear => "squared",
-            Kind::Svm => "hinge",
-        }
+    fn probabilities(&self, margins: &[f64]) -> Option<Vec<f64>> {
+        (*self == Linear::Logistic).then(|| vec![sigmoid(margins[0])])
     }
 
-    /// The prediction for a margin: a probability for logistic models, else the margin.
-    pub fn predict(self, margin: f64) -> f64 {
+    fn metrics(&self) -> &'static [Metric] {
         match self {
-            Kind::Logistic => sigmoid(margin),
-            Kind::Linear | Kind::Svm => margin,
+            Linear::Logistic | Linear::Svm => &[Metric::Auc],
+            Linear::Regression => &[],
         }
     }
 }
@@ -73,49 +90,19 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-impl FromStr for Kind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "logistic" | "lr" => Ok(Kind::Logistic),
-            "linear" | "regression" => Ok(Kind::Linear),
-            "svm" | "hinge" => Ok(Kind::Svm),
-            _ => option_err(format!(
-                "unknown model kind '{s}' (expected logistic, linear or svm)"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Kind::Logistic => "logistic",
-            Kind::Linear => "linear",
-            Kind::Svm => "svm",
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn losses_have_the_right_derivatives() {
-        for kind in [Kind::Logistic, Kind::Linear, Kind::Svm] {
-            for (label, margin) in [(1.0, 0.3), (0.0, -1.7), (1.0, 2.5), (-1.0, 0.2)] {
-                let (_, d) = kind.loss(label, margin);
-                let h = 1e-6;
-                let numeric =
-                    (kind.loss(label, margin + h).0 - kind.loss(label, margin - h).0) / (2.0 * h);
-                assert!(
-                    (d - numeric).abs() < 1e-4,
-                    "{kind} y={label} m={margin}: {d} vs {numeric}"
-                );
-            }
-        }
-        assert!((Kind::Logistic.predict(0.0) - 0.5).abs() < 1e-12);
-        assert!(Kind::Logistic.loss(1.0, -800.0).0.is_finite());
+    fn losses_match_their_closed_forms() {
+        let loss = |kind: Linear, y, m| kind.loss(y, &[m], &mut [0.0]);
+        assert!((Linear::Logistic.predict(&[0.0]) - 0.5).abs() < 1e-12);
+        assert!((loss(Linear::Logistic, 1.0, 0.0) - 2f64.ln()).abs() < 1e-12);
+        assert!(loss(Linear::Logistic, 1.0, -800.0).is_finite());
+        assert_eq!(loss(Linear::Regression, 3.0, 1.0), 2.0);
+        assert_eq!(loss(Linear::Svm, 0.0, 0.5), 1.5);
+        assert_eq!(loss(Linear::Svm, 1.0, 2.0), 0.0);
+        assert_eq!(Linear::Svm.probabilities(&[1.0]), None);
     }
 }
