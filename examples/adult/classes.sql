@@ -37,7 +37,7 @@ CREATE TABLE test AS SELECT label, ps_index('relationship_features', features) A
 -- accuracy.
 CREATE OR REPLACE MODEL relationship OPTIONS (
   kind = 'softmax', classes = 6, counter = 'relationship_features', optimizer = 'adam',
-  learning_rate = 0.01, l2 = 0.0001, batch_size = 128, epochs = 6, holdout = 'test'
+  learning_rate = 0.01, l2 = 0.0001, batch_size = 128, epochs = 4, holdout = 'test'
 ) AS SELECT label, idx FROM train;
 
 -- The most likely class and its probability per person, and the confusion of the classes.
