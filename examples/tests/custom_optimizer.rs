@@ -70,7 +70,7 @@ async fn the_master_checks_a_model_matrix_against_its_optimizer() {
     let client = PsClient::connect(&service.master_addr()).await.unwrap();
     let spec = angel_client::MatrixSpec::dense("m", 2, 10).attr("optimizer", "adam");
     let err = client.create_matrix(spec).await.unwrap_err().to_string();
-    assert!(err.contains("needs 3 rows"), "{err}");
-    assert_eq!(client.optimizer("adam").await.unwrap().state_rows, 2);
+    assert!(err.contains("needs 4 rows per output"), "{err}");
+    assert_eq!(client.optimizer("adam").await.unwrap().state_rows, 3);
     service.shutdown().await.unwrap();
 }

@@ -4,7 +4,7 @@
 use crate::Update;
 
 /// `optimizer` at `learning_rate`, no regularisation, Adam's decays 0.9 / 0.999, epsilon
-/// 1e-8, FTRL's beta 1.0, step 1.
+/// 1e-8, FTRL's beta 1.0.
 pub fn update(optimizer: &str, learning_rate: f64) -> Update {
     Update {
         optimizer: optimizer.to_string(),
@@ -13,12 +13,11 @@ pub fn update(optimizer: &str, learning_rate: f64) -> Update {
         beta2: 0.999,
         epsilon: 1e-8,
         beta: 1.0,
-        step: 1,
         ..Default::default()
     }
 }
 
 /// The matrix attribute naming the optimizer a model matrix is trained with. A matrix that has
-/// it must have `1 + state_rows` rows (weights, then the optimizer's state), which the master
-/// checks against the layout the servers report.
+/// it must have a multiple of `1 + state_rows` rows (per output: weights, then the optimizer's
+/// state), which the master checks against the layout the servers report.
 pub const OPTIMIZER_ATTR: &str = "optimizer";

@@ -1,7 +1,7 @@
 //! Optimizers run on the servers: pushed gradients become weight updates next to the data,
 //! with the optimizer's state kept in the model matrix's extra rows.
 
-use angel_client::{MatrixSpec, PsError, ValueType, update};
+use angel_client::{MatrixSpec, PsError, StepPush, ValueType, update};
 use angel_tests::Cluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -19,8 +19,9 @@ async fn sgd_and_adam_update_weights_and_state_on_the_servers() {
     let w: Vec<f64> = c.pull_keys("sgd_model", 0, &keys).await.unwrap();
     assert_eq!(w, vec![-0.2, 0.2, -0.05]);
 
-    // Adam keeps two moments in rows 1 and 2; its first step moves each weight by lr.
-    let adam = MatrixSpec::sparse("adam_model", 3, 1 << 40).value_type(ValueType::F64);
+    // Adam keeps two moments in rows 1 and 2 and each key's update count in row 3; its first
+    // step moves each weight by lr.
+    let adam = MatrixSpec::sparse("adam_model", 4, 1 << 40).value_type(ValueType::F64);
     c.create_matrix(adam).await.unwrap();
     let far = [7u64, 1 << 39, (1 << 40) - 1];
     c.push_update(
@@ -37,6 +38,48 @@ async fn sgd_and_adam_update_weights_and_state_on_the_servers() {
     }
     let m: Vec<f64> = c.pull_keys("adam_model", 1, &far).await.unwrap();
     assert!((m[0] - 0.4).abs() < 1e-12, "first moment {m:?}");
+    let counts: Vec<f64> = c.pull_keys("adam_model", 3, &far).await.unwrap();
+    assert_eq!(counts, vec![1.0; 3]);
+}
+
+/// A model of two outputs: two groups of a weights row and Adagrad's state row, all kept in
+/// each block. One push updates both outputs' weights, each with its own state; a push aimed
+/// at a state row is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_output_of_a_model_has_its_own_weights_and_state() {
+    let cluster = Cluster::start(2);
+    let c = cluster.client().await;
+    let spec = MatrixSpec::dense("two", 4, 100)
+        .value_type(ValueType::F64)
+        .block_shape(4, 0);
+    c.create_matrix(spec).await.unwrap();
+    let adagrad = update("adagrad", 0.5);
+    let how = StepPush {
+        update: Some(&adagrad),
+        ..Default::default()
+    };
+    let keys = [1u64, 99];
+    c.push_step("two", &[0, 2], &keys, &[2.0f64, -1.0, 4.0, 0.5], how)
+        .await
+        .unwrap();
+    let (w, _) = c
+        .pull_step::<f64>("two", &[0, 1, 2, 3], &keys, None)
+        .await
+        .unwrap();
+    // Adagrad's first step is lr * g / |g| = -lr * sign(g); its state g^2.
+    let want = [-0.5, 0.5, 4.0, 1.0, -0.5, -0.5, 16.0, 0.25];
+    for (got, want) in w.iter().zip(want) {
+        assert!((got - want).abs() < 1e-6, "{w:?}");
+    }
+    let how = StepPush {
+        update: Some(&adagrad),
+        ..Default::default()
+    };
+    let err = c
+        .push_step("two", &[1], &keys, &[1.0f64, 1.0], how)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("the push names row 1"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

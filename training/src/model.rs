@@ -279,20 +279,17 @@ impl Model {
 
     /// Sends gradients of `keys` (output after output), computed from the partition versions
     /// `bases`; the servers apply the model's optimizer, with the change scaled as its update
-    /// rule says (ConSGD: 1/W; DynSGD: by staleness). `step` counts the caller's updates, from
-    /// 1 (Adam's bias correction uses it). A task's `change` name makes the push one a rerun
-    /// of the task repeats without effect.
+    /// rule says (ConSGD: 1/W; DynSGD: by staleness). A task's `change` name makes the push
+    /// one a rerun of the task repeats without effect.
     pub fn update(
         &self,
         keys: &[u64],
         grads: &[f32],
-        step: u64,
         change: Option<TaskChange>,
         bases: &[Ack],
     ) -> Result<()> {
         let sync = &self.spec.sync;
         let update = Update {
-            step,
             scale: sync.rule.scale(sync.workers),
             dynamic: sync.rule == Rule::DynSgd,
             ..self.spec.update.clone()

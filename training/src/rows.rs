@@ -226,6 +226,27 @@ impl SparseRows {
         }
     }
 
+    /// A hash of rows `range` (gathered in `g`): their labels, keys and values in row order.
+    /// What orders a BSP model's workers, so it tells apart any two mini-batches that would
+    /// not push the same gradients (dense rows all use the same keys).
+    pub fn fingerprint(&self, range: Range<usize>, g: &Gathered) -> u64 {
+        let mut bytes = Vec::new();
+        for r in range {
+            bytes.extend(
+                self.labels
+                    .get(r)
+                    .copied()
+                    .unwrap_or_default()
+                    .to_le_bytes(),
+            );
+            for (s, v) in self.row(r, g) {
+                bytes.extend(g.keys[s].to_le_bytes());
+                bytes.extend(v.to_le_bytes());
+            }
+        }
+        xxhash_rust::xxh3::xxh3_64(&bytes)
+    }
+
     /// Refuses a label model `model`'s kind cannot learn, naming the row.
     pub fn check_labels(&self, function: &str, model: &str, kind: &dyn ModelKind) -> Result<()> {
         for (r, &label) in self.labels.iter().enumerate() {
@@ -236,16 +257,6 @@ impl SparseRows {
             }
         }
         Ok(())
-    }
-}
-
-impl Gathered {
-    /// A hash of the gathered rows' keys in row order: what tells two mini-batches apart when
-    /// they use the same set of keys.
-    pub fn fingerprint(&self) -> u64 {
-        let keys = self.slots.iter().map(|&s| self.keys[s as usize]);
-        let bytes: Vec<u8> = keys.flat_map(u64::to_le_bytes).collect();
-        xxhash_rust::xxh3::xxh3_64(&bytes)
     }
 }
 

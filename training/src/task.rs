@@ -55,9 +55,9 @@ impl TrainTask {
         mut progress: impl FnMut(u64, f64),
     ) -> Result<f64> {
         if self.worker.is_none()
-            && let Some((_, first)) = batches.batches.first()
+            && let Some((range, first)) = batches.batches.first()
         {
-            self.join(first)?;
+            self.join(batches.rows.fingerprint(range.clone(), first))?;
         }
         let mut ahead = None;
         let mut sum = 0.0;
@@ -71,16 +71,16 @@ impl TrainTask {
         Ok(sum)
     }
 
-    /// Joins the model's clock table, ordered by the task's first mini-batch (its keys in row
-    /// order, so BSP orders pushes the same way at every run).
-    fn join(&mut self, first: &Gathered) -> Result<()> {
+    /// Joins the model's clock table, ordered by the `fingerprint` of the task's first
+    /// mini-batch (so BSP orders pushes the same way at every run).
+    fn join(&mut self, fingerprint: u64) -> Result<()> {
         self.names = ChangeNames::for_accumulator();
         self.worker = Some(Worker::join(
             self.model.client().clone(),
             &self.model.name,
             &self.model.spec.sync,
             self.names.as_ref().map_or(0, ChangeNames::task),
-            first.fingerprint(),
+            fingerprint,
         )?);
         Ok(())
     }

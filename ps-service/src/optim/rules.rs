@@ -41,7 +41,12 @@ impl Optimizer for Adagrad {
     }
 }
 
-/// Adam with bias correction by the caller's step number; state: first and second moments.
+/// Adam; state: first and second moments, and the key's number of updates, which its bias
+/// correction uses. Counted per key, on the servers, the count is saved, loaded, snapshotted
+/// and recovered with the moments, whichever processes push: a model trained on after a load
+/// continues exactly (a count restarted at 1 would scale the loaded moments up tenfold). For
+/// dense data it equals the global step number; a rare feature's first updates are corrected
+/// as first updates.
 pub struct Adam;
 
 impl Optimizer for Adam {
@@ -50,15 +55,16 @@ impl Optimizer for Adam {
     }
 
     fn state_rows(&self) -> usize {
-        2
+        3
     }
 
     fn step(&self, slot: &mut [f64], g: f64, u: &Update) {
         let g = g + u.l2 * slot[0];
         slot[1] = u.beta1 * slot[1] + (1.0 - u.beta1) * g;
         slot[2] = u.beta2 * slot[2] + (1.0 - u.beta2) * g * g;
-        // Past 2^31 steps beta^t is 0 in f64 anyway; the clamp keeps the cast from wrapping.
-        let t = u.step.clamp(1, i32::MAX as u64) as i32;
+        // Kept in the matrix's value type: an f32 count stops at 2^24, where beta^t is long 0.
+        slot[3] += 1.0;
+        let t = slot[3].clamp(1.0, f64::from(i32::MAX)) as i32;
         let m = slot[1] / (1.0 - u.beta1.powi(t));
         let v = slot[2] / (1.0 - u.beta2.powi(t));
         let rate = u.learning_rate / (v.sqrt() + u.epsilon);
@@ -106,8 +112,7 @@ mod tests {
             let mut u = angel_proto::update(rule.name(), 0.1);
             u.learning_rate = if rule.name() == "ftrl" { 1.0 } else { 0.1 };
             let mut slot = vec![0.0; 1 + rule.state_rows()];
-            for t in 1..=3000 {
-                u.step = t;
+            for _ in 1..=3000 {
                 let g = slot[0] - 3.0;
                 rule.step(&mut slot, g, &u);
             }
@@ -121,13 +126,20 @@ mod tests {
     }
 
     #[test]
-    fn adam_stays_finite_past_two_to_the_31_steps() {
-        let mut u = angel_proto::update("adam", 0.1);
-        let mut slot = vec![1.0, 0.0, 0.0];
-        for step in [1 << 31, (1 << 31) + 5, u64::MAX] {
-            u.step = step;
+    fn adam_counts_each_keys_updates_and_stays_finite_past_two_to_the_31() {
+        let u = angel_proto::update("adam", 0.1);
+        let mut slot = vec![1.0, 0.0, 0.0, 0.0];
+        Adam.step(&mut slot, 0.5, &u);
+        // The first update, bias-corrected: m / (1 - beta1) = g and v / (1 - beta2) = g^2.
+        assert!((slot[0] - (1.0 - 0.1 * 0.5 / (0.5 + u.epsilon))).abs() < 1e-12);
+        assert_eq!(slot[3], 1.0);
+        for count in [f64::from(1u32 << 31), 1e300] {
+            slot[3] = count;
             Adam.step(&mut slot, 0.5, &u);
-            assert!(slot.iter().all(|x| x.is_finite()), "step {step}: {slot:?}");
+            assert!(
+                slot.iter().all(|x| x.is_finite()),
+                "count {count}: {slot:?}"
+            );
         }
         assert!(slot[0] < 1.0, "the weight moved against the gradient");
     }

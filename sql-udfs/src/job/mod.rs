@@ -55,11 +55,11 @@ pub struct StatementReport {
 }
 
 impl StatementReport {
-    /// The epoch table, if this statement was `CREATE MODEL`.
+    /// The epoch table, if this statement was `CREATE MODEL` or `TRAIN MODEL`.
     pub fn epoch_table(&self) -> Option<&RecordBatch> {
         let model = matches!(
             Statement::parse(&self.sql),
-            Ok(Statement::CreateModel { .. })
+            Ok(Statement::CreateModel { .. } | Statement::TrainModel { .. })
         );
         self.output.first().filter(|_| model)
     }
@@ -258,6 +258,23 @@ impl Job {
                     &self.ctx,
                     &self.binding,
                     (&name, replace),
+                    &options,
+                    &query,
+                    stream_rows,
+                )
+                .await?;
+                Ok(vec![table])
+            }
+            Statement::TrainModel {
+                name,
+                options,
+                query,
+            } => {
+                let stream_rows = self.stage.is_some() || self.spill.is_some();
+                let table = train::train_model(
+                    &self.ctx,
+                    &self.binding,
+                    &name,
                     &options,
                     &query,
                     stream_rows,

@@ -3,13 +3,14 @@
 //!
 //! ```sql
 //! CREATE [OR REPLACE] MODEL name OPTIONS (key = value, ...) AS SELECT label, indices [, values] FROM ...;
+//! TRAIN MODEL name [OPTIONS (epochs = n, holdout = table)] AS SELECT label, indices [, values] FROM ...;
 //! SAVE MODEL name TO 'directory';
 //! LOAD MODEL name FROM 'directory';
 //! SNAPSHOT;
 //! ```
 //!
-//! `CREATE MODEL` trains (the form BigQuery ML users know); option values are numbers,
-//! quoted strings or bare words.
+//! `CREATE MODEL` trains (the form BigQuery ML users know), `TRAIN MODEL` trains an existing or
+//! loaded model on; option values are numbers, quoted strings or bare words.
 
 use datafusion::common::{Result, plan_err};
 
@@ -41,6 +42,15 @@ pub enum Statement {
         /// The training rows: label, indices and optionally values, in that order.
         query: String,
     },
+    /// Train an existing model on, for more epochs, on the rows of `query`.
+    TrainModel {
+        /// Model name.
+        name: String,
+        /// `OPTIONS (...)` as (key, value) text pairs, keys lower-cased.
+        options: Vec<(String, String)>,
+        /// The training rows, as `CreateModel`'s.
+        query: String,
+    },
     /// Write a model to a directory.
     SaveModel {
         /// Model name.
@@ -58,6 +68,9 @@ pub enum Statement {
     /// Every server snapshots the partitions that changed, now.
     Snapshot,
 }
+
+/// A model statement's name, `OPTIONS` (key, value) pairs and query.
+type ModelParts = (String, Vec<(String, String)>, String);
 
 /// Words of `text`, with the byte offset after each (quoted strings are one word).
 fn words(text: &str) -> impl Iterator<Item = (&str, usize)> {
@@ -131,9 +144,9 @@ impl Statement {
     pub fn query(&self) -> Option<&str> {
         match self {
             Statement::Sql(sql) => Some(sql),
-            Statement::CreateTable { query, .. } | Statement::CreateModel { query, .. } => {
-                Some(query)
-            }
+            Statement::CreateTable { query, .. }
+            | Statement::CreateModel { query, .. }
+            | Statement::TrainModel { query, .. } => Some(query),
             _ => None,
         }
     }
@@ -150,6 +163,14 @@ impl Statement {
         match (first.as_deref(), second.as_deref()) {
             (Some("SNAPSHOT"), None) => Ok(Statement::Snapshot),
             (Some("CREATE"), Some("MODEL")) => Self::create_model(text, w, false),
+            (Some("TRAIN"), Some("MODEL")) => {
+                let (name, options, query) = Self::model_statement("TRAIN", text, w)?;
+                Ok(Statement::TrainModel {
+                    name,
+                    options,
+                    query,
+                })
+            }
             (Some("CREATE"), Some("TABLE")) => Ok(Self::create_table(text, w, false)),
             (Some("CREATE"), Some("OR")) => {
                 let (a, b) = (next_upper(&mut w), next_upper(&mut w));
@@ -203,10 +224,26 @@ impl Statement {
 
     fn create_model<'a>(
         text: &str,
-        mut w: impl Iterator<Item = (&'a str, usize)>,
+        w: impl Iterator<Item = (&'a str, usize)>,
         replace: bool,
     ) -> Result<Statement> {
-        let usage = "expected CREATE MODEL name OPTIONS (key = value, ...) AS SELECT ...";
+        let (name, options, query) = Self::model_statement("CREATE", text, w)?;
+        Ok(Statement::CreateModel {
+            name,
+            replace,
+            options,
+            query,
+        })
+    }
+
+    /// `<verb> MODEL name [OPTIONS (...)] AS query`, after `MODEL`: the name, the options and
+    /// the query.
+    fn model_statement<'a>(
+        verb: &str,
+        text: &str,
+        mut w: impl Iterator<Item = (&'a str, usize)>,
+    ) -> Result<ModelParts> {
+        let usage = format!("expected {verb} MODEL name OPTIONS (key = value, ...) AS SELECT ...");
         let Some((name, _)) = w.next() else {
             return plan_err!("{usage}");
         };
@@ -222,7 +259,7 @@ impl Statement {
                         let key = k.to_ascii_lowercase();
                         if options.iter().any(|(seen, _)| *seen == key) {
                             return plan_err!(
-                                "CREATE MODEL {}: option '{key}' is given twice",
+                                "{verb} MODEL {}: option '{key}' is given twice",
                                 unquote(name)
                             );
                         }
@@ -241,12 +278,9 @@ impl Statement {
             next = w.next();
         }
         match next {
-            Some((s, end)) if s.eq_ignore_ascii_case("AS") => Ok(Statement::CreateModel {
-                name: unquote(name),
-                replace,
-                options,
-                query: text[end..].trim().to_string(),
-            }),
+            Some((s, end)) if s.eq_ignore_ascii_case("AS") => {
+                Ok((unquote(name), options, text[end..].trim().to_string()))
+            }
             _ => plan_err!("{usage}: AS and the training query are missing"),
         }
     }
@@ -295,6 +329,16 @@ mod tests {
                 "{err}"
             );
         }
+        assert_eq!(
+            Statement::parse("train model m options (epochs = 2) as SELECT y, f FROM t").unwrap(),
+            Statement::TrainModel {
+                name: "m".into(),
+                options: vec![("epochs".into(), "2".into())],
+                query: "SELECT y, f FROM t".into()
+            }
+        );
+        let err = Statement::parse("TRAIN MODEL m").unwrap_err().to_string();
+        assert!(err.contains("expected TRAIN MODEL name"), "{err}");
         let twice = "CREATE MODEL m OPTIONS (epochs = 2, Epochs = 3) AS SELECT y, f FROM t";
         let err = Statement::parse(twice).unwrap_err().to_string();
         assert!(err.contains("option 'epochs' is given twice"), "{err}");

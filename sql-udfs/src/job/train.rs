@@ -32,6 +32,22 @@ struct Plan {
     holdout: Option<String>,
 }
 
+impl Plan {
+    /// Sets `key` if it is an option of the training run (`epochs`, `holdout`) rather than of
+    /// the model; says whether it was.
+    fn run_option(&mut self, key: &str, value: &str) -> Result<bool> {
+        match key {
+            "epochs" => match value.parse() {
+                Ok(n) if n > 0 => self.epochs = n,
+                _ => return plan_err!("epochs must be a positive whole number, got '{value}'"),
+            },
+            "holdout" => self.holdout = Some(value.to_string()),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 /// Reads the options: model options go to the spec, `epochs` and `holdout` drive training;
 /// `counter` (without `dim`) sizes the model from the sealed counter.
 async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
@@ -45,13 +61,8 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
         holdout: None,
     };
     for (key, value) in options {
-        match key.as_str() {
-            "epochs" => match value.parse() {
-                Ok(n) if n > 0 => plan.epochs = n,
-                _ => return plan_err!("epochs must be a positive whole number, got '{value}'"),
-            },
-            "holdout" => plan.holdout = Some(value.clone()),
-            _ => plan.spec.set(key, value).map_err(train_error)?,
+        if !plan.run_option(key, value)? {
+            plan.spec.set(key, value).map_err(train_error)?;
         }
     }
     if let Some(counter) = plan.spec.counter.clone() {
@@ -110,7 +121,7 @@ async fn sealed_size(binding: &Binding, counter: &str) -> Result<u64> {
 async fn check_holdout(ctx: &SessionContext, holdout: &str) -> Result<()> {
     match ctx.sql(&format!("SELECT * FROM {holdout} LIMIT 0")).await {
         Ok(_) => Ok(()),
-        Err(e) => plan_err!("CREATE MODEL option holdout = '{holdout}': {e}"),
+        Err(e) => plan_err!("option holdout = '{holdout}': {e}"),
     }
 }
 
@@ -134,13 +145,8 @@ pub async fn create_model(
         plan.spec.sync.workers = ctx.copied_config().target_partitions() as u32;
     }
     plan.spec.sync.check().map_err(train_error)?;
-    if let Some(holdout) = &plan.holdout {
-        check_holdout(ctx, holdout).await?;
-    }
-    let columns = columns(ctx, query).await?;
-    let workers = plan.spec.sync.workers as usize;
-    let (train_rows, rows) = TrainRows::new(ctx, query, workers, stream_rows).await?;
-    if rows == 0 {
+    let rows = Rows::read(ctx, &plan, query, stream_rows).await?;
+    if rows.count == 0 {
         return plan_err!("CREATE MODEL {name}: the training query returned no rows");
     }
     let client = binding.client()?;
@@ -151,13 +157,106 @@ pub async fn create_model(
         }
     }
     let matrix = plan.spec.create(&client, name).await.map_err(train_error)?;
+    train(ctx, binding, (name, matrix.meta.id), &plan, rows).await
+}
+
+/// Runs `TRAIN MODEL`: model `name` (created or loaded, with its optimizer state) trains on
+/// for more epochs (`epochs`, 1 by default), on the rows of `query`, with its own options; the
+/// result is an epoch table as `CREATE MODEL`'s.
+pub async fn train_model(
+    ctx: &SessionContext,
+    binding: &Binding,
+    name: &str,
+    options: &[(String, String)],
+    query: &str,
+    stream_rows: bool,
+) -> Result<RecordBatch> {
+    let client = binding.client()?;
+    client.refresh().await.map_err(ps_error)?;
+    let matrix = match client.matrix(name).await {
+        Ok(m) => m,
+        Err(PsError::NotFound(_)) => {
+            return plan_err!(
+                "TRAIN MODEL {name}: no model of that name; create it with CREATE MODEL or load \
+                 it with LOAD MODEL"
+            );
+        }
+        Err(e) => return Err(ps_error(e)),
+    };
+    let mut plan = Plan {
+        spec: ModelSpec::from_attrs(name, &matrix.meta.attrs).map_err(train_error)?,
+        epochs: 1,
+        holdout: None,
+    };
+    for (key, value) in options {
+        if !plan.run_option(key, value)? {
+            return plan_err!(
+                "TRAIN MODEL {name}: option '{key}' is the model's own, set when it was created; \
+                 TRAIN MODEL takes epochs and holdout"
+            );
+        }
+    }
+    let rows = Rows::read(ctx, &plan, query, stream_rows).await?;
+    if rows.count == 0 {
+        return plan_err!("TRAIN MODEL {name}: the training query returned no rows");
+    }
+    train(ctx, binding, (name, matrix.meta.id), &plan, rows).await
+}
+
+/// The training rows of a statement, read and checked.
+struct Rows {
+    /// Where every epoch reads them from.
+    rows: TrainRows,
+    /// How many there are.
+    count: u64,
+    /// The query's columns, quoted, for the holdout query.
+    columns: String,
+}
+
+impl Rows {
+    /// The rows of `query` for `plan`'s workers, after checking its holdout table.
+    async fn read(
+        ctx: &SessionContext,
+        plan: &Plan,
+        query: &str,
+        stream_rows: bool,
+    ) -> Result<Self> {
+        if let Some(holdout) = &plan.holdout {
+            check_holdout(ctx, holdout).await?;
+        }
+        let columns = columns(ctx, query).await?;
+        let workers = plan.spec.sync.workers as usize;
+        let (rows, count) = TrainRows::new(ctx, query, workers, stream_rows).await?;
+        Ok(Rows {
+            rows,
+            count,
+            columns,
+        })
+    }
+}
+
+/// Trains model `name` (matrix `id`) for `plan`'s epochs over `rows`; returns the epoch table.
+async fn train(
+    ctx: &SessionContext,
+    binding: &Binding,
+    (name, id): (&str, u32),
+    plan: &Plan,
+    rows: Rows,
+) -> Result<RecordBatch> {
+    let Rows {
+        rows: train_rows,
+        count: rows,
+        columns,
+    } = rows;
+    let client = binding.client()?;
+    let workers = plan.spec.sync.workers as usize;
     // Rows held in memory reach ps_train as the same batches every epoch: read them once.
     let caching = matches!(train_rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
     let bar = bar(rows * plan.epochs as u64);
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {
         let started = Instant::now();
-        let before = push_traffic(&client.status().await.map_err(ps_error)?, matrix.meta.id);
+        let before = push_traffic(&client.status().await.map_err(ps_error)?, id);
         let epoch_frame = train_rows.epoch(ctx, name, workers)?;
         let (loss, n) = watch(
             &bar,
@@ -172,7 +271,7 @@ pub async fn create_model(
             caching.after_epoch(epoch);
         }
         let status = client.status().await.map_err(ps_error)?;
-        let after = push_traffic(&status, matrix.meta.id);
+        let after = push_traffic(&status, id);
         let traffic = (after.0 - before.0, after.1 - before.1);
         let holdout = match &plan.holdout {
             Some(h) => evaluate(ctx, name, &*plan.spec.kind, &columns, h).await?,

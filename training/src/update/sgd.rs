@@ -1,10 +1,7 @@
 //! One mini-batch of SGD, ConSGD or DynSGD: pull the weights the mini-batch touches at the
 //! worker's clock, compute the gradient, push it to the servers' optimizer.
 
-use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use angel_client::runtime::{Started, block_on};
@@ -18,21 +15,6 @@ use crate::update::Rule;
 
 /// A pull in flight: weights and the versions of the partitions read.
 pub type Ahead = Started<(Vec<f32>, Vec<Ack>)>;
-
-/// Updates this process has sent per model (by service-wide name: an executor may train
-/// models of the same name for jobs of several namespaces), so Adam's bias correction sees a
-/// step number that keeps growing across tasks and epochs.
-fn next_step(model: &str) -> u64 {
-    static STEPS: OnceLock<Mutex<HashMap<String, Arc<AtomicU64>>>> = OnceLock::new();
-    let counter = STEPS
-        .get_or_init(Default::default)
-        .lock()
-        .expect("step map")
-        .entry(model.to_string())
-        .or_default()
-        .clone();
-    counter.fetch_add(1, Ordering::Relaxed) + 1
-}
 
 /// One mini-batch: pull at the worker's clock (or take the pull `ahead` started for it),
 /// start the pull of the `next` mini-batch where the consistency model allows, and push the
@@ -62,13 +44,7 @@ pub fn step(
         Rule::DynSgd => &versions[..],
         _ => &[],
     };
-    model.update(
-        &g.keys,
-        &grads,
-        next_step(&model.client().qualify(&model.name)),
-        change,
-        bases,
-    )?;
+    model.update(&g.keys, &grads, change, bases)?;
     worker.after_step(started);
     Ok(loss)
 }
