@@ -3,16 +3,15 @@
 
 use std::sync::LazyLock;
 
-use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::Result;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::{Arg, DOC_SECTION, arity, label_type, scored};
-use crate::mean::Mean;
+use crate::args::{Arg, DOC_SECTION, arity, label_type};
+use crate::mean::{Mean, ScoredMean};
 
 const LABEL: Arg = Arg::new("ps_accuracy", 0, "label");
 const PREDICTED: Arg = Arg::new("ps_accuracy", 1, "predicted");
@@ -53,7 +52,11 @@ impl AggregateUDFImpl for PsAccuracy {
     }
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Accuracy::default()))
+        Ok(Box::new(ScoredMean::new(
+            LABEL,
+            PREDICTED,
+            |label, predicted| f64::from(label == predicted),
+        )))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -75,37 +78,5 @@ impl AggregateUDFImpl for PsAccuracy {
             .build()
         });
         Some(&DOC)
-    }
-}
-
-#[derive(Debug, Default)]
-struct Accuracy {
-    mean: Mean,
-}
-
-impl Accumulator for Accuracy {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        for (label, p) in scored(LABEL, PREDICTED, values)? {
-            self.mean.sum += f64::from(label == p);
-            self.mean.rows += 1;
-        }
-        Ok(())
-    }
-
-    fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(self.mean.state())
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.mean.merge(states);
-        Ok(())
-    }
-
-    fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(self.mean.evaluate())
-    }
-
-    fn size(&self) -> usize {
-        std::mem::size_of_val(self)
     }
 }

@@ -3,16 +3,15 @@
 
 use std::sync::LazyLock;
 
-use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::Result;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use crate::args::{Arg, DOC_SECTION, arity, label_type, scored};
-use crate::mean::Mean;
+use crate::args::{Arg, DOC_SECTION, arity, label_type};
+use crate::mean::{Mean, ScoredMean};
 
 const LABEL: Arg = Arg::new("ps_logloss", 0, "label");
 const PROBABILITY: Arg = Arg::new("ps_logloss", 1, "probability");
@@ -53,7 +52,10 @@ impl AggregateUDFImpl for PsLogloss {
     }
 
     fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        Ok(Box::new(Logloss::default()))
+        Ok(Box::new(ScoredMean::new(LABEL, PROBABILITY, |label, p| {
+            let p = p.clamp(1e-15, 1.0 - 1e-15);
+            -if label > 0.0 { p.ln() } else { (1.0 - p).ln() }
+        })))
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
@@ -79,38 +81,5 @@ impl AggregateUDFImpl for PsLogloss {
             .build()
         });
         Some(&DOC)
-    }
-}
-
-#[derive(Debug, Default)]
-struct Logloss {
-    mean: Mean,
-}
-
-impl Accumulator for Logloss {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        for (label, p) in scored(LABEL, PROBABILITY, values)? {
-            let p = p.clamp(1e-15, 1.0 - 1e-15);
-            self.mean.sum -= if label > 0.0 { p.ln() } else { (1.0 - p).ln() };
-            self.mean.rows += 1;
-        }
-        Ok(())
-    }
-
-    fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(self.mean.state())
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.mean.merge(states);
-        Ok(())
-    }
-
-    fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(self.mean.evaluate())
-    }
-
-    fn size(&self) -> usize {
-        std::mem::size_of_val(self)
     }
 }
