@@ -404,3 +404,43 @@ async fn a_loaded_model_trains_on_exactly_where_it_stopped() {
     );
     fresh.shutdown().await.unwrap();
 }
+
+/// The linear SVM from SQL, against the hyperplane that labelled the rows (a closed-form
+/// reference: it separates them all). Hinge loss keeps pushing the margin past 1, so the
+/// learnt sign agrees with the generating one on nearly every holdout row; tolerance 2% of
+/// rows (those within a hair of the hyperplane). FTRL is held to its reference in the softmax
+/// test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_svm_separates_what_a_hyperplane_labelled() {
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(2));
+    ctx.register_batch("rows", linear_rows(6_000)).unwrap();
+    let job = Job::new(ctx, &service.master_addr());
+    // Labels: the side of the generating hyperplane (linear_rows' response) each row is on.
+    job.execute(
+        "CREATE VIEW sides AS SELECT CASE WHEN label > 0 THEN 1.0 ELSE 0.0 END AS y, idx, val \
+         FROM rows",
+    )
+    .await
+    .unwrap();
+    let table = job
+        .execute(
+            "CREATE MODEL svm OPTIONS (kind = 'svm', dim = 8, optimizer = 'adagrad', \
+             learning_rate = 0.5, batch_size = 32, epochs = 5, holdout = 'sides') \
+             AS SELECT y, idx, val FROM sides",
+        )
+        .await
+        .unwrap();
+    let auc = epoch_column(&table[0], "holdout_auc");
+    assert!(auc[4] > 0.999, "holdout AUC {auc:?}");
+    let wrong = job
+        .execute(
+            "SELECT avg(CASE WHEN (ps_predict('svm', idx, val) > 0) = (y > 0) THEN 0.0 ELSE 1.0 END) \
+             FROM sides",
+        )
+        .await
+        .unwrap();
+    let wrong = wrong[0].column(0).as_primitive::<Float64Type>().value(0);
+    assert!(wrong < 0.02, "{wrong} of the rows on the wrong side");
+    service.shutdown().await.unwrap();
+}
