@@ -734,10 +734,13 @@ impl PsClient {
         how: StepPush<'_>,
     ) -> Result<()> {
         if keys.len() * rows.len() != values.len() {
+            let each = match rows.len() {
+                1 => String::new(),
+                n => format!(" in each of {n} rows"),
+            };
             return Err(PsError::InvalidArgument(format!(
-                "push to matrix '{name}': {} keys in {} rows but {} values",
+                "push to matrix '{name}': {} keys{each} but {} values",
                 keys.len(),
-                rows.len(),
                 values.len()
             )));
         }

@@ -104,3 +104,46 @@ async fn a_model_matrix_without_room_for_state_or_an_unknown_optimizer_is_refuse
     let w: Vec<f32> = c.pull_keys("thin", 0, &[1]).await.unwrap();
     assert_eq!(w, vec![0.0], "a refused update changes nothing");
 }
+
+/// The update rules' factors, applied by the servers: ConSGD's `scale` multiplies the change
+/// the optimizer makes; DynSGD further divides it by 1 + the changes the partition took since
+/// the pull the gradient was computed from. Plain SGD at rate 0.1 on gradient 1 moves a weight
+/// by -0.1, so the factors read off the weights exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consgd_and_dynsgd_factors_scale_the_change_on_the_servers() {
+    let cluster = Cluster::start(1);
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::dense("rules", 1, 10).value_type(ValueType::F64))
+        .await
+        .unwrap();
+    let consgd = angel_client::Update {
+        scale: 0.25,
+        ..update("sgd", 0.1)
+    };
+    c.push_update("rules", &[1], &[1.0f64], &consgd)
+        .await
+        .unwrap();
+    // The pull a DynSGD gradient is computed from, then two changes by other workers.
+    let (_, bases) = c.pull_step::<f64>("rules", &[0], &[2], None).await.unwrap();
+    for _ in 0..2 {
+        c.push_keys("rules", 0, &[2], &[0.0f64]).await.unwrap();
+    }
+    let dynsgd = angel_client::Update {
+        dynamic: true,
+        ..update("sgd", 0.1)
+    };
+    let how = StepPush {
+        update: Some(&dynsgd),
+        bases: &bases,
+        ..Default::default()
+    };
+    c.push_step("rules", &[0], &[2], &[1.0f64], how)
+        .await
+        .unwrap();
+    let w: Vec<f64> = c.pull_keys("rules", 0, &[1, 2]).await.unwrap();
+    assert!((w[0] - -0.1 * 0.25).abs() < 1e-12, "ConSGD: {w:?}");
+    assert!(
+        (w[1] - -0.1 / 3.0).abs() < 1e-12,
+        "DynSGD, 2 changes stale: {w:?}"
+    );
+}
