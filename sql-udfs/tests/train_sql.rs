@@ -56,6 +56,16 @@ async fn linear_regression_recovers_the_generating_weights() {
     let table = job.execute(sql).await.unwrap();
     let epochs = &table[0];
     assert_eq!(epochs.num_rows(), 6);
+    // Key-list caching: the first epoch reads every record batch, later ones find them all.
+    let cached = epochs.column_by_name("cached_batches").unwrap();
+    let cached = cached
+        .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+        .values();
+    assert_eq!(cached[0], 0, "{cached:?}");
+    assert!(
+        cached[1..].iter().all(|&c| c > 0 && c == cached[1]),
+        "{cached:?}"
+    );
     let holdout = epochs.column(3).as_primitive::<Float64Type>();
     assert!(
         holdout.value(5) < holdout.value(0),
@@ -75,6 +85,22 @@ async fn linear_regression_recovers_the_generating_weights() {
         assert!(
             (f64::from(got) - want).abs() < 1e-2,
             "weight {i}: {got} vs {want}"
+        );
+    }
+
+    // Pulling each mini-batch's weights while the previous one computes (ASP only) learns the
+    // same weights.
+    job.execute(&sql.replace("lin OPTIONS (", "ahead OPTIONS (pull_ahead = 'true', "))
+        .await
+        .unwrap();
+    let ahead: Vec<f32> = client
+        .pull_keys("ahead", 0, &(0..=8).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    for (i, (&got, &want)) in ahead.iter().zip(&w).enumerate() {
+        assert!(
+            (got - want).abs() < 1e-2,
+            "weight {i} pulled ahead: {got} vs {want}"
         );
     }
 

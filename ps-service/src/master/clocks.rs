@@ -439,6 +439,29 @@ mod tests {
     }
 
     #[test]
+    fn backup_workers_let_a_clock_complete_without_the_slowest() {
+        let clocks = Clocks::default();
+        let with_backup = |worker, clock| ClockRequest {
+            backup: 1,
+            workers: 3,
+            ..pull(worker, clock, 0)
+        };
+        for worker in [1, 2, 3] {
+            clocks.report(&with_backup(worker, 0));
+        }
+        clocks.report(&with_backup(2, 1));
+        // Worker 3 has not completed clock 0: one behind, the backup's share.
+        assert_eq!(clocks.check(&with_backup(1, 1)).1, None);
+        let strict = ClockRequest {
+            backup: 0,
+            ..with_backup(1, 1)
+        };
+        assert_eq!(clocks.check(&strict).1, Some(3), "no backup: wait for 3");
+        // At clock 2, workers 2 and 3 are both behind: more than the one backup.
+        assert_eq!(clocks.check(&with_backup(1, 2)).1, Some(3));
+    }
+
+    #[test]
     fn a_worker_far_below_the_median_rate_is_flagged() {
         let clocks = Clocks::default();
         for (worker, busy_ms) in [(1, 100.0), (2, 110.0), (3, 400.0)] {

@@ -267,9 +267,7 @@ async fn train(
         )
         .await?;
         let trained = started.elapsed();
-        if let Some(caching) = &caching {
-            caching.after_epoch(epoch);
-        }
+        let cached = caching.as_ref().map_or(0, |c| c.after_epoch(epoch));
         let status = client.status().await.map_err(ps_error)?;
         let after = push_traffic(&status, id);
         let traffic = (after.0 - before.0, after.1 - before.1);
@@ -300,7 +298,7 @@ async fn train(
             );
         }
         table.push(
-            (epoch, rows),
+            (epoch, rows, cached),
             loss,
             &holdout,
             (trained, evaluated),
@@ -320,23 +318,31 @@ async fn train(
 struct Caching<'a> {
     binding: &'a Binding,
     model: &'a str,
+    /// Batches found cached before the current epoch.
+    found: std::cell::Cell<u64>,
 }
 
 impl<'a> Caching<'a> {
     fn on(binding: &'a Binding, model: &'a str) -> Self {
         binding.key_lists().enable(model);
-        Caching { binding, model }
+        Caching {
+            binding,
+            model,
+            found: Default::default(),
+        }
     }
 
     /// The first epoch filled the cache; after the second, a cache nothing was found in (the
-    /// query makes new arrays at every epoch) goes.
-    fn after_epoch(&self, epoch: usize) {
+    /// query makes new arrays at every epoch) goes. Returns the batches the epoch found.
+    fn after_epoch(&self, epoch: usize) -> u64 {
         let lists = self.binding.key_lists();
+        let found = lists.hits(self.model) - self.found.replace(lists.hits(self.model));
         match epoch {
             1 => lists.seal(self.model),
-            2 if lists.hits(self.model) == 0 => lists.disable(self.model),
+            2 if found == 0 => lists.disable(self.model),
             _ => {}
         }
+        found
     }
 }
 
@@ -612,14 +618,16 @@ struct EpochTable {
     workers: Vec<i64>,
     wait_seconds: Vec<f64>,
     slow_workers: Vec<String>,
+    cached_batches: Vec<i64>,
 }
 
 impl EpochTable {
-    /// Adds an epoch: its rows and loss, holdout figures, (training, holdout) time and
-    /// (sent, raw) push bytes, and what the master saw of its workers.
+    /// Adds an epoch: its rows, the record batches it found in the key-list cache and its
+    /// loss, holdout figures, (training, holdout) time and (sent, raw) push bytes, and what
+    /// the master saw of its workers.
     fn push(
         &mut self,
-        (epoch, rows): (usize, i64),
+        (epoch, rows, cached): (usize, i64, u64),
         loss: ScalarValue,
         holdout: &Holdout,
         took: (Duration, Duration),
@@ -629,6 +637,7 @@ impl EpochTable {
         self.workers.push(round.workers);
         self.wait_seconds.push(round.wait_seconds);
         self.slow_workers.push(round.slow.clone());
+        self.cached_batches.push(cached as i64);
         self.push_mb.push(traffic.0 as f64 / 1e6);
         self.raw_mb.push(traffic.1 as f64 / 1e6);
         self.epoch.push(epoch as i64);
@@ -656,6 +665,7 @@ impl EpochTable {
             Field::new("workers", DataType::Int64, false),
             Field::new("wait_seconds", DataType::Float64, false),
             Field::new("slow_workers", DataType::Utf8, false),
+            Field::new("cached_batches", DataType::Int64, false),
         ]);
         Ok(RecordBatch::try_new(
             Arc::new(schema),
@@ -673,6 +683,7 @@ impl EpochTable {
                 Arc::new(Int64Array::from(self.workers)),
                 Arc::new(Float64Array::from(self.wait_seconds)),
                 Arc::new(StringArray::from(self.slow_workers)),
+                Arc::new(Int64Array::from(self.cached_batches)),
             ],
         )?)
     }
