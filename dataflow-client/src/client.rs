@@ -21,7 +21,7 @@ use angel_proto::{
     DropMatrixRequest, Element, EpochReport, GetPartitionMapRequest, Merge, OptimizerInfo,
     PartitionMap, PsError, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest,
     ReplayReport, ReportUnreachableRequest, Result, RowSlice, StatusReply, StatusRequest,
-    StorageKind, Update, codec, wire,
+    StorageKind, codec, wire,
 };
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -378,7 +378,7 @@ impl PsClient {
                 Change::Push {
                     matrix_id,
                     value_type,
-                    update,
+                    gradients,
                     slices,
                 } => conn
                     .rpc
@@ -387,7 +387,7 @@ impl PsClient {
                         matrix_id,
                         value_type,
                         slices,
-                        update,
+                        gradients,
                         // A replayed DynSGD update applies unscaled by staleness.
                         bases: Vec::new(),
                     })
@@ -704,24 +704,24 @@ impl PsClient {
             .await
     }
 
-    /// Sends gradients of row 0 of a model matrix; the servers apply `update`'s optimizer per
-    /// key (state in rows 1..). Duplicate keys are summed before sending.
-    pub async fn push_update<T: Element>(
+    /// Sends gradients of row 0 of a model matrix; the servers apply the optimizer of its
+    /// training description per key (state in rows 1..). Duplicate keys are summed before
+    /// sending.
+    pub async fn push_gradients<T: Element>(
         &self,
         name: &str,
         keys: &[u64],
         grads: &[T],
-        update: &Update,
     ) -> Result<()> {
         let how = StepPush {
-            update: Some(update),
+            gradients: true,
             ..Default::default()
         };
         self.push_step(name, &[0], keys, grads, how).await
     }
 
     /// Pushes `values` to the same `keys` of each of `rows` (values row after row) as one
-    /// training step: added, or (`how.update`) applied with an optimizer to the weights rows
+    /// training step: added, or (`how.gradients`) applied by the optimizer to the weights rows
     /// named; named by a SQL task's change, so a rerun of the task repeats it without effect;
     /// stating the partition versions it was computed from (DynSGD). Duplicate keys are
     /// summed before sending.
@@ -918,7 +918,7 @@ impl PsClient {
             |routing, s: &RowSlice| server_of(routing, matrix_id, s.partition_id),
             |mut conn, slices, mut caller| async move {
                 if let SliceOp::Push(how) = op {
-                    let update = how.update;
+                    let gradients = how.gradients;
                     let count = slices.len();
                     let bases = how
                         .bases
@@ -931,7 +931,7 @@ impl PsClient {
                         matrix_id,
                         value_type,
                         slices: slices.clone(),
-                        update: update.cloned(),
+                        gradients,
                         bases,
                     };
                     check_size(&request, limit, "push to", name, &conn.addr)?;
@@ -940,7 +940,7 @@ impl PsClient {
                         let change = Change::Push {
                             matrix_id,
                             value_type,
-                            update: update.cloned(),
+                            gradients,
                             slices: slices
                                 .iter()
                                 .filter(|s| s.partition_id == ack.partition_id)

@@ -40,8 +40,8 @@ pub mod task_change;
 
 pub use angel_proto::{
     Ack, ClockPhase, ClockReply, ClockRequest, Compression, CompressionMode, CounterState, Element,
-    EpochReport, Layout, Merge, PsError, Result, SnapshotReply, StorageKind, Update, ValueType,
-    update,
+    EpochReport, Layout, MatrixMeta, Merge, OptimizerParams, PsError, Result, SnapshotReply,
+    StorageKind, Sync, Training, UpdateRule, ValueType, optimizer_params,
 };
 pub use client::{ClientConfig, PsClient, REPLAY_MB_VAR, worker_pid};
 pub use counter_space::Counter;

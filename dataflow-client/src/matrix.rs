@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use angel_proto::{CreateMatrixRequest, Layout, MatrixMeta, Result, StorageKind, ValueType};
-
-use angel_proto::codec::{self, Compression, CompressionMode};
+use angel_proto::codec::{Compression, CompressionMode};
+use angel_proto::{
+    CreateMatrixRequest, Layout, MatrixMeta, Result, StorageKind, Training, ValueType,
+};
 
 use crate::codec_choice::CodecChoice;
 
@@ -34,6 +35,9 @@ pub struct MatrixSpec {
     pub block_shape: (u64, u64),
     /// Attributes stored with the matrix and returned in its metadata.
     pub attrs: HashMap<String, String>,
+    /// How it is trained and pushed to (a model's description, or just an optimizer or a
+    /// compression); stored with the matrix.
+    pub training: Option<Training>,
 }
 
 impl MatrixSpec {
@@ -57,6 +61,7 @@ impl MatrixSpec {
             partitioner: None,
             block_shape: (0, 0),
             attrs: HashMap::new(),
+            training: None,
         }
     }
 
@@ -78,9 +83,16 @@ impl MatrixSpec {
         self
     }
 
-    /// Stores `key = value` with the matrix (a model's kind or optimizer, for example).
+    /// Stores `key = value` with the matrix: a note for its users; the service reads none.
     pub fn attr(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.attrs.insert(key.into(), value.into());
+        self
+    }
+
+    /// Stores how the matrix is trained: its optimizer (applied by the servers to gradient
+    /// pushes), update rule, sync options and compression.
+    pub fn training(mut self, training: Training) -> Self {
+        self.training = Some(training);
         self
     }
 
@@ -96,6 +108,7 @@ impl MatrixSpec {
             block_rows: self.block_shape.0,
             block_cols: self.block_shape.1,
             attrs: self.attrs.clone(),
+            training: self.training.clone(),
         }
     }
 }
@@ -107,7 +120,7 @@ pub struct Matrix {
     pub meta: MatrixMeta,
     /// Which partition holds which (row, column).
     pub layout: Layout,
-    /// How sparse pushes to it are encoded (its `compression` attribute).
+    /// How sparse pushes to it are encoded (its training description's `compression`).
     pub compression: Compression,
     /// With compression under `compression_mode = 'auto'` (the default): this process's
     /// measurements deciding, push by push, whether compressing pays.
@@ -115,17 +128,13 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    /// Builds the handle, validating that the partitions tile the matrix and its
-    /// `compression` attribute, if any.
+    /// Builds the handle, validating that the partitions tile the matrix and the compression
+    /// of its training description, if any.
     pub fn new(meta: MatrixMeta) -> Result<Self> {
         let layout = Layout::new(&meta)?;
-        let compression = match meta.attrs.get(codec::ATTR) {
-            Some(text) => text.parse()?,
-            None => Compression::None,
-        };
-        let mode = match meta.attrs.get(codec::MODE_ATTR) {
-            Some(text) => text.parse()?,
-            None => CompressionMode::Auto,
+        let (compression, mode) = match &meta.training {
+            Some(training) => training.codec()?,
+            None => (Compression::None, CompressionMode::Auto),
         };
         // Only float pushes are ever sketched (`codec::encode_slice`).
         let float = matches!(meta.value_type(), ValueType::F32 | ValueType::F64);

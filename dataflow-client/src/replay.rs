@@ -14,7 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use angel_proto::{Ack, Caller, CounterKeys, RowSlice, Update};
+use angel_proto::{Ack, Caller, CounterKeys, RowSlice};
 use parking_lot::Mutex;
 
 /// A change to one partition, as it was sent.
@@ -24,7 +24,7 @@ pub(crate) enum Change {
     Push {
         matrix_id: u32,
         value_type: i32,
-        update: Option<Update>,
+        gradients: bool,
         slices: Vec<RowSlice>,
     },
     /// One counter increase's keys of one counter partition.

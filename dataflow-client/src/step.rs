@@ -1,7 +1,7 @@
 //! A training worker's pull and push: [`Step`] (who pulls, at which clock) and [`StepPush`]
 //! (how a push is applied and named). Plain pulls and pushes need neither.
 
-use angel_proto::{Ack, Update};
+use angel_proto::Ack;
 
 use crate::task_change::TaskChange;
 
@@ -13,12 +13,12 @@ pub struct Step {
     pub clock: i64,
 }
 
-/// How a push is applied: added (no `update`) or by an optimizer; named by a SQL task's
-/// `change` or by the client; with the partition versions (`bases`, from the pull) the values
-/// were computed from, which DynSGD's updates need.
+/// How a push is applied: added, or (`gradients`) as gradients by the matrix's optimizer and
+/// update rule; named by a SQL task's `change` or by the client; with the partition versions
+/// (`bases`, from the pull) the values were computed from, which DynSGD needs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StepPush<'a> {
-    pub update: Option<&'a Update>,
+    pub gradients: bool,
     pub change: Option<TaskChange>,
     pub bases: &'a [Ack],
 }

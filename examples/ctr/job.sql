@@ -3,6 +3,8 @@
 -- column value, indexed through the PS distributed counter; logistic regression trained on
 -- the PS with Adagrad; every tenth row held out.
 --   angel-ps run examples/ctr/job.sql --var data=ctr.csv
+-- Variables: epochs (5), compression (none), compression_mode (auto), sync (asp), update (sgd),
+-- local_steps (8): `--var sync=bsp --var update=average` trains by model averaging.
 
 CREATE TABLE logs AS SELECT * FROM read_csv('${data}', 'header=true; bad_rows=skip; columns=
    id int, label double, i1 int, i2 int, i3 int, i4 int, i5 int, i6 int, i7 int, i8 int, i9 int, i10 int, i11 int, i12 int, i13 int,
@@ -37,7 +39,8 @@ CREATE TABLE test AS SELECT label, ps_index('ctr_features', features) AS idx FRO
 CREATE OR REPLACE MODEL ctr OPTIONS (
   kind = 'logistic', counter = 'ctr_features', optimizer = 'adagrad', learning_rate = 0.05,
   l2 = 0.0001, batch_size = 2048, epochs = ${epochs:-5}, holdout = 'test',
-  compression = '${compression:-none}', compression_mode = '${compression_mode:-auto}'
+  compression = '${compression:-none}', compression_mode = '${compression_mode:-auto}',
+  sync = '${sync:-asp}', update = '${update:-sgd}', local_steps = ${local_steps:-8}
 ) AS SELECT label, idx FROM train;
 
 SELECT ps_auc(label, p) AS holdout_auc, ps_logloss(label, p) AS holdout_logloss

@@ -13,9 +13,9 @@
 //! ```
 
 use angel_ps::Optimizer;
-use angel_ps::optim::Update;
+use angel_ps::optim::OptimizerParams;
 
-/// Heavy-ball momentum; `beta1` of the update is the momentum coefficient.
+/// Heavy-ball momentum; `beta1` of the model's optimizer is the momentum coefficient.
 pub struct Momentum;
 
 impl Optimizer for Momentum {
@@ -27,7 +27,7 @@ impl Optimizer for Momentum {
         1
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &Update) {
+    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         slot[1] = u.beta1 * slot[1] + g + u.l2 * slot[0];
         slot[0] -= u.learning_rate * slot[1];
     }

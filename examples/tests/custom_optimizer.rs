@@ -68,7 +68,8 @@ async fn a_registered_optimizer_trains_from_create_model() {
 async fn the_master_checks_a_model_matrix_against_its_optimizer() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
     let client = PsClient::connect(&service.master_addr()).await.unwrap();
-    let spec = angel_client::MatrixSpec::dense("m", 2, 10).attr("optimizer", "adam");
+    let adam = angel_client::Training::optimizer(angel_client::optimizer_params("adam", 0.1));
+    let spec = angel_client::MatrixSpec::dense("m", 2, 10).training(adam);
     let err = client.create_matrix(spec).await.unwrap_err().to_string();
     assert!(err.contains("needs 4 rows per output"), "{err}");
     assert_eq!(client.optimizer("adam").await.unwrap().state_rows, 3);

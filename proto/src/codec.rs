@@ -24,10 +24,6 @@ pub const RAW: u32 = 0;
 pub const SKETCHML: u32 = 1;
 /// Codec tag of slices whose keys are Rice-coded and values raw.
 pub const RICE_KEYS: u32 = 2;
-/// The matrix attribute that selects a compression.
-pub const ATTR: &str = "compression";
-/// The matrix attribute that says when a compressed matrix's pushes are compressed.
-pub const MODE_ATTR: &str = "compression_mode";
 /// Sparse pushes with fewer pairs go raw: bucket means and sketch headers would cost about
 /// as much as they save. Larger ones go raw too when the payload is not smaller.
 pub const MIN_SKETCH_PAIRS: usize = 16;

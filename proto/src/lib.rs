@@ -14,7 +14,8 @@
 //! - [`routing`]: [`Layout`], which partition of a matrix holds a given (row, column).
 //! - [`counter_keys`]: the stable hash counter keys route by, and how string keys are packed.
 //! - [`merge`]: how per-partition results of a PS function combine.
-//! - [`update`]: an optimizer step with the usual defaults.
+//! - [`training`]: reading a model's [`Training`] description (optimizer defaults, codec,
+//!   when its workers wait).
 //! - [`pushes`]: per-client push counters, summed the same way by servers and readers.
 //! - [`pulls`]: how far ahead of the slowest worker training pulls went (consistency checks).
 //! - [`config_file`]: small configuration files read with a cap, never a FIFO or device.
@@ -43,14 +44,14 @@ pub mod pushes;
 pub mod routing;
 pub mod sketchml;
 pub mod tls;
-pub mod update;
+pub mod training;
 pub mod value;
 pub mod wire;
 
 pub use codec::{Compression, CompressionMode};
 pub use error::{PsError, Result};
 pub use routing::Layout;
-pub use update::update;
+pub use training::optimizer_params;
 pub use value::Element;
 
 /// The code `tonic-prost-build` generates from `proto/angel.proto`.

@@ -109,3 +109,31 @@ async fn bsp_repeats_the_same_model_bit_for_bit() {
         "test rows predicted differently by two BSP runs"
     );
 }
+
+/// Model averaging trains its local rounds with the model's own optimizer: with one worker, a
+/// round of Adagrad steps on the worker pushed as one change ends where the servers' Adagrad,
+/// one push per mini-batch, does — up to float rounding (the servers keep f32 between pushes,
+/// the local round f64), hence the tolerance of 1e-4 on predicted probabilities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_averaging_trains_its_rounds_with_the_models_optimizer() {
+    let (_service, job) = a9a_job().await;
+    let options = "kind = 'logistic', dim = 123, batch_size = 64, epochs = 2, sync = 'bsp', \
+                   workers = 1, optimizer = 'adagrad', learning_rate = 0.1";
+    for (name, rule) in [("on_servers", "sgd"), ("averaged", "average")] {
+        let sql = format!(
+            "CREATE MODEL {name} OPTIONS ({options}, update = '{rule}', local_steps = 5) \
+             AS SELECT * FROM train"
+        );
+        job.execute(&sql).await.unwrap();
+    }
+    let compare = "SELECT max(abs(p1 - p2)), avg(abs(p1 - 0.5)) FROM \
+                   (SELECT ps_predict('on_servers', idx, val) AS p1, \
+                           ps_predict('averaged', idx, val) AS p2 FROM test) AS scored";
+    let out = job.execute(compare).await.unwrap();
+    let (apart, moved) = (scalar(&out, 0), scalar(&out, 1));
+    assert!(
+        moved > 0.1,
+        "the models did not train: mean |p - 0.5| = {moved}"
+    );
+    assert!(apart < 1e-4, "largest difference of predictions {apart}");
+}

@@ -160,7 +160,10 @@ async fn status_lists_servers_and_matrices() {
 async fn status_shows_training_workers_and_how_far_ahead_they_pulled() {
     let cluster = Cluster::start(1);
     let c = cluster.client().await;
-    c.create_matrix(MatrixSpec::dense("m", 1, 8)).await.unwrap();
+    let trained = angel_client::Training::optimizer(angel_client::optimizer_params("sgd", 0.1));
+    c.create_matrix(MatrixSpec::dense("m", 1, 8).training(trained))
+        .await
+        .unwrap();
     // Worker 7 pulls at clock 2 once worker 8 completed (at most) 1 step: a lead of 1.
     for (worker, clock) in [(7, 0), (8, 0), (7, 2), (8, 1)] {
         let step = Some(Step { worker, clock });
@@ -171,7 +174,6 @@ async fn status_shows_training_workers_and_how_far_ahead_they_pulled() {
         worker: 7,
         clock: 3,
         phase: ClockPhase::Pull as i32,
-        staleness: -1,
         ..Default::default()
     };
     assert!(c.clock(report).await.unwrap().ready);
@@ -396,8 +398,9 @@ async fn run_against_a_running_service_leaves_the_model_there() {
     let client = angel_client::PsClient::connect(&node.addr).await.unwrap();
     let model = client.describe("team/a9a").await.unwrap();
     assert_eq!(model.meta.cols, 124, "123 features and the intercept");
+    let training = model.meta.training.as_ref().expect("a model's description");
     assert_eq!(
-        model.meta.attrs.get("optimizer").map(String::as_str),
+        training.optimizer.as_ref().map(|o| o.name.as_str()),
         Some("adam")
     );
     assert_eq!(node.terminate(Duration::from_secs(10)), Some(0));

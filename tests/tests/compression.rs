@@ -14,9 +14,11 @@ const KEYS: u64 = 20_000;
 /// Pushes [`PUSHES`] gradients to a SketchML matrix under `mode` and returns the share of
 /// slices the servers received compressed.
 async fn compressed_share(client: &PsClient, name: &str, mode: &str) -> f64 {
-    let spec = MatrixSpec::sparse(name, 1, 500_000)
-        .attr("compression", "sketchml")
-        .attr("compression_mode", mode);
+    let spec = MatrixSpec::sparse(name, 1, 500_000).training(angel_client::Training {
+        compression: "sketchml".into(),
+        compression_mode: mode.into(),
+        ..Default::default()
+    });
     let m = client.create_matrix(spec).await.unwrap();
     let mut seed = 7u64;
     for push in 0..PUSHES {

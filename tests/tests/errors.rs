@@ -2,7 +2,7 @@
 //! and through raw requests to a server; and random payloads never bring a server down.
 
 use angel_client::{ClientConfig, MatrixSpec, ValueType};
-use angel_proto::{PullRequest, PushRequest, RowSlice, Update, wire};
+use angel_proto::{PullRequest, PushRequest, RowSlice, wire};
 use angel_tests::{Cluster, expect, raw_server, run_job, status};
 use bytes::Bytes;
 use tonic::Code;
@@ -149,7 +149,7 @@ async fn servers_reject_bad_raw_requests_with_the_right_status() {
         matrix_id: m.meta.id,
         value_type: ValueType::F32 as i32,
         slices: vec![slice(&[0, 1], wire::encode_values(&[1.0f32]))],
-        update: None,
+        gradients: false,
         bases: Vec::new(),
     };
     let err = status(raw_server(host).await.push(push.clone()).await);
@@ -265,8 +265,12 @@ async fn a_matrix_dropped_behind_a_clients_back_is_reported_not_misrouted() {
 async fn random_payloads_never_take_a_server_down() {
     let cluster = Cluster::start(1);
     let c = cluster.client().await;
+    let training = angel_client::Training {
+        update: angel_client::UpdateRule::Dynsgd as i32,
+        ..angel_client::Training::optimizer(angel_client::optimizer_params("adagrad", 0.1))
+    };
     let m = c
-        .create_matrix(MatrixSpec::sparse("fuzz", 2, 1 << 20))
+        .create_matrix(MatrixSpec::sparse("fuzz", 2, 1 << 20).training(training))
         .await
         .unwrap();
     let mut server = raw_server(&cluster.servers[0].addr).await;
@@ -293,12 +297,7 @@ async fn random_payloads_never_take_a_server_down() {
             matrix_id: m.meta.id + (next() % 2) as u32,
             value_type: (next() % 5) as i32,
             slices: vec![slice.clone()],
-            update: (next() % 2 == 0).then(|| Update {
-                optimizer: ["sgd", "adam", "nope"][(next() % 3) as usize].into(),
-                dynamic: next() % 2 == 0,
-                scale: f64::from_bits(next()),
-                ..Default::default()
-            }),
+            gradients: next() % 2 == 0,
             bases: vec![angel_proto::Ack {
                 partition_id: (next() % 4) as u32,
                 version: next(),

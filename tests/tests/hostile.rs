@@ -216,7 +216,7 @@ async fn sizes_from_requests_cannot_overflow() {
             values: wire::encode_values(&[9.0f32]),
             codec: codec::RAW,
         }],
-        update: None,
+        gradients: false,
         bases: Vec::new(),
     };
     let addr = &c.status().await.unwrap().servers[0].addr;
@@ -274,7 +274,7 @@ async fn work_and_memory_are_bounded_by_what_was_sent() {
             values: encoded.values,
             codec: encoded.codec,
         }],
-        update: None,
+        gradients: false,
         bases: Vec::new(),
     };
     let err = status(raw_server(host).await.push(bomb).await);

@@ -1,8 +1,16 @@
 //! Optimizers run on the servers: pushed gradients become weight updates next to the data,
-//! with the optimizer's state kept in the model matrix's extra rows.
+//! with the optimizer's state kept in the model matrix's extra rows, as the matrix's training
+//! description says.
 
-use angel_client::{MatrixSpec, PsError, StepPush, ValueType, update};
+use angel_client::{
+    MatrixSpec, PsError, StepPush, Sync, Training, UpdateRule, ValueType, optimizer_params,
+};
 use angel_tests::Cluster;
+
+/// A description training with `optimizer` at `rate`.
+fn trained(optimizer: &str, rate: f64) -> Training {
+    Training::optimizer(optimizer_params(optimizer, rate))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sgd_and_adam_update_weights_and_state_on_the_servers() {
@@ -10,10 +18,12 @@ async fn sgd_and_adam_update_weights_and_state_on_the_servers() {
     let c = cluster.client().await;
     let keys = [3u64, 900, 4095];
     let sgd = MatrixSpec::dense("sgd_model", 1, 4096).value_type(ValueType::F64);
-    c.create_matrix(sgd).await.unwrap();
+    c.create_matrix(sgd.training(trained("sgd", 0.1)))
+        .await
+        .unwrap();
     // Duplicate keys are summed: key 3 gets gradient 1.0 + 1.0.
     let grads = [1.0f64, -2.0, 0.5, 1.0];
-    c.push_update("sgd_model", &[3, 900, 4095, 3], &grads, &update("sgd", 0.1))
+    c.push_gradients("sgd_model", &[3, 900, 4095, 3], &grads)
         .await
         .unwrap();
     let w: Vec<f64> = c.pull_keys("sgd_model", 0, &keys).await.unwrap();
@@ -22,16 +32,13 @@ async fn sgd_and_adam_update_weights_and_state_on_the_servers() {
     // Adam keeps two moments in rows 1 and 2 and each key's update count in row 3; its first
     // step moves each weight by lr.
     let adam = MatrixSpec::sparse("adam_model", 4, 1 << 40).value_type(ValueType::F64);
-    c.create_matrix(adam).await.unwrap();
+    c.create_matrix(adam.training(trained("adam", 0.01)))
+        .await
+        .unwrap();
     let far = [7u64, 1 << 39, (1 << 40) - 1];
-    c.push_update(
-        "adam_model",
-        &far,
-        &[4.0f64, -0.01, 2.0],
-        &update("adam", 0.01),
-    )
-    .await
-    .unwrap();
+    c.push_gradients("adam_model", &far, &[4.0f64, -0.01, 2.0])
+        .await
+        .unwrap();
     let w: Vec<f64> = c.pull_keys("adam_model", 0, &far).await.unwrap();
     for (got, want) in w.iter().zip([-0.01, 0.01, -0.01]) {
         assert!((got - want).abs() < 1e-6, "{w:?}");
@@ -51,11 +58,11 @@ async fn each_output_of_a_model_has_its_own_weights_and_state() {
     let c = cluster.client().await;
     let spec = MatrixSpec::dense("two", 4, 100)
         .value_type(ValueType::F64)
-        .block_shape(4, 0);
+        .block_shape(4, 0)
+        .training(trained("adagrad", 0.5));
     c.create_matrix(spec).await.unwrap();
-    let adagrad = update("adagrad", 0.5);
     let how = StepPush {
-        update: Some(&adagrad),
+        gradients: true,
         ..Default::default()
     };
     let keys = [1u64, 99];
@@ -71,10 +78,6 @@ async fn each_output_of_a_model_has_its_own_weights_and_state() {
     for (got, want) in w.iter().zip(want) {
         assert!((got - want).abs() < 1e-6, "{w:?}");
     }
-    let how = StepPush {
-        update: Some(&adagrad),
-        ..Default::default()
-    };
     let err = c
         .push_step("two", &[1], &keys, &[1.0f64, 1.0], how)
         .await
@@ -82,68 +85,81 @@ async fn each_output_of_a_model_has_its_own_weights_and_state() {
     assert!(err.to_string().contains("the push names row 1"), "{err}");
 }
 
+/// Gradients need an optimizer in the matrix's description, and the master refuses a
+/// description whose optimizer no server runs or whose matrix has no room for its state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_model_matrix_without_room_for_state_or_an_unknown_optimizer_is_refused() {
+async fn gradients_without_an_optimizer_or_room_for_its_state_are_refused() {
     let cluster = Cluster::start(1);
     let c = cluster.client().await;
     c.create_matrix(MatrixSpec::dense("thin", 1, 16))
         .await
         .unwrap();
-    let err = c
-        .push_update("thin", &[1], &[1.0f32], &update("adam", 0.1))
-        .await
-        .unwrap_err();
+    let err = c.push_gradients("thin", &[1], &[1.0f32]).await.unwrap_err();
     assert!(matches!(err, PsError::InvalidArgument(_)), "{err}");
-    assert!(err.to_string().contains("'thin' has 1 rows"), "{err}");
-    let err = c
-        .push_update("thin", &[1], &[1.0f32], &update("momentum9", 0.1))
-        .await
-        .unwrap_err();
+    assert!(err.to_string().contains("'thin' has no optimizer"), "{err}");
+    let thin_adam = MatrixSpec::dense("thin_adam", 1, 16).training(trained("adam", 0.1));
+    let err = c.create_matrix(thin_adam).await.unwrap_err();
+    assert!(matches!(err, PsError::InvalidArgument(_)), "{err}");
+    assert!(err.to_string().contains("needs 4 rows per output"), "{err}");
+    let unknown = MatrixSpec::dense("unknown", 2, 16).training(trained("momentum9", 0.1));
+    let err = c.create_matrix(unknown).await.unwrap_err();
     assert!(matches!(err, PsError::NotFound(_)), "{err}");
     assert!(err.to_string().contains("momentum9"), "{err}");
     let w: Vec<f32> = c.pull_keys("thin", 0, &[1]).await.unwrap();
     assert_eq!(w, vec![0.0], "a refused update changes nothing");
 }
 
-/// The update rules' factors, applied by the servers: ConSGD's `scale` multiplies the change
-/// the optimizer makes; DynSGD further divides it by 1 + the changes the partition took since
-/// the pull the gradient was computed from. Plain SGD at rate 0.1 on gradient 1 moves a weight
-/// by -0.1, so the factors read off the weights exactly.
+/// The update rules' factors, applied by the servers as the matrix's description says: ConSGD
+/// multiplies the change the optimizer makes by 1/workers; DynSGD divides it by 1 + the
+/// changes the partition took since the pull the gradient was computed from. Plain SGD at rate
+/// 0.1 on gradient 1 moves a weight by -0.1, so the factors read off the weights exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consgd_and_dynsgd_factors_scale_the_change_on_the_servers() {
     let cluster = Cluster::start(1);
     let c = cluster.client().await;
-    c.create_matrix(MatrixSpec::dense("rules", 1, 10).value_type(ValueType::F64))
-        .await
-        .unwrap();
-    let consgd = angel_client::Update {
-        scale: 0.25,
-        ..update("sgd", 0.1)
+    let ruled = |name: &str, update: UpdateRule| {
+        let training = Training {
+            update: update as i32,
+            sync: Some(Sync {
+                workers: 4,
+                ..Default::default()
+            }),
+            ..trained("sgd", 0.1)
+        };
+        let spec = MatrixSpec::dense(name, 1, 10).value_type(ValueType::F64);
+        spec.training(training)
     };
-    c.push_update("rules", &[1], &[1.0f64], &consgd)
+    c.create_matrix(ruled("consgd", UpdateRule::Consgd))
         .await
         .unwrap();
+    c.create_matrix(ruled("dynsgd", UpdateRule::Dynsgd))
+        .await
+        .unwrap();
+    c.push_gradients("consgd", &[1], &[1.0f64]).await.unwrap();
     // The pull a DynSGD gradient is computed from, then two changes by other workers.
-    let (_, bases) = c.pull_step::<f64>("rules", &[0], &[2], None).await.unwrap();
+    let (_, bases) = c
+        .pull_step::<f64>("dynsgd", &[0], &[2], None)
+        .await
+        .unwrap();
     for _ in 0..2 {
-        c.push_keys("rules", 0, &[2], &[0.0f64]).await.unwrap();
+        c.push_keys("dynsgd", 0, &[2], &[0.0f64]).await.unwrap();
     }
-    let dynsgd = angel_client::Update {
-        dynamic: true,
-        ..update("sgd", 0.1)
-    };
     let how = StepPush {
-        update: Some(&dynsgd),
+        gradients: true,
         bases: &bases,
         ..Default::default()
     };
-    c.push_step("rules", &[0], &[2], &[1.0f64], how)
+    c.push_step("dynsgd", &[0], &[2], &[1.0f64], how)
         .await
         .unwrap();
-    let w: Vec<f64> = c.pull_keys("rules", 0, &[1, 2]).await.unwrap();
-    assert!((w[0] - -0.1 * 0.25).abs() < 1e-12, "ConSGD: {w:?}");
+    let consgd: Vec<f64> = c.pull_keys("consgd", 0, &[1]).await.unwrap();
+    let dynsgd: Vec<f64> = c.pull_keys("dynsgd", 0, &[2]).await.unwrap();
     assert!(
-        (w[1] - -0.1 / 3.0).abs() < 1e-12,
-        "DynSGD, 2 changes stale: {w:?}"
+        (consgd[0] - -0.1 * 0.25).abs() < 1e-12,
+        "ConSGD, 4 workers: {consgd:?}"
+    );
+    assert!(
+        (dynsgd[0] - -0.1 / 3.0).abs() < 1e-12,
+        "DynSGD, 2 changes stale: {dynsgd:?}"
     );
 }

@@ -399,7 +399,7 @@ async fn a_push_sent_twice_with_the_same_writer_and_seq_applies_once() {
             values: wire::encode_values(&[1.0f32]),
             codec: 0,
         }],
-        update: None,
+        gradients: false,
         bases: Vec::new(),
     };
     let mut server = raw_server(&cluster.servers[0].addr).await;

@@ -5,13 +5,14 @@
 //! # Layout
 //!
 //! - [`model`]: [`ModelSpec`] (kind, optimizer, dimension, sync options), stored with the
-//!   model's matrix, and [`Model`], a model opened by a task (pull, push, gradients,
+//!   model's matrix as its typed training description, and [`Model`], a model opened by a task (pull, push, gradients,
 //!   predictions); [`options`]: reading one option, with errors naming it.
 //! - [`kinds`]: the kinds of model, one folder each.
 //! - [`rows`]: the rows a model trains on or predicts, as a sparse design matrix cut into
 //!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
 //! - [`task`]: [`TrainTask`], one task's training pass.
-//! - [`update`]: the update rules (SGD, ConSGD, DynSGD, model averaging).
+//! - [`update`]: the workers' side of the update rules (SGD, ConSGD, DynSGD, model averaging;
+//!   the rules themselves are `angel-optim`'s).
 //! - [`sync`]: [`SyncSpec`], the consistency model (BSP, SSP, ASP) and its clock, and
 //!   [`sync::worker`], a task in its model's clock table on the master.
 //! - [`error`]: [`Error`], telling a wrong option from wrong rows and a failed service.

@@ -1,29 +1,31 @@
-//! [`ModelSpec`]: what a model is (kind, optimizer, hyper-parameters, dimension), stored as
-//! attributes of its matrix on the PS so every task, in any process, reads the same spec; and
-//! [`Model`], a model opened on the service by a task: pull, push, gradients, predictions.
+//! [`ModelSpec`]: what a model is (kind, optimizer, hyper-parameters, dimension, sync), stored
+//! with its matrix on the PS as the wire's typed [`Training`] description, which the servers
+//! (optimizer, update rule) and the master's clock table (sync) read too, so every task, in
+//! any process, reads the same spec; and [`Model`], a model opened on the service by a task:
+//! pull, push, gradients, predictions.
 //!
 //! A model of dimension `dim` with `k` outputs (its kind's) is a matrix of `k * (1 + state
 //! rows)` x `dim + 1`: per output, a row of weights (the last column the intercept) and then
 //! the rows of the optimizer's state, kept beside the weights in every block so the servers
 //! apply the optimizer in one push.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use angel_client::matrix::Matrix;
 use angel_client::runtime::{Started, block_on, start};
 use angel_client::{
-    Ack, Compression, CompressionMode, MatrixSpec, PsClient, Step, StepPush, TaskChange, Update,
+    Ack, Compression, CompressionMode, MatrixMeta, MatrixSpec, OptimizerParams, PsClient, Step,
+    StepPush, TaskChange, Training, optimizer_params,
 };
+use angel_optim::{Optimizer, builtin, rule};
 use arrow::array::ArrayRef;
 
 use crate::error::{Error, Result, input_err, option_err};
 use crate::kinds::{self, Kind, ModelKind};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
-use crate::sync::SyncSpec;
-use crate::update::Rule;
+use crate::sync::{self, SyncSpec};
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
 const MAX_DENSE_DIM: u64 = 1 << 26;
@@ -36,18 +38,19 @@ pub struct ModelSpec {
     pub kind: Kind,
     /// Number of features; indices run 0..dim and column `dim` is the intercept.
     pub dim: u64,
-    /// The optimizer's step, applied on the servers (`optimizer`, rates, L1, L2).
-    pub update: Update,
+    /// The optimizer and its hyper-parameters (`optimizer`, rates, L1, L2), applied by the
+    /// servers (and by the workers' local rounds under model averaging).
+    pub optimizer: OptimizerParams,
     /// Rows per mini-batch: each record batch is cut into mini-batches of this many rows,
     /// each one pull and one push.
     pub batch_size: usize,
     /// The counter that gave the feature indices, if any (saved with the model).
     pub counter: Option<String>,
-    /// How gradient pushes are encoded (`none` or `sketchml(...)`); stored as the matrix's
-    /// `compression` attribute, so every process pushing to the model uses it.
+    /// How gradient pushes are encoded (`none` or `sketchml(...)`), so every process pushing
+    /// to the model uses it.
     pub compression: Compression,
     /// Whether compression is used on every push or only while measured faster
-    /// (`compression_mode`, stored as that attribute).
+    /// (`compression_mode`).
     pub compression_mode: CompressionMode,
     /// How its workers keep in step, and the update rule.
     pub sync: SyncSpec,
@@ -60,7 +63,7 @@ impl ModelSpec {
         ModelSpec {
             kind,
             dim,
-            update: angel_client::update("adam", 0.01),
+            optimizer: optimizer_params("adam", 0.01),
             batch_size: 256,
             counter: None,
             compression: Compression::None,
@@ -77,12 +80,12 @@ impl ModelSpec {
         if self.sync.set(key, value)? {
             return Ok(());
         }
-        let u = &mut self.update;
+        let u = &mut self.optimizer;
         match key.as_str() {
             "kind" if value.trim().eq_ignore_ascii_case(self.kind.name()) => {}
             "kind" => self.kind = kinds::by_name(value)?,
             "dim" => self.dim = option.whole(1, MAX_DIM)?,
-            "optimizer" => u.optimizer = value.to_ascii_lowercase(),
+            "optimizer" => u.name = value.trim().to_ascii_lowercase(),
             "learning_rate" | "lr" | "alpha" => {
                 u.learning_rate = option.number(|x| x > 0.0, "a finite number above 0")?
             }
@@ -110,54 +113,60 @@ impl ModelSpec {
         Ok(())
     }
 
-    /// Every option as `key = value` text, the form stored with the matrix.
-    pub fn to_attrs(&self) -> HashMap<String, String> {
-        let u = &self.update;
-        let mut attrs: HashMap<String, String> = [
-            ("kind", self.kind.name().to_string()),
-            ("dim", self.dim.to_string()),
-            ("optimizer", u.optimizer.clone()),
-            ("learning_rate", u.learning_rate.to_string()),
-            ("l1", u.l1.to_string()),
-            ("l2", u.l2.to_string()),
-            ("beta1", u.beta1.to_string()),
-            ("beta2", u.beta2.to_string()),
-            ("epsilon", u.epsilon.to_string()),
-            ("beta", u.beta.to_string()),
-            ("batch_size", self.batch_size.to_string()),
-            ("compression", self.compression.to_string()),
-            ("compression_mode", self.compression_mode.to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        if let Some(c) = &self.counter {
-            attrs.insert("counter".into(), c.clone());
+    /// The model's training description, stored with its matrix.
+    pub fn to_training(&self) -> Training {
+        Training {
+            kind: self.kind.name().to_string(),
+            kind_options: (self.kind.options().into_iter())
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            dim: self.dim,
+            batch_size: self.batch_size as u64,
+            counter: self.counter.clone().unwrap_or_default(),
+            optimizer: Some(self.optimizer.clone()),
+            sync: Some(self.sync.to_proto()),
+            update: self.sync.rule as i32,
+            local_steps: self.sync.local_steps,
+            compression: self.compression.to_string(),
+            compression_mode: self.compression_mode.to_string(),
         }
-        attrs.extend(
-            self.kind
-                .attrs()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v)),
-        );
-        attrs.extend(
-            self.sync
-                .to_attrs()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v)),
-        );
-        attrs
     }
 
-    /// Reads a spec back from matrix attributes.
-    pub fn from_attrs(model: &str, attrs: &HashMap<String, String>) -> Result<Self> {
-        let Some(kind) = attrs.get("kind") else {
+    /// Reads a spec back from model `model`'s training description, checking every option as
+    /// `CREATE MODEL` does.
+    pub fn from_training(model: &str, training: &Training) -> Result<Self> {
+        if training.kind.is_empty() || training.optimizer.is_none() {
             return input_err(format!(
-                "matrix '{model}' is not a model (it has no 'kind' attribute)"
+                "matrix '{model}' is not a model (its training description names no kind or \
+                 no optimizer)"
             ));
+        }
+        Self::from_options(model, &options(training))
+    }
+
+    /// The spec of model `name`, from its matrix's training description.
+    pub fn of_matrix(name: &str, meta: &MatrixMeta) -> Result<Self> {
+        match &meta.training {
+            Some(training) => Self::from_training(name, training),
+            None => input_err(format!(
+                "matrix '{name}' is not a model (it has no training description)"
+            )),
+        }
+    }
+
+    /// Every option as `key = value` text, as `CREATE MODEL` takes them: what a saved model
+    /// keeps.
+    pub fn to_options(&self) -> Vec<(String, String)> {
+        options(&self.to_training())
+    }
+
+    /// Reads a spec from `key = value` options (the model's kind among them).
+    pub fn from_options(model: &str, options: &[(String, String)]) -> Result<Self> {
+        let Some((_, kind)) = options.iter().find(|(k, _)| k == "kind") else {
+            return input_err(format!("model '{model}' has no 'kind' option"));
         };
         let mut spec = ModelSpec::new(kinds::by_name(kind)?, 0);
-        for (k, v) in attrs {
+        for (k, v) in options {
             spec.set(k, v)?;
         }
         Ok(spec)
@@ -166,9 +175,25 @@ impl ModelSpec {
     /// Creates the model's matrix on the service, with the rows of state the servers report
     /// for its optimizer (built-in or registered by a user on the servers).
     pub async fn create(&self, client: &PsClient, name: &str) -> Result<Arc<Matrix>> {
-        let optimizer = client.optimizer(&self.update.optimizer).await?;
+        let optimizer = client.optimizer(&self.optimizer.name).await?;
         let spec = self.matrix(name, optimizer.state_rows)?;
         Ok(client.create_matrix(spec).await?)
+    }
+
+    /// The optimizer workers apply to their local model under model averaging: a built-in
+    /// one (a user's optimizer runs only on the servers where it is registered).
+    pub fn local_optimizer(&self) -> Result<&'static dyn Optimizer> {
+        let name = &self.optimizer.name;
+        builtin::by_name(name).map_or_else(
+            || {
+                option_err(format!(
+                    "model option update = 'average' trains local rounds with the model's \
+                     optimizer on the workers, and optimizer '{name}' runs only on the servers \
+                     (the workers have sgd, adagrad, adam and ftrl)"
+                ))
+            },
+            Ok,
+        )
     }
 
     /// The matrix holding the model: per output, weights and intercept in one row, then
@@ -181,17 +206,16 @@ impl ModelSpec {
             ));
         }
         self.kind.check()?;
+        if rule::of(self.sync.rule).averages() {
+            self.local_optimizer()?;
+        }
         let outputs = self.kind.outputs() as u64;
         let (rows, cols) = (outputs * (1 + u64::from(state_rows)), self.dim + 1);
         let spec = match cols <= MAX_DENSE_DIM {
             true => MatrixSpec::dense(name, rows, cols),
             false => MatrixSpec::sparse(name, rows, cols),
         };
-        let spec = spec.block_shape(rows, 0);
-        Ok(self
-            .to_attrs()
-            .into_iter()
-            .fold(spec, |s, (k, v)| s.attr(k, v)))
+        Ok(spec.block_shape(rows, 0).training(self.to_training()))
     }
 
     /// The rows of a batch (`labels`, `indices` and optional `values` arrays of `function`'s
@@ -214,6 +238,47 @@ impl ModelSpec {
     }
 }
 
+/// The options of training description `t` as `key = value` text, as `CREATE MODEL` takes
+/// them, the kind first.
+fn options(t: &Training) -> Vec<(String, String)> {
+    let mut text = vec![
+        ("kind", t.kind.clone()),
+        ("dim", t.dim.to_string()),
+        ("batch_size", t.batch_size.to_string()),
+    ];
+    if !t.counter.is_empty() {
+        text.push(("counter", t.counter.clone()));
+    }
+    if let Some(u) = &t.optimizer {
+        text.extend([
+            ("optimizer", u.name.clone()),
+            ("learning_rate", u.learning_rate.to_string()),
+            ("l1", u.l1.to_string()),
+            ("l2", u.l2.to_string()),
+            ("beta1", u.beta1.to_string()),
+            ("beta2", u.beta2.to_string()),
+            ("epsilon", u.epsilon.to_string()),
+            ("beta", u.beta.to_string()),
+        ]);
+    }
+    for (key, value) in [
+        ("compression", &t.compression),
+        ("compression_mode", &t.compression_mode),
+    ] {
+        if !value.is_empty() {
+            text.push((key, value.clone()));
+        }
+    }
+    let sync = t.sync.unwrap_or_default();
+    text.extend(sync::options(&sync, t.update(), t.local_steps));
+    let mut text: Vec<(String, String)> =
+        text.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let mut own: Vec<_> = t.kind_options.clone().into_iter().collect();
+    own.sort();
+    text.extend(own);
+    text
+}
+
 /// The largest dimension: column `dim` (the intercept) must fit a 63-bit key.
 const MAX_DIM: u64 = (1 << 63) - 2;
 /// The largest mini-batch, in rows.
@@ -228,6 +293,8 @@ pub struct Model {
     pub spec: ModelSpec,
     /// The rows of weights, one per output, each followed by its optimizer state.
     rows: Vec<u64>,
+    /// Rows per output: the weights and the optimizer's state.
+    group: u64,
     client: Arc<PsClient>,
 }
 
@@ -239,7 +306,7 @@ impl Model {
     pub fn open(client: Arc<PsClient>, name: &str) -> Result<Self> {
         block_on(client.refresh())?;
         let matrix = block_on(client.matrix(name))?;
-        let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs)?;
+        let spec = ModelSpec::of_matrix(name, &matrix.meta)?;
         let outputs = spec.kind.outputs() as u64;
         let group = matrix.meta.rows / outputs.max(1);
         if group == 0 || group * outputs != matrix.meta.rows {
@@ -252,6 +319,7 @@ impl Model {
         Ok(Model {
             name: name.to_string(),
             rows: (0..outputs).map(|o| o * group).collect(),
+            group,
             spec,
             client,
         })
@@ -288,14 +356,8 @@ impl Model {
         change: Option<TaskChange>,
         bases: &[Ack],
     ) -> Result<()> {
-        let sync = &self.spec.sync;
-        let update = Update {
-            scale: sync.rule.scale(sync.workers),
-            dynamic: sync.rule == Rule::DynSgd,
-            ..self.spec.update.clone()
-        };
         let how = StepPush {
-            update: Some(&update),
+            gradients: true,
             change,
             bases,
         };
@@ -305,16 +367,34 @@ impl Model {
         )?)
     }
 
-    /// Adds `deltas` (output after output) to the weights of `keys`, bypassing the optimizer
-    /// (model averaging).
+    /// Every row of the model, output after output: the weights, then the optimizer's state.
+    pub fn all_rows(&self) -> Vec<u64> {
+        (0..self.rows.len() as u64 * self.group).collect()
+    }
+
+    /// Rows per output: the weights and the optimizer's state.
+    pub fn group(&self) -> usize {
+        self.group as usize
+    }
+
+    /// Values of `keys` in every row ([`Model::all_rows`]) at a training worker's clock
+    /// (`step`), row after row: what model averaging's local rounds start from.
+    pub fn pull_all(&self, keys: &[u64], step: Option<Step>) -> Result<Vec<f32>> {
+        let rows = self.all_rows();
+        let pulled = block_on(self.client.pull_step(&self.name, &rows, keys, step))?;
+        Ok(pulled.0)
+    }
+
+    /// Adds `deltas` of `keys` to every row ([`Model::all_rows`], deltas row after row),
+    /// bypassing the optimizer (model averaging).
     pub fn add(&self, keys: &[u64], deltas: &[f32], change: Option<TaskChange>) -> Result<()> {
         let how = StepPush {
             change,
             ..Default::default()
         };
+        let rows = self.all_rows();
         Ok(block_on(
-            self.client
-                .push_step(&self.name, &self.rows, keys, deltas, how),
+            self.client.push_step(&self.name, &rows, keys, deltas, how),
         )?)
     }
 
@@ -413,20 +493,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_spec_survives_the_trip_through_matrix_attributes() {
+    fn a_spec_survives_the_trip_through_its_training_description_and_options() {
         let mut spec = ModelSpec::new(kinds::by_name("svm").unwrap(), 123);
         spec.set("optimizer", "FTRL").unwrap();
         spec.set("l1", "0.5").unwrap();
         spec.set("counter", "feats").unwrap();
         spec.set("compression", "sketchml").unwrap();
         spec.set("compression_mode", "always").unwrap();
-        let back = ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap();
+        let back = ModelSpec::from_training("m", &spec.to_training()).unwrap();
         assert_eq!(back, spec);
+        assert_eq!(
+            ModelSpec::from_options("m", &spec.to_options()).unwrap(),
+            spec
+        );
         assert_eq!(back.matrix("m", 2).unwrap().rows, 3);
         let mut softmax = ModelSpec::new(kinds::by_name("softmax").unwrap(), 10);
         assert!(softmax.matrix("s", 2).is_err(), "classes is required");
         softmax.set("classes", "4").unwrap();
-        let back = ModelSpec::from_attrs("s", &softmax.to_attrs()).unwrap();
+        let back = ModelSpec::from_training("s", &softmax.to_training()).unwrap();
         assert_eq!(back.kind.outputs(), 4);
         assert_eq!(back.matrix("s", 2).unwrap().rows, 12);
         for (key, value, allowed) in [
@@ -444,7 +528,17 @@ mod tests {
             let named = format!("{key} = '{value}' is not allowed");
             assert!(err.contains(&named) && err.contains(allowed), "{err}");
         }
-        assert_eq!(spec, ModelSpec::from_attrs("m", &spec.to_attrs()).unwrap());
+        assert_eq!(
+            spec,
+            ModelSpec::from_training("m", &spec.to_training()).unwrap()
+        );
+        spec.set("update", "average").unwrap();
+        spec.set("optimizer", "mine").unwrap();
+        let err = spec.matrix("m", 0).unwrap_err().to_string();
+        assert!(
+            err.contains("optimizer 'mine' runs only on the servers"),
+            "{err}"
+        );
         assert!(spec.set("momentum", "1").is_err());
         let err = spec
             .set("compression_mode", "never")

@@ -15,7 +15,6 @@ use crate::error::Result;
 use crate::model::Model;
 use crate::rows::{Gathered, MiniBatches};
 use crate::sync::worker::Worker;
-use crate::update::Rule;
 use crate::update::average::LocalModel;
 use crate::update::sgd::{self, Ahead};
 
@@ -94,11 +93,11 @@ impl TrainTask {
         let Some(worker) = self.worker.as_mut() else {
             return Ok(0.0);
         };
-        match self.model.spec.sync.rule {
-            Rule::Average => self
+        match angel_optim::rule::of(self.model.spec.sync.rule).averages() {
+            true => self
                 .local
                 .step((&self.model, worker), batch, &mut self.names),
-            _ => {
+            false => {
                 let change = self.names.as_mut().map(ChangeNames::next_change);
                 sgd::step((&self.model, worker), batch, pipeline, change)
             }

@@ -8,7 +8,8 @@
 //! `backup` of them did. ASP never waits. Under BSP a worker also asks before pushing
 //! ([`ClockPhase::Push`]): pushes of one clock wait until everyone pulled at it and go in the
 //! order of the workers' `order_key`, so a run with the same data repeats the same model bit
-//! for bit. Workers that finish their data leave; a worker silent for [`WORKER_TIMEOUT`] is
+//! for bit. The staleness, the workers a round waits for, the backups and the slow factor
+//! are the model's, from the `sync` of its matrix's training description. Workers that finish their data leave; a worker silent for [`WORKER_TIMEOUT`] is
 //! dropped (and taken back if it reports again), so nobody waits for a dead task.
 //!
 //! The reports also carry each worker's computing time and steps: a worker whose rate is
@@ -18,7 +19,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use angel_proto::{ClockPhase, ClockReply, ClockRequest, Result, WorkerStatus};
+use angel_proto::{ClockPhase, ClockReply, ClockRequest, Result, Sync, WorkerStatus};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -135,16 +136,18 @@ impl Clocks {
         Ok(())
     }
 
-    pub async fn clock(&self, request: &ClockRequest) -> ClockReply {
+    /// Records `request` of a worker of a model trained as `sync` says and waits (a bounded
+    /// time) until the worker may go on.
+    pub async fn clock(&self, request: &ClockRequest, sync: &Sync) -> ClockReply {
         let started = Instant::now();
-        self.report(request);
+        self.report(request, sync);
         self.changed.notify_waiters();
         let mut blocker = None;
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (reply, holder) = self.check(request);
+            let (reply, holder) = self.check(request, sync);
             if holder.is_none() || started.elapsed() >= MAX_WAIT {
                 let waited = started.elapsed();
                 if waited >= Duration::from_millis(1) {
@@ -194,7 +197,7 @@ impl Clocks {
 
     /// Records what the worker says: joins it (starting a round if nobody is active), moves
     /// its clock, adds its computing time, and flags it when slow.
-    fn report(&self, r: &ClockRequest) {
+    fn report(&self, r: &ClockRequest, sync: &Sync) {
         let mut tables = self.tables.lock();
         let table = tables.entry(r.model.clone()).or_insert_with(|| Table {
             workers: Vec::new(),
@@ -243,7 +246,7 @@ impl Clocks {
             ClockPhase::Push => w.pushing = r.clock,
             _ => {}
         }
-        let factor = match r.slow_factor {
+        let factor = match sync.slow_factor {
             f if f > 1.0 && f.is_finite() => f,
             _ => 2.0,
         };
@@ -263,7 +266,8 @@ impl Clocks {
     }
 
     /// The reply the worker would get now, and the worker holding it back (None: it may go).
-    fn check(&self, r: &ClockRequest) -> (ClockReply, Option<u64>) {
+    fn check(&self, r: &ClockRequest, sync: &Sync) -> (ClockReply, Option<u64>) {
+        let (staleness, backup) = (sync.effective_staleness(), sync.backup_workers as usize);
         let mut tables = self.tables.lock();
         let Some(table) = tables.get_mut(&r.model) else {
             return (ClockReply::default(), None);
@@ -282,21 +286,21 @@ impl Clocks {
         };
         let others: Vec<&Worker> = active.into_iter().filter(|w| w.id != me.id).collect();
         let holder = match r.phase() {
-            _ if r.staleness < 0 => None,
+            _ if staleness < 0 => None,
             ClockPhase::Pull => {
-                let joining = (table.workers.len() as u32) < r.workers
+                let joining = (table.workers.len() as u32) < sync.workers
                     && table.started.elapsed() < JOIN_GRACE;
                 let behind: Vec<&&Worker> = others
                     .iter()
-                    .filter(|w| w.clock < r.clock - r.staleness)
+                    .filter(|w| w.clock < r.clock - staleness)
                     .collect();
-                match behind.len() > r.backup as usize {
+                match behind.len() > backup {
                     true => behind.iter().min_by_key(|w| w.clock).map(|w| w.id),
                     false if joining => Some(0),
                     false => None,
                 }
             }
-            ClockPhase::Push if r.staleness == 0 && r.backup == 0 => {
+            ClockPhase::Push if staleness == 0 && backup == 0 => {
                 let key = (me.order_key, me.id);
                 others
                     .iter()
@@ -368,12 +372,19 @@ fn evict_silent(model: &str, table: &mut Table) {
 mod tests {
     use super::*;
 
-    fn pull(worker: u64, clock: i64, staleness: i64) -> ClockRequest {
+    fn pull(worker: u64, clock: i64) -> ClockRequest {
         ClockRequest {
             model: "m".into(),
             worker,
             clock,
             phase: ClockPhase::Pull as i32,
+            ..Default::default()
+        }
+    }
+
+    /// A model's sync options: two workers at `staleness`.
+    fn sync(staleness: i64) -> Sync {
+        Sync {
             staleness,
             workers: 2,
             ..Default::default()
@@ -382,40 +393,46 @@ mod tests {
 
     #[tokio::test]
     async fn ssp_holds_a_worker_until_the_others_are_within_the_staleness() {
-        let clocks = Clocks::default();
-        assert!(clocks.clock(&pull(1, 0, 1)).await.ready);
-        assert!(clocks.clock(&pull(2, 0, 1)).await.ready);
+        let (clocks, ssp) = (Clocks::default(), sync(1));
+        assert!(clocks.clock(&pull(1, 0), &ssp).await.ready);
+        assert!(clocks.clock(&pull(2, 0), &ssp).await.ready);
         assert!(
-            clocks.clock(&pull(1, 1, 1)).await.ready,
+            clocks.clock(&pull(1, 1), &ssp).await.ready,
             "1 ahead is allowed"
         );
-        let (reply, holder) = clocks.check(&pull(1, 2, 1));
+        let (reply, holder) = clocks.check(&pull(1, 2), &ssp);
         assert_eq!((holder, reply.min_clock), (Some(2), 0), "2 ahead waits");
-        clocks.report(&pull(2, 1, 1));
-        assert_eq!(clocks.check(&pull(1, 2, 1)).1, None);
+        clocks.report(&pull(2, 1), &ssp);
+        assert_eq!(clocks.check(&pull(1, 2), &ssp).1, None);
         let leave = ClockRequest {
             phase: ClockPhase::Leave as i32,
-            ..pull(2, 1, 1)
+            ..pull(2, 1)
         };
-        clocks.clock(&leave).await;
+        clocks.clock(&leave, &ssp).await;
         assert!(
-            clocks.clock(&pull(1, 9, 1)).await.ready,
+            clocks.clock(&pull(1, 9), &ssp).await.ready,
             "nobody waits for a leaver"
         );
+        let epochs = Sync {
+            epoch_clock: true,
+            ..sync(0)
+        };
+        clocks.report(&pull(3, 0), &epochs);
+        assert_eq!(clocks.check(&pull(1, 20), &epochs).1, None, "epoch clocks");
     }
 
     #[tokio::test]
     async fn a_waiting_worker_goes_on_when_the_slowest_catches_up() {
-        let clocks = std::sync::Arc::new(Clocks::default());
-        clocks.clock(&pull(1, 0, 0)).await;
-        clocks.clock(&pull(2, 0, 0)).await;
+        let (clocks, bsp) = (std::sync::Arc::new(Clocks::default()), sync(0));
+        clocks.clock(&pull(1, 0), &bsp).await;
+        clocks.clock(&pull(2, 0), &bsp).await;
         let waiting = tokio::spawn({
-            let clocks = clocks.clone();
-            async move { clocks.clock(&pull(1, 1, 0)).await }
+            let (clocks, bsp) = (clocks.clone(), bsp);
+            async move { clocks.clock(&pull(1, 1), &bsp).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiting.is_finished(), "BSP: worker 1 waits for worker 2");
-        clocks.clock(&pull(2, 1, 0)).await;
+        clocks.clock(&pull(2, 1), &bsp).await;
         assert!(waiting.await.unwrap().ready);
         let status = clocks.status();
         assert!(status[0].waited_ms >= 40 && status[1].caused_wait_ms >= 40);
@@ -423,59 +440,64 @@ mod tests {
 
     #[test]
     fn bsp_pushes_go_in_order_of_the_workers_keys() {
-        let clocks = Clocks::default();
+        let (clocks, bsp) = (Clocks::default(), sync(0));
         let at = |worker, phase: ClockPhase, clock| ClockRequest {
             phase: phase as i32,
             order_key: worker * 10,
-            ..pull(worker, clock, 0)
+            ..pull(worker, clock)
         };
-        clocks.report(&at(1, ClockPhase::Pull, 0));
-        clocks.report(&at(2, ClockPhase::Pull, 0));
-        clocks.report(&at(2, ClockPhase::Push, 0));
-        assert_eq!(clocks.check(&at(2, ClockPhase::Push, 0)).1, Some(1));
-        assert_eq!(clocks.check(&at(1, ClockPhase::Push, 0)).1, None);
-        clocks.report(&at(1, ClockPhase::Pull, 1));
-        assert_eq!(clocks.check(&at(2, ClockPhase::Push, 0)).1, None);
+        clocks.report(&at(1, ClockPhase::Pull, 0), &bsp);
+        clocks.report(&at(2, ClockPhase::Pull, 0), &bsp);
+        clocks.report(&at(2, ClockPhase::Push, 0), &bsp);
+        assert_eq!(clocks.check(&at(2, ClockPhase::Push, 0), &bsp).1, Some(1));
+        assert_eq!(clocks.check(&at(1, ClockPhase::Push, 0), &bsp).1, None);
+        clocks.report(&at(1, ClockPhase::Pull, 1), &bsp);
+        assert_eq!(clocks.check(&at(2, ClockPhase::Push, 0), &bsp).1, None);
     }
 
     #[test]
     fn backup_workers_let_a_clock_complete_without_the_slowest() {
         let clocks = Clocks::default();
-        let with_backup = |worker, clock| ClockRequest {
-            backup: 1,
+        let with_backup = Sync {
+            backup_workers: 1,
             workers: 3,
-            ..pull(worker, clock, 0)
+            ..sync(0)
         };
         for worker in [1, 2, 3] {
-            clocks.report(&with_backup(worker, 0));
+            clocks.report(&pull(worker, 0), &with_backup);
         }
-        clocks.report(&with_backup(2, 1));
+        clocks.report(&pull(2, 1), &with_backup);
         // Worker 3 has not completed clock 0: one behind, the backup's share.
-        assert_eq!(clocks.check(&with_backup(1, 1)).1, None);
-        let strict = ClockRequest {
-            backup: 0,
-            ..with_backup(1, 1)
+        assert_eq!(clocks.check(&pull(1, 1), &with_backup).1, None);
+        let strict = Sync {
+            backup_workers: 0,
+            ..with_backup
         };
-        assert_eq!(clocks.check(&strict).1, Some(3), "no backup: wait for 3");
+        assert_eq!(
+            clocks.check(&pull(1, 1), &strict).1,
+            Some(3),
+            "no backup: wait for 3"
+        );
         // At clock 2, workers 2 and 3 are both behind: more than the one backup.
-        assert_eq!(clocks.check(&with_backup(1, 2)).1, Some(3));
+        assert_eq!(clocks.check(&pull(1, 2), &with_backup).1, Some(3));
     }
 
     #[test]
     fn a_worker_far_below_the_median_rate_is_flagged() {
-        let clocks = Clocks::default();
+        let (clocks, asp) = (Clocks::default(), sync(-1));
+        let asp = Sync {
+            slow_factor: 2.0,
+            ..asp
+        };
         for (worker, busy_ms) in [(1, 100.0), (2, 110.0), (3, 400.0)] {
-            clocks.report(&ClockRequest {
+            let report = ClockRequest {
                 busy_ms,
                 steps: 10,
-                slow_factor: 2.0,
-                ..pull(worker, 10, -1)
-            });
+                ..pull(worker, 10)
+            };
+            clocks.report(&report, &asp);
         }
-        clocks.report(&ClockRequest {
-            steps: 0,
-            ..pull(3, 11, -1)
-        });
+        clocks.report(&pull(3, 11), &asp);
         let slow: Vec<bool> = clocks.status().iter().map(|w| w.slow).collect();
         assert_eq!(slow, [false, false, true]);
     }
@@ -485,11 +507,11 @@ mod tests {
         let clocks = Clocks::new(2);
         let join = |model: &str, worker| ClockRequest {
             model: model.into(),
-            ..pull(worker, 0, 0)
+            ..pull(worker, 0)
         };
         for worker in [1, 2] {
             clocks.admit(&join("a/m", worker)).unwrap();
-            clocks.report(&join("a/m", worker));
+            clocks.report(&join("a/m", worker), &sync(0));
         }
         clocks
             .admit(&join("a/m", 2))

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use angel_proto::update::OPTIMIZER_ATTR;
 use angel_proto::{CreateMatrixRequest, OptimizerInfo, PsError, Result};
 
 /// Refuses a joining server whose optimizer of some name keeps another number of state rows
@@ -48,9 +47,10 @@ pub fn common<'a>(mut servers: impl Iterator<Item = &'a [OptimizerInfo]>) -> Vec
 /// group of weights and state rows per output (one output for a linear model, one per class
 /// for softmax).
 pub fn check_model(request: &CreateMatrixRequest, known: &[OptimizerInfo]) -> Result<()> {
-    let Some(name) = request.attrs.get(OPTIMIZER_ATTR) else {
+    let Some(params) = request.training.as_ref().and_then(|t| t.optimizer.as_ref()) else {
         return Ok(());
     };
+    let name = &params.name;
     let Some(info) = known.iter().find(|o| &o.name == name) else {
         let names: Vec<&str> = known.iter().map(|o| o.name.as_str()).collect();
         return Err(PsError::NotFound(format!(
@@ -103,14 +103,19 @@ mod tests {
             rows: 3,
             ..Default::default()
         };
-        assert!(check_model(&r, &known).is_ok(), "no optimizer attribute");
-        r.attrs.insert(OPTIMIZER_ATTR.into(), "adam".into());
+        assert!(check_model(&r, &known).is_ok(), "no optimizer");
+        let optimizer = |name| {
+            Some(angel_proto::Training::optimizer(
+                angel_proto::optimizer_params(name, 0.1),
+            ))
+        };
+        r.training = optimizer("adam");
         assert!(check_model(&r, &known).is_ok());
         r.rows = 9;
         assert!(check_model(&r, &known).is_ok(), "three outputs");
         r.rows = 2;
         assert!(check_model(&r, &known).is_err());
-        r.attrs.insert(OPTIMIZER_ATTR.into(), "rmsprop".into());
+        r.training = optimizer("rmsprop");
         let err = check_model(&r, &known).unwrap_err().to_string();
         assert!(err.contains("'rmsprop'") && err.contains("adam"), "{err}");
     }

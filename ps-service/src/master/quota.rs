@@ -64,8 +64,11 @@ impl Quotas {
                 ),
             ));
         }
-        let attributes: usize = matrices.iter().map(|m| attribute_bytes(&m.attrs)).sum();
-        let wanted = attribute_bytes(&r.attrs);
+        let attributes: usize = matrices
+            .iter()
+            .map(|m| attribute_bytes(&m.attrs, m.training.as_ref()))
+            .sum();
+        let wanted = attribute_bytes(&r.attrs, r.training.as_ref());
         if attributes.saturating_add(wanted) > ATTRIBUTE_BYTES {
             return Err(exceeded(
                 ns,
@@ -100,8 +103,16 @@ pub fn exceeded(ns: &str, what: &str) -> PsError {
     PsError::TooLarge(format!("namespace '{ns}' {what}"))
 }
 
-fn attribute_bytes(attributes: &std::collections::HashMap<String, String>) -> usize {
-    attributes.iter().map(|(k, v)| k.len() + v.len()).sum()
+fn attribute_bytes(
+    attributes: &std::collections::HashMap<String, String>,
+    training: Option<&angel_proto::Training>,
+) -> usize {
+    let described = training.map_or(0, prost::Message::encoded_len);
+    described
+        + attributes
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>()
 }
 
 /// Bytes a matrix of this shape takes when dense; 0 when sparse.

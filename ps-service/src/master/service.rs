@@ -17,9 +17,10 @@ use angel_proto::{
     Partition, PartitionMap, PsError, Recovery, RegisterServerReply, RegisterServerRequest,
     ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result, SealCounterRequest,
     ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest, StatusReply,
-    StatusRequest, StorageKind, ValueType, WriteSnapshotRequest,
+    StatusRequest, StorageKind, Sync, ValueType, WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
+use prost::Message;
 use tonic::codegen::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
@@ -372,12 +373,26 @@ impl MasterService {
             partitioner: name.to_string(),
             partitions,
             attrs: r.attrs.clone(),
+            training: r.training.clone(),
         };
         Layout::new(&meta).map_err(|e| {
             PsError::InvalidArgument(format!("partitioner '{name}' returned a bad layout: {e}"))
         })?;
         let servers = state.placement(&meta)?;
         Ok((meta, servers))
+    }
+
+    /// How model `name`'s workers keep in step: the `sync` of its matrix's training
+    /// description; an error when there is no such model.
+    fn sync_of(&self, name: &str) -> Result<Sync> {
+        let state = self.state.lock();
+        let training = state.matrix(name)?.training.as_ref();
+        training.and_then(|t| t.sync).ok_or_else(|| {
+            PsError::InvalidArgument(format!(
+                "clock report: matrix '{name}' has no sync options in its training \
+                 description; only a model's workers keep clocks"
+            ))
+        })
     }
 
     async fn drop_on(&self, servers: &Placement, which: &[u32], matrix_id: u32, epoch: u64) {
@@ -559,18 +574,28 @@ fn validate(r: &CreateMatrixRequest) -> Result<()> {
     if !matches!(StorageKind::try_from(r.storage), Ok(k) if k != StorageKind::Unspecified) {
         return bad(format!("storage kind {} is not DENSE or SPARSE", r.storage));
     }
-    let attrs_bytes: usize = r.attrs.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let attrs_bytes: usize = r
+        .attrs
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        + r.training.as_ref().map_or(0, Message::encoded_len);
     if attrs_bytes > MAX_ATTRS_BYTES {
         return bad(format!(
-            "attributes of {attrs_bytes} bytes are over the limit of {MAX_ATTRS_BYTES}"
+            "attributes and training description of {attrs_bytes} bytes are over the limit of \
+             {MAX_ATTRS_BYTES}"
         ));
     }
-    if let Some(Err(e)) = r
-        .attrs
-        .get(angel_proto::codec::ATTR)
-        .map(|text| text.parse::<angel_proto::Compression>())
-    {
-        return bad(format!("attribute {}: {e}", angel_proto::codec::ATTR));
+    if let Some(training) = &r.training {
+        training
+            .codec()
+            .map_err(|e| PsError::InvalidArgument(format!("matrix '{}': {e}", r.name)))?;
+        if angel_proto::UpdateRule::try_from(training.update).is_err() {
+            return bad(format!(
+                "update rule {} is not one of the four",
+                training.update
+            ));
+        }
     }
     Ok(())
 }
@@ -731,8 +756,9 @@ impl Master for MasterService {
                 request.model.len()
             )));
         }
+        let sync = self.sync_of(&request.model)?;
         self.clocks.admit(&request)?;
-        Ok(Response::new(self.clocks.clock(&request).await))
+        Ok(Response::new(self.clocks.clock(&request, &sync).await))
     }
 
     async fn report_epoch(

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use angel_proto::{OptimizerInfo, Result};
 
-use super::{MAX_STATE_ROWS, Optimizer, rules};
+use angel_optim::builtin as rules;
+
+use super::{MAX_STATE_ROWS, Optimizer};
 use crate::registry::Registry;
 
 /// The optimizers a server can apply to pushed gradients.

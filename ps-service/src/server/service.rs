@@ -10,8 +10,8 @@ use angel_proto::{
     CounterIncreaseReply, CounterIncreaseRequest, CreatePartitionsReply, CreatePartitionsRequest,
     DropPartitionsReply, DropPartitionsRequest, MatrixMeta, PartitionStats, PsError, PsfReply,
     PsfRequest, PsfValues, PullReply, PullRequest, PushReply, PushRequest, Result, RowSlice,
-    SnapshotReply, StatsReply, StatsRequest, StorageKind, Update, ValueType, WriteSnapshotRequest,
-    codec, wire,
+    SnapshotReply, StatsReply, StatsRequest, StorageKind, ValueType, WriteSnapshotRequest, codec,
+    wire,
 };
 use prost::Message;
 use tonic::{Request, Response, Status};
@@ -21,12 +21,13 @@ use super::partition::{Partition, Partitions};
 use super::pull_log::PullLog;
 use super::push_metrics::PushMetrics;
 use crate::access::Access;
-use crate::optim::{Optimizer, OptimizerRegistry};
+use crate::optim::{Optimizer, OptimizerParams, OptimizerRegistry};
 use crate::psf::{PsfContext, PsfRegistry};
 use crate::server::Functions;
 use crate::snapshot::SnapshotDir;
 use crate::storage::AnyBlock;
 use crate::{admin, with_block};
+use angel_optim::rule::{self, Rule};
 
 /// The state behind one server's gRPC service.
 pub struct ServerService {
@@ -312,9 +313,9 @@ impl ServerService {
             .iter()
             .map(|c| c.keys.as_ref().map_or(c.part.width(), |k| k.len() as u64))
             .sum();
-        let optimizer = match &request.update {
-            None => None,
-            Some(update) => Some((self.check_update(&checked, update)?, update)),
+        let gradients = match request.gradients {
+            true => self.check_gradients(&checked)?,
+            false => None,
         };
         let mut acks = Vec::new();
         for (part, slices) in by_partition(checked) {
@@ -324,18 +325,18 @@ impl ServerService {
             if applied.admit(&caller) {
                 for c in slices {
                     let keys = c.keys.as_deref();
-                    match &optimizer {
-                        Some((optimizer, update)) => {
-                            let factor = change_factor(update, staleness);
-                            let mut step = |slot: &mut [f64], g: f64| {
+                    match &gradients {
+                        Some(g) => {
+                            let factor = g.rule.factor(g.workers, staleness);
+                            let mut step = |slot: &mut [f64], grad: f64| {
                                 let before = slot[0];
-                                optimizer.step(slot, g, update);
+                                g.optimizer.step(slot, grad, &g.params);
                                 if factor != 1.0 {
                                     slot[0] = before + factor * (slot[0] - before);
                                 }
                             };
                             let keys = keys.unwrap_or_default();
-                            let group = (c.row, 1 + optimizer.state_rows());
+                            let group = (c.row, 1 + g.optimizer.state_rows());
                             with_block!(&mut *block, b => b.update(group, keys, &c.values, &mut step))?
                         }
                         None => with_block!(&mut *block, b => b.push(c.row, keys, &c.values))?,
@@ -348,15 +349,27 @@ impl ServerService {
         Ok(PushReply { acks })
     }
 
-    /// Checks every slice of an optimizer push addresses the weights row of one of a model
+    /// What applies a gradient push: the optimizer and update rule of the matrix's training
+    /// description, after checking every slice addresses the weights row of one of a model
     /// block's outputs: a model matrix is one group of `1 + state rows` rows per output (the
-    /// weights, then the optimizer's state), every row kept together in each block. Returns
-    /// the optimizer.
-    fn check_update(&self, checked: &[Checked], update: &Update) -> Result<Arc<dyn Optimizer>> {
-        let optimizer = self.optimizers.get(&update.optimizer)?;
+    /// weights, then the optimizer's state), every row kept together in each block. None for
+    /// a push without slices.
+    fn check_gradients(&self, checked: &[Checked]) -> Result<Option<Gradients>> {
+        let Some(first) = checked.first() else {
+            return Ok(None);
+        };
+        let m = &first.part.matrix;
+        let training = m.training.as_ref();
+        let Some(params) = training.and_then(|t| t.optimizer.clone()) else {
+            return Err(PsError::InvalidArgument(format!(
+                "matrix '{}' has no optimizer in its training description, so it takes no \
+                 gradients; create it as a model (with an optimizer) or push values to add",
+                m.name
+            )));
+        };
+        let optimizer = self.optimizers.get(&params.name)?;
         let group = 1 + optimizer.state_rows() as u64;
         for c in checked {
-            let m = &c.part.matrix;
             let whole = c.part.rows == (0..m.rows) && c.keys.is_some();
             if !m.rows.is_multiple_of(group) || !c.row.is_multiple_of(group) || !whole {
                 return Err(PsError::InvalidArgument(format!(
@@ -364,7 +377,7 @@ impl ServerService {
                      matrix made of groups of {group} rows (weights + {} state rows) kept \
                      together in each block; matrix '{}' has {} rows, the push names row {}, \
                      partition {} holds rows {:?}",
-                    update.optimizer,
+                    params.name,
                     group - 1,
                     m.name,
                     m.rows,
@@ -374,7 +387,13 @@ impl ServerService {
                 )));
             }
         }
-        Ok(optimizer)
+        let training = training.expect("has an optimizer");
+        Ok(Some(Gradients {
+            optimizer,
+            params,
+            rule: rule::of(training.update()),
+            workers: training.sync.as_ref().map_or(1, |s| s.workers),
+        }))
     }
 
     /// Runs a PS function over every block of the request, after resolving and checking them
@@ -549,17 +568,13 @@ fn staleness(bases: &[Ack], id: u32, version: u64) -> u64 {
         .map_or(0, |b| version.saturating_sub(b.version))
 }
 
-/// What an update's weight change is multiplied by: its `scale` (ConSGD's 1/W; 0 means 1),
-/// and under DynSGD 1/(staleness + 1).
-fn change_factor(update: &Update, staleness: u64) -> f64 {
-    let scale = match update.scale {
-        s if s > 0.0 && s.is_finite() => s,
-        _ => 1.0,
-    };
-    match update.dynamic {
-        true => scale / (staleness as f64 + 1.0),
-        false => scale,
-    }
+/// How a gradient push is applied: its matrix's optimizer with its parameters, and its update
+/// rule, which scales the change (by the model's `workers` or the push's staleness).
+struct Gradients {
+    optimizer: Arc<dyn Optimizer>,
+    params: OptimizerParams,
+    rule: &'static dyn Rule,
+    workers: u32,
 }
 
 /// `stats` with the partition's version, duplicates, replays and newest snapshot.

@@ -53,7 +53,7 @@ struct Metadata {
     optimizer: String,
     dim: u64,
     counter: Option<String>,
-    /// Every model option (the matrix attributes), enough to rebuild the spec.
+    /// Every model option, as `CREATE MODEL` takes them: enough to rebuild the spec.
     options: HashMap<String, String>,
     /// The last row of the epoch table, when trained in this job.
     metrics: HashMap<String, f64>,
@@ -101,7 +101,7 @@ async fn off_runtime<T: Send + 'static>(
 pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
-    let spec = ModelSpec::from_attrs(name, &matrix.meta.attrs).map_err(train_error)?;
+    let spec = ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?;
     // Saved without its namespace: a job that loads it keeps the dictionary in its own.
     let local = ModelSpec {
         counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),
@@ -123,10 +123,10 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         name: name.to_string(),
         kind: spec.kind.name().to_string(),
         loss: spec.kind.loss_name().to_string(),
-        optimizer: spec.update.optimizer.clone(),
+        optimizer: spec.optimizer.name.clone(),
         dim: spec.dim,
         counter: local.counter.clone(),
-        options: local.to_attrs(),
+        options: local.to_options().into_iter().collect(),
         metrics: last_epoch(ctx, name).await,
     };
     let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&dir, e))?;
@@ -218,7 +218,8 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let mut options = metadata.options.clone();
     // Options of the training statement (CREATE MODEL's), which a loaded model has no use for.
     options.retain(|key, _| !matches!(key.as_str(), "epochs" | "holdout"));
-    let mut spec = ModelSpec::from_attrs(name, &options).map_err(train_error)?;
+    let options: Vec<(String, String)> = options.into_iter().collect();
+    let mut spec = ModelSpec::from_options(name, &options).map_err(train_error)?;
     spec.counter = spec.counter.map(|c| client.qualify(&c));
     let saved = read_weights(&at.child("weights.parquet"), parquet)?;
     let indices: Vec<u64> = saved.rows.iter().map(|r| r.index).collect();
@@ -254,7 +255,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
              optimizer '{}' keeps {}",
             r.state.len(),
             r.index,
-            spec.update.optimizer,
+            spec.optimizer.name,
             group - 1
         );
     }

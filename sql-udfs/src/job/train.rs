@@ -184,7 +184,7 @@ pub async fn train_model(
         Err(e) => return Err(ps_error(e)),
     };
     let mut plan = Plan {
-        spec: ModelSpec::from_attrs(name, &matrix.meta.attrs).map_err(train_error)?,
+        spec: ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?,
         epochs: 1,
         holdout: None,
     };

@@ -42,8 +42,8 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         Ok(false)
     }
 
-    /// Its own options as `key = value` text, the form stored with the matrix.
-    fn attrs(&self) -> Vec<(&'static str, String)> {
+    /// Its own options as `key = value` text, as its training description keeps them.
+    fn options(&self) -> Vec<(&'static str, String)> {
         Vec::new()
     }
 
@@ -125,7 +125,7 @@ impl DerefMut for Kind {
 
 impl PartialEq for Kind {
     fn eq(&self, other: &Self) -> bool {
-        self.name() == other.name() && self.attrs() == other.attrs()
+        self.name() == other.name() && self.options() == other.options()
     }
 }
 

@@ -1,15 +1,18 @@
 //! [`SyncSpec`]: how a model's training workers keep in step — the consistency model (BSP,
 //! SSP, ASP) and its clock, the number of workers, the update rule (SGD, model averaging,
-//! ConSGD, DynSGD: [`crate::update`]), backup workers and when a worker counts as slow. Model
-//! options, stored with the model like the rest of its spec; [`worker`] is one worker's side.
+//! ConSGD, DynSGD: `angel_optim::rule`), backup workers and when a worker counts as slow.
+//! Model options, stored in the model's training description (the wire's [`Sync`], which the
+//! master's clock table reads); [`worker`] is one worker's side.
 
 pub mod worker;
 
 use std::fmt;
 
+use angel_client::{Sync, UpdateRule};
+use angel_optim::rule;
+
 use crate::error::{Result, option_err};
 use crate::options::OptionValue;
-use crate::update::Rule;
 
 /// When a worker may pull.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +44,7 @@ pub struct SyncSpec {
     /// Training tasks per epoch (resolved by `CREATE MODEL`: the option, or one per core or
     /// slot).
     pub workers: u32,
-    pub rule: Rule,
+    pub rule: UpdateRule,
     pub local_steps: u32,
     /// A BSP/SSP clock completes when all but this many workers reached it.
     pub backup_workers: u32,
@@ -62,7 +65,7 @@ impl Default for SyncSpec {
             consistency: Consistency::Asp,
             clock: ClockUnit::Batch,
             workers: 0,
-            rule: Rule::Sgd,
+            rule: UpdateRule::Sgd,
             local_steps: 8,
             backup_workers: 0,
             slow_factor: 2.0,
@@ -104,7 +107,10 @@ impl SyncSpec {
                 }
             }
             "workers" => self.workers = whole(1, 4096)?,
-            "update" => self.rule = option.one_of(Rule::NAMES)?.parse()?,
+            "update" => {
+                let name = option.one_of(&rule::NAMES)?;
+                self.rule = rule::by_name(name).unwrap_or_default()
+            }
             "local_steps" => self.local_steps = whole(1, 1 << 20)?,
             "backup_workers" => self.backup_workers = whole(0, 4095)?,
             "slow_factor" => {
@@ -118,7 +124,8 @@ impl SyncSpec {
 
     /// True when workers pull their next mini-batch while computing the current one.
     pub fn pulls_ahead(&self) -> bool {
-        self.pull_ahead && self.consistency == Consistency::Asp && self.rule != Rule::Average
+        let averages = rule::of(self.rule).averages();
+        self.pull_ahead && self.consistency == Consistency::Asp && !averages
     }
 
     /// Refuses combinations no single option shows: backup workers must leave a worker, and
@@ -139,40 +146,57 @@ impl SyncSpec {
         Ok(())
     }
 
-    /// Every option as `key = value` text, the form stored with the model.
-    pub fn to_attrs(&self) -> Vec<(&'static str, String)> {
-        let (sync, staleness) = match self.consistency {
-            Consistency::Bsp => ("bsp", 0),
-            Consistency::Ssp(s) => ("ssp", s),
-            Consistency::Asp => ("asp", 0),
-        };
-        let mut attrs = vec![
-            ("sync", sync.to_string()),
-            ("clock", self.clock.to_string()),
-            ("update", self.rule.to_string()),
-            ("local_steps", self.local_steps.to_string()),
-            ("backup_workers", self.backup_workers.to_string()),
-            ("slow_factor", self.slow_factor.to_string()),
-            ("pull_ahead", self.pull_ahead.to_string()),
-        ];
-        if staleness > 0 {
-            attrs.push(("staleness", staleness.to_string()));
+    /// The options the master's clock table reads, as the training description holds them.
+    pub fn to_proto(&self) -> Sync {
+        Sync {
+            staleness: match self.consistency {
+                Consistency::Bsp => 0,
+                Consistency::Ssp(s) => i64::from(s),
+                Consistency::Asp => -1,
+            },
+            epoch_clock: self.clock == ClockUnit::Epoch,
+            workers: self.workers,
+            backup_workers: self.backup_workers,
+            slow_factor: self.slow_factor,
+            pull_ahead: self.pull_ahead,
         }
-        if self.workers > 0 {
-            attrs.push(("workers", self.workers.to_string()));
-        }
-        attrs
     }
 
-    /// What the master's clock table is told: -1 when workers never wait (ASP, or epoch
+    /// What the master's clock table applies: -1 when workers never wait (ASP, or epoch
     /// clocks, which statements already keep in step), else the staleness (0 for BSP).
     pub fn staleness(&self) -> i64 {
-        match (self.clock, self.consistency) {
-            (ClockUnit::Epoch, _) | (_, Consistency::Asp) => -1,
-            (_, Consistency::Bsp) => 0,
-            (_, Consistency::Ssp(s)) => i64::from(s),
-        }
+        self.to_proto().effective_staleness()
     }
+}
+
+/// The options of `sync`, `rule` and `local_steps` as `key = value` text, as `CREATE MODEL`
+/// takes them: the form a saved model keeps and [`SyncSpec::set`] reads.
+pub fn options(sync: &Sync, rule: UpdateRule, local_steps: u32) -> Vec<(&'static str, String)> {
+    let (consistency, staleness) = match sync.staleness {
+        0 => ("bsp", 0),
+        s if s > 0 => ("ssp", s),
+        _ => ("asp", 0),
+    };
+    let clock = match sync.epoch_clock {
+        true => ClockUnit::Epoch,
+        false => ClockUnit::Batch,
+    };
+    let mut options = vec![
+        ("sync", consistency.to_string()),
+        ("clock", clock.to_string()),
+        ("update", rule::name(rule).to_string()),
+        ("local_steps", local_steps.to_string()),
+        ("backup_workers", sync.backup_workers.to_string()),
+        ("slow_factor", sync.slow_factor.to_string()),
+        ("pull_ahead", sync.pull_ahead.to_string()),
+    ];
+    if staleness > 0 {
+        options.push(("staleness", staleness.to_string()));
+    }
+    if sync.workers > 0 {
+        options.push(("workers", sync.workers.to_string()));
+    }
+    options
 }
 
 impl fmt::Display for ClockUnit {
@@ -204,7 +228,7 @@ mod tests {
         }
         assert_eq!(spec.staleness(), 2);
         let mut back = SyncSpec::default();
-        for (k, v) in spec.to_attrs() {
+        for (k, v) in options(&spec.to_proto(), spec.rule, spec.local_steps) {
             back.set(k, &v).unwrap();
         }
         assert_eq!(back, spec);

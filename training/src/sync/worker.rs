@@ -133,13 +133,9 @@ impl Worker {
             worker: self.id,
             clock: self.clock,
             phase: phase as i32,
-            staleness: self.sync.staleness(),
-            workers: self.sync.workers,
-            backup: self.sync.backup_workers,
             order_key: self.order_key,
             busy_ms: self.busy_since.elapsed().as_secs_f64() * 1e3,
             steps: self.steps,
-            slow_factor: self.sync.slow_factor,
         }
     }
 

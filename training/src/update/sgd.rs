@@ -11,7 +11,6 @@ use crate::error::Result;
 use crate::model::Model;
 use crate::rows::{Gathered, SparseRows};
 use crate::sync::worker::Worker;
-use crate::update::Rule;
 
 /// A pull in flight: weights and the versions of the partitions read.
 pub type Ahead = Started<(Vec<f32>, Vec<Ack>)>;
@@ -40,9 +39,9 @@ pub fn step(
     }
     let (loss, grads) = model.gradients(rows, range, g, &weights);
     worker.before_push()?;
-    let bases = match model.spec.sync.rule {
-        Rule::DynSgd => &versions[..],
-        _ => &[],
+    let bases = match angel_optim::rule::of(model.spec.sync.rule).needs_bases() {
+        true => &versions[..],
+        false => &[],
     };
     model.update(&g.keys, &grads, change, bases)?;
     worker.after_step(started);

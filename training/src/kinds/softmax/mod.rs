@@ -35,7 +35,7 @@ impl ModelKind for Softmax {
         Ok(true)
     }
 
-    fn attrs(&self) -> Vec<(&'static str, String)> {
+    fn options(&self) -> Vec<(&'static str, String)> {
         vec![("classes", self.classes.to_string())]
     }
 

@@ -1,7 +1,7 @@
 //! The built-in optimizers. L2 regularisation adds `l2 * w` to the gradient; L1 is applied as
 //! a proximal step after the update (FTRL has both in its closed form).
 
-use super::{Optimizer, Update, shrink};
+use crate::{Optimizer, OptimizerParams, shrink};
 
 /// Plain SGD: `w -= lr * (g + l2 w)`, then L1 shrinkage by `lr * l1`.
 pub struct Sgd;
@@ -15,7 +15,7 @@ impl Optimizer for Sgd {
         0
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &Update) {
+    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let w = slot[0] - u.learning_rate * (g + u.l2 * slot[0]);
         slot[0] = shrink(w, u.learning_rate * u.l1);
     }
@@ -33,7 +33,7 @@ impl Optimizer for Adagrad {
         1
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &Update) {
+    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let g = g + u.l2 * slot[0];
         slot[1] += g * g;
         let rate = u.learning_rate / (slot[1].sqrt() + u.epsilon);
@@ -58,7 +58,7 @@ impl Optimizer for Adam {
         3
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &Update) {
+    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let g = g + u.l2 * slot[0];
         slot[1] = u.beta1 * slot[1] + (1.0 - u.beta1) * g;
         slot[2] = u.beta2 * slot[2] + (1.0 - u.beta2) * g * g;
@@ -86,7 +86,7 @@ impl Optimizer for Ftrl {
         2
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &Update) {
+    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let (w, z, n) = (slot[0], slot[1], slot[2]);
         let sigma = ((n + g * g).sqrt() - n.sqrt()) / u.learning_rate;
         let z = z + g - sigma * w;
@@ -100,6 +100,13 @@ impl Optimizer for Ftrl {
     }
 }
 
+/// The built-in optimizer named `name`: what a worker can apply itself (model averaging);
+/// a user's optimizer runs only where it is registered, on the servers.
+pub fn by_name(name: &str) -> Option<&'static dyn Optimizer> {
+    let all: [&'static dyn Optimizer; 4] = [&Sgd, &Adagrad, &Adam, &Ftrl];
+    all.into_iter().find(|o| o.name() == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,7 +116,7 @@ mod tests {
     fn every_rule_minimises_a_quadratic() {
         let rules: [&dyn Optimizer; 4] = [&Sgd, &Adagrad, &Adam, &Ftrl];
         for rule in rules {
-            let mut u = angel_proto::update(rule.name(), 0.1);
+            let mut u = angel_proto::optimizer_params(rule.name(), 0.1);
             u.learning_rate = if rule.name() == "ftrl" { 1.0 } else { 0.1 };
             let mut slot = vec![0.0; 1 + rule.state_rows()];
             for _ in 1..=3000 {
@@ -127,7 +134,7 @@ mod tests {
 
     #[test]
     fn adam_counts_each_keys_updates_and_stays_finite_past_two_to_the_31() {
-        let u = angel_proto::update("adam", 0.1);
+        let u = angel_proto::optimizer_params("adam", 0.1);
         let mut slot = vec![1.0, 0.0, 0.0, 0.0];
         Adam.step(&mut slot, 0.5, &u);
         // The first update, bias-corrected: m / (1 - beta1) = g and v / (1 - beta2) = g^2.
@@ -148,7 +155,7 @@ mod tests {
     fn l1_makes_small_weights_exactly_zero() {
         let rules: [&dyn Optimizer; 3] = [&Sgd, &Adagrad, &Ftrl];
         for rule in rules {
-            let mut u = angel_proto::update(rule.name(), 0.1);
+            let mut u = angel_proto::optimizer_params(rule.name(), 0.1);
             u.l1 = 100.0;
             let mut slot = vec![0.0; 1 + rule.state_rows()];
             for _ in 0..100 {

@@ -1,0 +1,8 @@
+//! SGD (`update = 'sgd'`): each mini-batch's gradient goes to the servers' optimizer as it is.
+
+use super::Rule;
+
+/// See the module documentation.
+pub struct Sgd;
+
+impl Rule for Sgd {}
