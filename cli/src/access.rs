@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use angel_client::{ClientConfig, Result};
 use angel_proto::credential::Token;
 use angel_proto::tls::{NodeTls, Trust};
-use angel_ps::access::NamespaceTokens;
+use angel_ps_service::access::NamespaceTokens;
 use clap::Args;
 
 /// The token and TLS flags of a node.

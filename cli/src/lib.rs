@@ -102,7 +102,7 @@ pub fn main() -> ExitCode {
             Command::Snapshot(args) => Ok(snapshot::run(args).await?),
             Command::Drop(args) => Ok(drop::run(args).await?),
             Command::Token => {
-                println!("{}", angel_ps::auth::generate_token());
+                println!("{}", angel_ps_service::auth::generate_token());
                 Ok(())
             }
             Command::Run(args) => run::run(args).await,

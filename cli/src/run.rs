@@ -23,7 +23,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-use angel_ps::standalone::{Standalone, StandaloneConfig};
+use angel_ps_service::standalone::{Standalone, StandaloneConfig};
 
 use crate::access::ClientAccess;
 use crate::output::{self, Output};

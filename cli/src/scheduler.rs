@@ -20,7 +20,7 @@ use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use tokio_util::sync::CancellationToken;
 
-use angel_ps::net;
+use angel_ps_service::net;
 
 /// Flags of `angel-ps scheduler`.
 #[derive(Debug, Args)]

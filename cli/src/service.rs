@@ -8,13 +8,13 @@ use angel_client::{PsError, Result};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use angel_ps::Functions;
-use angel_ps::master::quota::Quotas;
-use angel_ps::master::{MasterConfig, MasterNode, Snapshots};
-use angel_ps::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
-use angel_ps::server::{ServerConfig, ServerNode, default_memory_budget};
-use angel_ps::snapshot::SnapshotDir;
-use angel_ps::standalone::{Standalone, StandaloneConfig};
+use angel_ps_service::Functions;
+use angel_ps_service::master::quota::Quotas;
+use angel_ps_service::master::{MasterConfig, MasterNode, Snapshots};
+use angel_ps_service::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
+use angel_ps_service::server::{ServerConfig, ServerNode, default_memory_budget};
+use angel_ps_service::snapshot::SnapshotDir;
+use angel_ps_service::standalone::{Standalone, StandaloneConfig};
 
 use crate::access::NodeAccess;
 

@@ -40,7 +40,7 @@ use crate::matrix::Matrix;
 use crate::replay::{Change, ReplayBuffer};
 use crate::routes::{Routing, SendError, ServerConn, server_of};
 use crate::split::KeySplit;
-use crate::step::{Step, StepPush};
+use crate::worker_calls::{PushOptions, WorkerClock};
 use crate::task_change::TaskChange;
 
 /// Retries after a stale-map answer before giving up.
@@ -596,19 +596,19 @@ impl PsClient {
         row: u64,
         keys: &[u64],
     ) -> Result<Vec<T>> {
-        Ok(self.pull_step(name, &[row], keys, None).await?.0)
+        Ok(self.pull_at(name, &[row], keys, None).await?.0)
     }
 
     /// [`PsClient::pull_keys`] of the same `keys` in each of `rows`, in one request (a model
     /// with several outputs), by a training worker at its clock (`step`, which the servers
     /// record). Returns the values row after row, and the version of each partition read,
     /// for a DynSGD push.
-    pub async fn pull_step<T: Element>(
+    pub async fn pull_at<T: Element>(
         &self,
         name: &str,
         rows: &[u64],
         keys: &[u64],
-        step: Option<Step>,
+        step: Option<WorkerClock>,
     ) -> Result<(Vec<T>, Vec<Ack>)> {
         let m = self.typed_matrix::<T>(name).await?;
         let compression = m.pull_compression();
@@ -700,7 +700,7 @@ impl PsClient {
         keys: &[u64],
         values: &[T],
     ) -> Result<()> {
-        self.push_step(name, &[row], keys, values, StepPush::default())
+        self.push_with(name, &[row], keys, values, PushOptions::default())
             .await
     }
 
@@ -713,11 +713,11 @@ impl PsClient {
         keys: &[u64],
         grads: &[T],
     ) -> Result<()> {
-        let how = StepPush {
+        let how = PushOptions {
             gradients: true,
             ..Default::default()
         };
-        self.push_step(name, &[0], keys, grads, how).await
+        self.push_with(name, &[0], keys, grads, how).await
     }
 
     /// Pushes `values` to the same `keys` of each of `rows` (values row after row) as one
@@ -725,13 +725,13 @@ impl PsClient {
     /// named; named by a SQL task's change, so a rerun of the task repeats it without effect;
     /// stating the partition versions it was computed from (DynSGD). Duplicate keys are
     /// summed before sending.
-    pub async fn push_step<T: Element>(
+    pub async fn push_with<T: Element>(
         &self,
         name: &str,
         rows: &[u64],
         keys: &[u64],
         values: &[T],
-        how: StepPush<'_>,
+        how: PushOptions<'_>,
     ) -> Result<()> {
         if keys.len() * rows.len() != values.len() {
             let each = match rows.len() {
@@ -801,7 +801,7 @@ impl PsClient {
                 }
             })
             .collect();
-        self.send_slices(&m, slices, SliceOp::Push(StepPush::default()))
+        self.send_slices(&m, slices, SliceOp::Push(PushOptions::default()))
             .await
             .map(drop)
     }
@@ -1161,8 +1161,8 @@ fn moved_partitions(routing: &Routing, map: &PartitionMap) -> Vec<Moved> {
 #[derive(Debug, Clone, Copy)]
 enum SliceOp<'a> {
     /// A pull, by a training worker at its clock or not; collecting partition versions or not.
-    Pull(Option<Step>, Option<&'a Mutex<Vec<Ack>>>),
-    Push(StepPush<'a>),
+    Pull(Option<WorkerClock>, Option<&'a Mutex<Vec<Ack>>>),
+    Push(PushOptions<'a>),
 }
 
 fn check_size(

@@ -18,7 +18,8 @@
 //! - `replay`: the changes no snapshot holds yet, resent to a partition restored elsewhere.
 //! - [`task_change`]: [`TaskChange`], a change named by the SQL task making it, so a retried
 //!   task's resends are recognised, and [`ChangeNames`], one accumulator's names.
-//! - [`step`]: [`Step`] and [`StepPush`], a training worker's pull (at its clock) and push.
+//! - [`worker_calls`]: [`WorkerClock`] and [`PushOptions`], what a training worker's pull (at
+//!   its clock) and push carry.
 //! - [`split`]: splits a batch of keys by partition, deduplicating (pulls) or merging (pushes)
 //!   and remembering how to put the answers back in request order.
 //!
@@ -35,8 +36,8 @@ mod replay;
 pub mod routes;
 pub mod runtime;
 pub mod split;
-pub mod step;
 pub mod task_change;
+pub mod worker_calls;
 
 pub use angel_proto::{
     Ack, ClockPhase, ClockReply, ClockRequest, Compression, CompressionMode, CounterState, Element,
@@ -46,5 +47,5 @@ pub use angel_proto::{
 pub use client::{ClientConfig, PsClient, REPLAY_MB_VAR, worker_pid};
 pub use counter_space::Counter;
 pub use matrix::MatrixSpec;
-pub use step::{Step, StepPush};
 pub use task_change::{ChangeNames, TaskChange};
+pub use worker_calls::{PushOptions, WorkerClock};

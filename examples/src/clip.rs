@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> angel_client::Result<()> {
-//! use angel_ps::{Functions, Standalone, StandaloneConfig};
+//! use angel_ps_service::{Functions, Standalone, StandaloneConfig};
 //! let mut functions = Functions::default();
 //! functions.psfs.register(angel_examples::clip::Clip);
 //! let service = Standalone::start(StandaloneConfig { functions, ..StandaloneConfig::new(2) }).await?;
@@ -16,7 +16,7 @@
 //! ```
 
 use angel_proto::{Merge, PsError, Result};
-use angel_ps::{PsFunction, PsfContext};
+use angel_ps_service::{PsFunction, PsfContext};
 
 /// Clamps operand 0 into [args[0], args[1]]; the result is the number of values changed.
 pub struct Clip;

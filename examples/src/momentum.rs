@@ -4,7 +4,7 @@
 //! its state layout, so nothing else needs to know it.
 //!
 //! ```no_run
-//! # use angel_ps::{Functions, Standalone, StandaloneConfig};
+//! # use angel_ps_service::{Functions, Standalone, StandaloneConfig};
 //! # async fn run() -> angel_client::Result<()> {
 //! let mut functions = Functions::default();
 //! functions.optimizers.register(angel_examples::momentum::Momentum);
@@ -12,8 +12,8 @@
 //! # Ok(()) }
 //! ```
 
-use angel_ps::Optimizer;
-use angel_ps::optim::OptimizerParams;
+use angel_ps_service::Optimizer;
+use angel_ps_service::optim::OptimizerParams;
 
 /// Heavy-ball momentum; `beta1` of the model's optimizer is the momentum coefficient.
 pub struct Momentum;
@@ -27,7 +27,7 @@ impl Optimizer for Momentum {
         1
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
+    fn apply(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         slot[1] = u.beta1 * slot[1] + g + u.l2 * slot[0];
         slot[0] -= u.learning_rate * slot[1];
     }

@@ -5,7 +5,7 @@
 //! with `MatrixSpec::partitioner("per_row")`.
 
 use angel_proto::{CreateMatrixRequest, Result};
-use angel_ps::master::{BlockRange, Partitioner};
+use angel_ps_service::master::{BlockRange, Partitioner};
 
 /// One block per row, covering all columns.
 pub struct PerRow;

@@ -3,7 +3,7 @@
 
 use angel_client::PsClient;
 use angel_examples::momentum::Momentum;
-use angel_ps::{Functions, Standalone, StandaloneConfig};
+use angel_ps_service::{Functions, Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use datafusion::prelude::SessionContext;
 

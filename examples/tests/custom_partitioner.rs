@@ -6,8 +6,8 @@ use std::sync::Arc;
 use angel_client::{MatrixSpec, PsClient, PsError, Result};
 use angel_examples::row_partitioner::PerRow;
 use angel_proto::CreateMatrixRequest;
-use angel_ps::master::{BlockRange, Partitioner};
-use angel_ps::{Standalone, StandaloneConfig};
+use angel_ps_service::master::{BlockRange, Partitioner};
+use angel_ps_service::{Standalone, StandaloneConfig};
 
 /// Leaves the last column uncovered.
 struct Gappy;

@@ -3,7 +3,7 @@
 
 use angel_client::{MatrixSpec, PsClient, PsError, ValueType};
 use angel_examples::clip::Clip;
-use angel_ps::{Functions, Standalone, StandaloneConfig};
+use angel_ps_service::{Functions, Standalone, StandaloneConfig};
 
 #[tokio::test]
 async fn clip_runs_on_the_servers_and_matches_a_local_clamp() {

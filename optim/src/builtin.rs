@@ -15,7 +15,7 @@ impl Optimizer for Sgd {
         0
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
+    fn apply(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let w = slot[0] - u.learning_rate * (g + u.l2 * slot[0]);
         slot[0] = shrink(w, u.learning_rate * u.l1);
     }
@@ -33,7 +33,7 @@ impl Optimizer for Adagrad {
         1
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
+    fn apply(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let g = g + u.l2 * slot[0];
         slot[1] += g * g;
         let rate = u.learning_rate / (slot[1].sqrt() + u.epsilon);
@@ -58,7 +58,7 @@ impl Optimizer for Adam {
         3
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
+    fn apply(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let g = g + u.l2 * slot[0];
         slot[1] = u.beta1 * slot[1] + (1.0 - u.beta1) * g;
         slot[2] = u.beta2 * slot[2] + (1.0 - u.beta2) * g * g;
@@ -86,7 +86,7 @@ impl Optimizer for Ftrl {
         2
     }
 
-    fn step(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
+    fn apply(&self, slot: &mut [f64], g: f64, u: &OptimizerParams) {
         let (w, z, n) = (slot[0], slot[1], slot[2]);
         let sigma = ((n + g * g).sqrt() - n.sqrt()) / u.learning_rate;
         let z = z + g - sigma * w;
@@ -121,7 +121,7 @@ mod tests {
             let mut slot = vec![0.0; 1 + rule.state_rows()];
             for _ in 1..=3000 {
                 let g = slot[0] - 3.0;
-                rule.step(&mut slot, g, &u);
+                rule.apply(&mut slot, g, &u);
             }
             assert!(
                 (slot[0] - 3.0).abs() < 1e-2,
@@ -136,13 +136,13 @@ mod tests {
     fn adam_counts_each_keys_updates_and_stays_finite_past_two_to_the_31() {
         let u = angel_proto::optimizer_params("adam", 0.1);
         let mut slot = vec![1.0, 0.0, 0.0, 0.0];
-        Adam.step(&mut slot, 0.5, &u);
+        Adam.apply(&mut slot, 0.5, &u);
         // The first update, bias-corrected: m / (1 - beta1) = g and v / (1 - beta2) = g^2.
         assert!((slot[0] - (1.0 - 0.1 * 0.5 / (0.5 + u.epsilon))).abs() < 1e-12);
         assert_eq!(slot[3], 1.0);
         for count in [f64::from(1u32 << 31), 1e300] {
             slot[3] = count;
-            Adam.step(&mut slot, 0.5, &u);
+            Adam.apply(&mut slot, 0.5, &u);
             assert!(
                 slot.iter().all(|x| x.is_finite()),
                 "count {count}: {slot:?}"
@@ -160,7 +160,7 @@ mod tests {
             let mut slot = vec![0.0; 1 + rule.state_rows()];
             for _ in 0..100 {
                 let g = slot[0] - 0.5;
-                rule.step(&mut slot, g, &u);
+                rule.apply(&mut slot, g, &u);
             }
             assert_eq!(slot[0], 0.0, "{}", rule.name());
         }

@@ -26,7 +26,7 @@ pub trait Optimizer: Send + Sync + 'static {
 
     /// Updates one coordinate: `slot[0]` is the weight and `slot[1..]` its state (zero before
     /// the first update); `g` is the gradient of the loss (without regularisation).
-    fn step(&self, slot: &mut [f64], g: f64, params: &OptimizerParams);
+    fn apply(&self, slot: &mut [f64], g: f64, params: &OptimizerParams);
 }
 
 /// Soft thresholding, the proximal step of L1 regularisation: shrinks `w` toward zero by

@@ -1,5 +1,5 @@
 //! Reading UDF arguments (constant names and integers, feature lists, numbers), the argument
-//! types the PS functions accept, the result types they share and their documentation
+//! types the PS-bound functions accept, the result types they share and their documentation
 //! section. [`Arg`] (an argument named in errors, its type checks, where its value is) and
 //! [`arity`] come from [`angel_etl::udf_args`], shared with the feature functions.
 

@@ -1,6 +1,6 @@
 //! [`Binding`]: what every PS-bound SQL function is bound to: the master of the service it
 //! talks to, and the [`Reports`] and [`KeyLists`] of the job that registered it. [`PsBound`] is the base those
-//! functions share; [`crate::ps_functions`] lists them once, for registration and for the
+//! functions share; [`crate::bound_functions`] lists them once, for registration and for the
 //! Ballista codecs, which carry only the master across the network.
 
 use std::hash::{Hash, Hasher};

@@ -24,7 +24,7 @@
 //!   [`kept_table`]: the tables it creates, kept in memory or on disk at its
 //!   [`storage_level`] within its memory limit.
 //! - [`binding`]: what a PS-bound function is bound to (master, the job's reports), and
-//!   [`binding::PsBound`], the base those functions share; [`ps_functions`]: the one list of
+//!   [`binding::PsBound`], the base those functions share; [`bound_functions`]: the one list of
 //!   them.
 //! - [`reports`]: what one job's functions report: rows trained, input rows skipped.
 //! - [`index_cache`]: feature indices already looked up, per process.
@@ -37,6 +37,7 @@
 
 pub mod args;
 pub mod binding;
+pub mod bound_functions;
 pub mod bridge;
 pub mod cluster;
 pub mod features;
@@ -52,7 +53,6 @@ pub mod ps_auc;
 pub mod ps_counter_add;
 pub mod ps_counter_clean;
 pub mod ps_counter_seal;
-pub mod ps_functions;
 pub mod ps_hash;
 pub mod ps_index;
 pub mod ps_logloss;
@@ -75,7 +75,7 @@ use binding::Binding;
 /// Every angel-ps scalar function: the PS ones bound to `binding`, hashing and feature
 /// helpers.
 pub fn scalar_functions(binding: &Binding) -> Vec<ScalarUDF> {
-    let mut all: Vec<ScalarUDF> = ps_functions::scalars()
+    let mut all: Vec<ScalarUDF> = bound_functions::scalars()
         .iter()
         .map(|f| (f.make)(binding.clone()))
         .collect();
@@ -86,7 +86,7 @@ pub fn scalar_functions(binding: &Binding) -> Vec<ScalarUDF> {
 
 /// Every angel-ps aggregate function: the PS ones bound to `binding`, and the evaluation ones.
 pub fn aggregate_functions(binding: &Binding) -> Vec<AggregateUDF> {
-    let mut all: Vec<AggregateUDF> = ps_functions::aggregates()
+    let mut all: Vec<AggregateUDF> = bound_functions::aggregates()
         .iter()
         .map(|f| (f.make)(binding.clone()))
         .collect();

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use angel_ps::{Standalone, StandaloneConfig};
+use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::{Job, StatementReport};
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Float64Type;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use angel_ps::{Standalone, StandaloneConfig};
+use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::binding::Binding;
 use angel_sql::register_all;
 use datafusion::arrow::array::AsArray;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use angel_client::PsClient;
-use angel_ps::{Standalone, StandaloneConfig};
+use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use datafusion::arrow::array::{AsArray, Float64Array, ListArray, RecordBatch};
 use datafusion::arrow::datatypes::{Float64Type, UInt64Type};

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use angel_client::{ClockPhase, ClockRequest, MatrixSpec, Step};
+use angel_client::{ClockPhase, ClockRequest, MatrixSpec, WorkerClock};
 use angel_tests::{Cluster, binary, spawn, stdout_of};
 
 #[test]
@@ -166,8 +166,8 @@ async fn status_shows_training_workers_and_how_far_ahead_they_pulled() {
         .unwrap();
     // Worker 7 pulls at clock 2 once worker 8 completed (at most) 1 step: a lead of 1.
     for (worker, clock) in [(7, 0), (8, 0), (7, 2), (8, 1)] {
-        let step = Some(Step { worker, clock });
-        c.pull_step::<f32>("m", &[0], &[1], step).await.unwrap();
+        let step = Some(WorkerClock { worker, clock });
+        c.pull_at::<f32>("m", &[0], &[1], step).await.unwrap();
     }
     let report = ClockRequest {
         model: "m".into(),

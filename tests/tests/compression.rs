@@ -2,7 +2,7 @@
 //! measure faster, over a slow link (a token-bucket proxy in front of every server) and on
 //! loopback.
 
-use angel_client::{MatrixSpec, PsClient, StepPush};
+use angel_client::{MatrixSpec, PsClient, PushOptions};
 use angel_ps_cli::bench::link::SlowService;
 use angel_tests::Cluster;
 
@@ -34,7 +34,7 @@ async fn compressed_share(client: &PsClient, name: &str, mode: &str) -> f64 {
             .map(|i| ((i + push as u64) % 101) as f32 * 1e-4 - 5e-3)
             .collect();
         client
-            .push_step(name, &[0], &keys, &values, StepPush::default())
+            .push_with(name, &[0], &keys, &values, PushOptions::default())
             .await
             .unwrap();
     }

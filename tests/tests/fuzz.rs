@@ -17,9 +17,9 @@ use angel_proto::{
     PartitionSnapshot, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, RowSlice,
     SnapshotRow, StorageKind, ValueType, codec, sketchml, wire,
 };
-use angel_ps::server::Functions;
-use angel_ps::server::service::ServerService;
-use angel_ps::snapshot::SnapshotDir;
+use angel_ps_service::server::Functions;
+use angel_ps_service::server::service::ServerService;
+use angel_ps_service::snapshot::SnapshotDir;
 use angel_storage::Location;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -181,7 +181,7 @@ fn from_master<T>(message: T) -> Request<T> {
     let mut request = Request::new(message);
     request
         .metadata_mut()
-        .insert(angel_ps::admin::HEADER, ADMIN.parse().unwrap());
+        .insert(angel_ps_service::admin::HEADER, ADMIN.parse().unwrap());
     request
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use angel_client::MatrixSpec;
-use angel_ps::{Standalone, StandaloneConfig};
+use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_tests::{Cluster, Node};
 use prometheus_parse::{Sample, Scrape, Value};
 

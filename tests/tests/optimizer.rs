@@ -3,7 +3,7 @@
 //! description says.
 
 use angel_client::{
-    MatrixSpec, PsError, StepPush, Sync, Training, UpdateRule, ValueType, optimizer_params,
+    MatrixSpec, PsError, PushOptions, Sync, Training, UpdateRule, ValueType, optimizer_params,
 };
 use angel_tests::Cluster;
 
@@ -61,16 +61,16 @@ async fn each_output_of_a_model_has_its_own_weights_and_state() {
         .block_shape(4, 0)
         .training(trained("adagrad", 0.5));
     c.create_matrix(spec).await.unwrap();
-    let how = StepPush {
+    let how = PushOptions {
         gradients: true,
         ..Default::default()
     };
     let keys = [1u64, 99];
-    c.push_step("two", &[0, 2], &keys, &[2.0f64, -1.0, 4.0, 0.5], how)
+    c.push_with("two", &[0, 2], &keys, &[2.0f64, -1.0, 4.0, 0.5], how)
         .await
         .unwrap();
     let (w, _) = c
-        .pull_step::<f64>("two", &[0, 1, 2, 3], &keys, None)
+        .pull_at::<f64>("two", &[0, 1, 2, 3], &keys, None)
         .await
         .unwrap();
     // Adagrad's first step is lr * g / |g| = -lr * sign(g); its state g^2.
@@ -79,7 +79,7 @@ async fn each_output_of_a_model_has_its_own_weights_and_state() {
         assert!((got - want).abs() < 1e-6, "{w:?}");
     }
     let err = c
-        .push_step("two", &[1], &keys, &[1.0f64, 1.0], how)
+        .push_with("two", &[1], &keys, &[1.0f64, 1.0], how)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("the push names row 1"), "{err}");
@@ -137,19 +137,16 @@ async fn consgd_and_dynsgd_factors_scale_the_change_on_the_servers() {
         .unwrap();
     c.push_gradients("consgd", &[1], &[1.0f64]).await.unwrap();
     // The pull a DynSGD gradient is computed from, then two changes by other workers.
-    let (_, bases) = c
-        .pull_step::<f64>("dynsgd", &[0], &[2], None)
-        .await
-        .unwrap();
+    let (_, bases) = c.pull_at::<f64>("dynsgd", &[0], &[2], None).await.unwrap();
     for _ in 0..2 {
         c.push_keys("dynsgd", 0, &[2], &[0.0f64]).await.unwrap();
     }
-    let how = StepPush {
+    let how = PushOptions {
         gradients: true,
         bases: &bases,
         ..Default::default()
     };
-    c.push_step("dynsgd", &[0], &[2], &[1.0f64], how)
+    c.push_with("dynsgd", &[0], &[2], &[1.0f64], how)
         .await
         .unwrap();
     let consgd: Vec<f64> = c.pull_keys("consgd", 0, &[1]).await.unwrap();

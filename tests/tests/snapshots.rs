@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use angel_client::MatrixSpec;
-use angel_ps::snapshot::SnapshotDir;
+use angel_ps_service::snapshot::SnapshotDir;
 use angel_tests::{Cluster, binary};
 
 /// Partition snapshot files below `dir` (one per partition version kept).

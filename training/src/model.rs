@@ -15,8 +15,8 @@ use std::sync::Arc;
 use angel_client::matrix::Matrix;
 use angel_client::runtime::{Started, block_on, start};
 use angel_client::{
-    Ack, Compression, CompressionMode, MatrixMeta, MatrixSpec, OptimizerParams, PsClient, Step,
-    StepPush, TaskChange, Training, optimizer_params,
+    Ack, Compression, CompressionMode, MatrixMeta, MatrixSpec, OptimizerParams, PsClient,
+    PushOptions, TaskChange, Training, WorkerClock, optimizer_params,
 };
 use angel_optim::{Optimizer, builtin, rule};
 use arrow::array::ArrayRef;
@@ -332,17 +332,17 @@ impl Model {
 
     /// [`Model::weights`] pulled by a training worker at its clock (`step`), with the
     /// versions of the partitions read (a DynSGD push states them back).
-    pub fn pull(&self, keys: &[u64], step: Option<Step>) -> Result<(Vec<f32>, Vec<Ack>)> {
+    pub fn pull(&self, keys: &[u64], step: Option<WorkerClock>) -> Result<(Vec<f32>, Vec<Ack>)> {
         Ok(block_on(
-            self.client.pull_step(&self.name, &self.rows, keys, step),
+            self.client.pull_at(&self.name, &self.rows, keys, step),
         )?)
     }
 
     /// Starts [`Model::pull`] of `keys` and returns at once: the pull of a training task's
     /// next mini-batch, in flight while it computes the current one.
-    pub fn pull_ahead(&self, keys: Vec<u64>, step: Step) -> Started<(Vec<f32>, Vec<Ack>)> {
+    pub fn pull_ahead(&self, keys: Vec<u64>, step: WorkerClock) -> Started<(Vec<f32>, Vec<Ack>)> {
         let (client, name, rows) = (self.client.clone(), self.name.clone(), self.rows.clone());
-        start(async move { client.pull_step(&name, &rows, &keys, Some(step)).await })
+        start(async move { client.pull_at(&name, &rows, &keys, Some(step)).await })
     }
 
     /// Sends gradients of `keys` (output after output), computed from the partition versions
@@ -356,14 +356,14 @@ impl Model {
         change: Option<TaskChange>,
         bases: &[Ack],
     ) -> Result<()> {
-        let how = StepPush {
+        let how = PushOptions {
             gradients: true,
             change,
             bases,
         };
         Ok(block_on(
             self.client
-                .push_step(&self.name, &self.rows, keys, grads, how),
+                .push_with(&self.name, &self.rows, keys, grads, how),
         )?)
     }
 
@@ -379,22 +379,22 @@ impl Model {
 
     /// Values of `keys` in every row ([`Model::all_rows`]) at a training worker's clock
     /// (`step`), row after row: what model averaging's local rounds start from.
-    pub fn pull_all(&self, keys: &[u64], step: Option<Step>) -> Result<Vec<f32>> {
+    pub fn pull_all(&self, keys: &[u64], step: Option<WorkerClock>) -> Result<Vec<f32>> {
         let rows = self.all_rows();
-        let pulled = block_on(self.client.pull_step(&self.name, &rows, keys, step))?;
+        let pulled = block_on(self.client.pull_at(&self.name, &rows, keys, step))?;
         Ok(pulled.0)
     }
 
     /// Adds `deltas` of `keys` to every row ([`Model::all_rows`], deltas row after row),
     /// bypassing the optimizer (model averaging).
     pub fn add(&self, keys: &[u64], deltas: &[f32], change: Option<TaskChange>) -> Result<()> {
-        let how = StepPush {
+        let how = PushOptions {
             change,
             ..Default::default()
         };
         let rows = self.all_rows();
         Ok(block_on(
-            self.client.push_step(&self.name, &rows, keys, deltas, how),
+            self.client.push_with(&self.name, &rows, keys, deltas, how),
         )?)
     }
 

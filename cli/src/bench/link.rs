@@ -13,9 +13,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::local_cluster::free_port;
-use angel_ps::Functions;
-use angel_ps::master::{MasterConfig, MasterNode};
-use angel_ps::server::{ServerConfig, ServerNode};
+use angel_ps_service::Functions;
+use angel_ps_service::master::{MasterConfig, MasterNode};
+use angel_ps_service::server::{ServerConfig, ServerNode};
 
 /// Bytes that may pass at once before the rate applies (one 64 KiB chunk).
 const BURST: f64 = 65_536.0;

@@ -13,7 +13,7 @@ use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::output::Output;
-use angel_ps::standalone::{Standalone, StandaloneConfig};
+use angel_ps_service::standalone::{Standalone, StandaloneConfig};
 
 /// Flags of `angel-ps bench ps`.
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 use angel_proto::{Merge, Result};
 
 use super::{PsFunction, PsfContext, PsfRegistry};
-use crate::storage::RowView;
+use crate::blocks::RowView;
 
 /// A reduction of one row to one number.
 struct Reduce {

@@ -7,7 +7,7 @@
 use angel_proto::Result;
 
 use super::{PsFunction, PsfContext, PsfRegistry};
-use crate::storage::RowView;
+use crate::blocks::RowView;
 
 /// `y += a * x`; arguments: a.
 struct Axpy;

@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use angel_proto::{Merge, PsError, Result};
 
+use crate::blocks::{RowView, RowViewMut};
 use crate::registry::Registry;
 use crate::server::partition::Partition;
-use crate::storage::{RowView, RowViewMut};
 use crate::with_block;
 
 /// A server-side operator over rows of one or more matrices.

@@ -13,7 +13,7 @@ use angel_proto::{
 use super::applied::ack;
 use super::partition::CounterPart;
 use super::service::ServerService;
-use crate::storage::{CounterBlock, Phase};
+use crate::blocks::{CounterBlock, Phase};
 
 impl ServerService {
     pub(super) fn counter_admin_checked(

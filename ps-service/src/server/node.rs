@@ -316,7 +316,7 @@ impl Heartbeat {
     /// declared this server dead and restored its partitions elsewhere (or holds nothing of
     /// it): the server drops its copies (clients with an old map must not change them) and
     /// registers as a new server. A master that does not know a server holding partitions
-    /// says so, and the server keeps them (`angel_ps::master::membership`).
+    /// says so, and the server keeps them (`angel_ps_service::master::membership`).
     async fn run(mut self, every: Duration, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(every);
         loop {

@@ -10,7 +10,7 @@ use angel_proto::{CounterMeta, MatrixMeta, PsError, Result};
 use parking_lot::{Mutex, RwLock};
 
 use super::applied::{Applied, Snapshotted};
-use crate::storage::{AnyBlock, CounterBlock};
+use crate::blocks::{AnyBlock, CounterBlock};
 
 /// One hosted partition.
 #[derive(Debug)]

@@ -21,11 +21,11 @@ use super::partition::{Partition, Partitions};
 use super::pull_log::PullLog;
 use super::push_metrics::PushMetrics;
 use crate::access::Access;
+use crate::blocks::AnyBlock;
 use crate::optim::{Optimizer, OptimizerParams, OptimizerRegistry};
 use crate::psf::{PsfContext, PsfRegistry};
 use crate::server::Functions;
 use crate::snapshot::SnapshotDir;
-use crate::storage::AnyBlock;
 use crate::{admin, with_block};
 use angel_optim::rule::{self, Rule};
 
@@ -330,7 +330,7 @@ impl ServerService {
                             let factor = g.rule.factor(g.workers, staleness);
                             let mut step = |slot: &mut [f64], grad: f64| {
                                 let before = slot[0];
-                                g.optimizer.step(slot, grad, &g.params);
+                                g.optimizer.apply(slot, grad, &g.params);
                                 if factor != 1.0 {
                                     slot[0] = before + factor * (slot[0] - before);
                                 }

@@ -17,8 +17,8 @@ use super::applied::{Applied, Snapshotted};
 use super::marks::Marks;
 use super::partition::{CounterPart, Partition};
 use super::service::ServerService;
+use crate::blocks::{AnyBlock, Block, CounterBlock};
 use crate::snapshot::SnapshotDir;
-use crate::storage::{AnyBlock, Block, CounterBlock};
 use crate::with_block;
 
 /// A partition copied for its snapshot, and how long the copy held off changes.

@@ -1,7 +1,7 @@
-//! Plan codecs that carry each PS function's master address and namespace across the network.
+//! Plan codecs that carry each PS-bound function's master address and namespace across the network.
 //!
 //! Ballista ships plans as protobuf in which a function is only its name plus optional bytes.
-//! Our PS functions are bound to a master address, so the client, the scheduler and the
+//! Our PS-bound functions are bound to a master address, so the client, the scheduler and the
 //! executors all use these codecs: encoding writes the bound address as the function's bytes,
 //! decoding rebuilds the function bound to it. Executors therefore need no per-job flags, and
 //! one executor can serve jobs against different services. Everything else is delegated to
@@ -23,7 +23,7 @@ use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
 use crate::binding::Binding;
-use crate::ps_functions::{self, Bound};
+use crate::bound_functions::{self, Bound};
 
 /// The master and namespace `node` is bound to (`MASTER\nNAMESPACE`, or `MASTER` for none),
 /// if it is one of `list`; `None` for other functions.
@@ -36,7 +36,7 @@ fn master_of<U>(list: &[Bound<U>], node: &U) -> Option<String> {
         })
 }
 
-/// Writes a PS function's master and namespace as its bytes; `false` for other functions.
+/// Writes a PS-bound function's master and namespace as its bytes; `false` for other functions.
 fn write_master(master: Option<String>, buf: &mut Vec<u8>) -> bool {
     master
         .map(|m| buf.extend_from_slice(m.as_bytes()))
@@ -65,33 +65,38 @@ fn decode<U>(
         .map(Arc::new))
 }
 
-/// The four function hooks, the same in the logical and the physical codec: PS functions
+/// The four function hooks, the same in the logical and the physical codec: PS-bound functions
 /// carry their master, every other function goes to Ballista's codec (`self.inner`).
 macro_rules! ps_function_methods {
     () => {
         fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-            match decode(&ps_functions::scalars(), name, buf, ScalarUDF::name)? {
+            match decode(&bound_functions::scalars(), name, buf, ScalarUDF::name)? {
                 Some(f) => Ok(f),
                 None => self.inner.try_decode_udf(name, buf),
             }
         }
 
         fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
-            match write_master(master_of(&ps_functions::scalars(), node), buf) {
+            match write_master(master_of(&bound_functions::scalars(), node), buf) {
                 true => Ok(()),
                 false => self.inner.try_encode_udf(node, buf),
             }
         }
 
         fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
-            match decode(&ps_functions::aggregates(), name, buf, AggregateUDF::name)? {
+            match decode(
+                &bound_functions::aggregates(),
+                name,
+                buf,
+                AggregateUDF::name,
+            )? {
                 Some(f) => Ok(f),
                 None => self.inner.try_decode_udaf(name, buf),
             }
         }
 
         fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> Result<()> {
-            match write_master(master_of(&ps_functions::aggregates(), node), buf) {
+            match write_master(master_of(&bound_functions::aggregates(), node), buf) {
                 true => Ok(()),
                 false => self.inner.try_encode_udaf(node, buf),
             }
@@ -99,7 +104,7 @@ macro_rules! ps_function_methods {
     };
 }
 
-/// Ballista's logical codec plus the master addresses of PS functions.
+/// Ballista's logical codec plus the master addresses of PS-bound functions.
 #[derive(Debug)]
 pub struct AngelLogicalCodec {
     inner: Arc<dyn LogicalExtensionCodec>,
@@ -174,7 +179,7 @@ impl LogicalExtensionCodec for AngelLogicalCodec {
     }
 }
 
-/// Ballista's physical codec plus the master addresses of PS functions.
+/// Ballista's physical codec plus the master addresses of PS-bound functions.
 #[derive(Debug)]
 pub struct AngelPhysicalCodec {
     inner: Arc<dyn PhysicalExtensionCodec>,
@@ -244,7 +249,7 @@ mod tests {
     #[test]
     fn ps_functions_travel_with_their_master() {
         let codec = AngelPhysicalCodec::default();
-        let scalars = ps_functions::scalars();
+        let scalars = bound_functions::scalars();
         for f in scalars
             .iter()
             .map(|f| (f.make)(Binding::remote("10.0.0.1:7000").in_namespace("team")))
@@ -261,7 +266,7 @@ mod tests {
             );
         }
         let logical = AngelLogicalCodec::default();
-        let aggregates = ps_functions::aggregates();
+        let aggregates = bound_functions::aggregates();
         for f in aggregates
             .iter()
             .map(|f| (f.make)(Binding::remote("10.0.0.2:7000")))

@@ -2,7 +2,7 @@
 //!
 //! Only a function's name and bytes cross the network, so the client, the scheduler and every
 //! executor are built with these functions (`angel-ps scheduler` / `angel-ps executor`), and
-//! use the same plan [`codec`]s: they carry each PS function's master address inside the plan,
+//! use the same plan [`codec`]s: they carry each PS-bound function's master address inside the plan,
 //! so executors need no per-job flags. Each executor process keeps one PS client per master
 //! ([`angel_client::PsClient::shared`]), shared by its tasks.
 //!

@@ -3,7 +3,7 @@
 //! first run already applied: counts are not doubled and mini-batches are not applied twice.
 //!
 //! Every executor ([`name_tasks`], called by `angel-ps executor` on each task's plan) puts the
-//! aggregates holding a PS function ([`crate::ps_functions`]) under a [`TaskNamesExec`] whose
+//! aggregates holding a PS-bound function ([`crate::bound_functions`]) under a [`TaskNamesExec`] whose
 //! token is derived from the job (one per query: the statement and, for training, the epoch),
 //! the stage and the partitions the task computes. Polling partition `p` it sets the task's
 //! pass, derived from the token and `p`'s global number; each PS accumulator of the task takes
@@ -32,7 +32,7 @@ use datafusion::physical_plan::{
 };
 use futures::{Stream, StreamExt};
 
-use crate::ps_functions;
+use crate::bound_functions;
 
 /// Runs an aggregate with the pass of the task set while it is polled.
 #[derive(Debug)]
@@ -64,7 +64,7 @@ impl TaskNamesExec {
 }
 
 /// `plan` of one Ballista task (of `job`, `stage`, computing the global `partitions`) with
-/// every aggregate of a PS function under a [`TaskNamesExec`].
+/// every aggregate of a PS-bound function under a [`TaskNamesExec`].
 pub fn name_tasks(
     plan: Arc<dyn ExecutionPlan>,
     job: &str,
@@ -73,7 +73,7 @@ pub fn name_tasks(
 ) -> Result<Arc<dyn ExecutionPlan>> {
     let token = mix(&[xxhash_rust::xxh3::xxh3_64(job.as_bytes()), stage as u64]);
     let partitions: Vec<u64> = partitions.iter().map(|&p| p as u64).collect();
-    let ps = ps_functions::aggregates();
+    let ps = bound_functions::aggregates();
     plan.transform_up(|node| {
         let pushes = node.downcast_ref::<AggregateExec>().is_some_and(|a| {
             a.aggr_expr()

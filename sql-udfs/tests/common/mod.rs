@@ -4,7 +4,7 @@
 // Each test binary uses part of these helpers.
 #![allow(dead_code)]
 
-use angel_ps::{Standalone, StandaloneConfig};
+use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use angel_sql::storage_level::TableStorage;
 use datafusion::arrow::array::{AsArray, RecordBatch};

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use angel_client::runtime::block_on;
-use angel_client::{ClockPhase, ClockReply, ClockRequest, PsClient, Step};
+use angel_client::{ClockPhase, ClockReply, ClockRequest, PsClient, WorkerClock};
 
 use crate::error::{Error, Result};
 use crate::sync::SyncSpec;
@@ -72,13 +72,13 @@ impl Worker {
 
     /// Reports the clock before a pull and waits as the consistency model requires; returns
     /// the step to pull as (which the servers record).
-    pub fn before_pull(&mut self) -> Result<Step> {
+    pub fn before_pull(&mut self) -> Result<WorkerClock> {
         let asp = self.sync.staleness() < 0;
         let due = self.last_report.is_none_or(|t| t.elapsed() >= ASP_REPORT);
         if !asp || due {
             self.report(ClockPhase::Pull)?;
         }
-        Ok(Step {
+        Ok(WorkerClock {
             worker: self.id,
             clock: self.clock,
         })
@@ -87,12 +87,12 @@ impl Worker {
     /// The step of a pull of the next mini-batch started while the current one computes, or
     /// `None` unless the model pulls ahead: only under ASP does no worker wait on clocks, so
     /// only there may a pull run one step early.
-    pub fn pull_ahead(&mut self) -> Result<Option<Step>> {
+    pub fn pull_ahead(&mut self) -> Result<Option<WorkerClock>> {
         if !self.sync.pulls_ahead() {
             return Ok(None);
         }
         let step = self.before_pull()?;
-        Ok(Some(Step {
+        Ok(Some(WorkerClock {
             clock: step.clock + 1,
             ..step
         }))

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::time::Instant;
 
-use angel_client::{ChangeNames, Step};
+use angel_client::{ChangeNames, WorkerClock};
 use angel_optim::rule::average::share;
 
 use crate::error::Result;
@@ -31,7 +31,7 @@ pub struct LocalModel {
     slots: HashMap<u64, Slots>,
     /// Mini-batches trained in this round, the clock it pulls at and when it started.
     batches: u32,
-    at: Option<Step>,
+    at: Option<WorkerClock>,
     started: Option<Instant>,
 }
 
@@ -61,7 +61,7 @@ impl LocalModel {
             let (key, o) = (g.keys[i % n], i / n);
             let slots = self.slots.get_mut(&key).expect("pulled above");
             let slot = &mut slots.local[o * group..(o + 1) * group];
-            optimizer.step(slot, f64::from(grad), &model.spec.optimizer);
+            optimizer.apply(slot, f64::from(grad), &model.spec.optimizer);
         }
         self.batches += 1;
         if self.batches >= model.spec.sync.local_steps {

@@ -239,9 +239,9 @@ pub enum AnyBlock {
 macro_rules! with_block {
     ($any:expr, $b:ident => $body:expr) => {
         match $any {
-            $crate::storage::AnyBlock::F32($b) => $body,
-            $crate::storage::AnyBlock::F64($b) => $body,
-            $crate::storage::AnyBlock::I64($b) => $body,
+            $crate::blocks::AnyBlock::F32($b) => $body,
+            $crate::blocks::AnyBlock::F64($b) => $body,
+            $crate::blocks::AnyBlock::I64($b) => $body,
         }
     };
 }
