@@ -3,7 +3,8 @@
 //! # Layout
 //!
 //! - [`client`]: [`PsClient`], the one object a process keeps: connects to the master, caches
-//!   the partition map, and offers the whole API (create, describe, drop, pull, push, psf).
+//!   the partition map, and offers the whole API (create, describe, drop, pull, push, psf),
+//!   one concern a file (configuration, master calls, data verbs, scatter, recovery).
 //! - [`codec_choice`]: whether the next push to a compressed matrix is compressed, from measured
 //!   push times (SketchML only where it pays).
 //! - [`counter`]: distributed counters of string keys: create, increase, seal, get, clean.
