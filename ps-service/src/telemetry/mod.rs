@@ -48,7 +48,7 @@ impl Default for Telemetry {
 impl Telemetry {
     /// An empty registry with the RPC families registered.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("angel_ps_service");
+        let mut registry = Registry::with_prefix("angel_ps");
         let rpc = Arc::new(RpcFamilies::register(&mut registry));
         let nodes = Arc::new(Nodes::default());
         registry.register_collector(Box::new(nodes.clone()));
