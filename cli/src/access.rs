@@ -6,10 +6,11 @@
 
 use std::path::PathBuf;
 
-use angel_client::{ClientConfig, Result};
+use angel_client::{ClientConfig, PsError, Result};
 use angel_proto::credential::Token;
 use angel_proto::tls::{NodeTls, Trust};
 use angel_ps_service::access::NamespaceTokens;
+use angel_ps_service::security::Security;
 use clap::Args;
 
 /// The token and TLS flags of a node.
@@ -38,27 +39,22 @@ pub struct NodeAccess {
     pub tls_ca: Option<PathBuf>,
 }
 
-impl NodeAccess {
-    /// The token of --token-file or the environment.
-    pub fn token(&self) -> Result<Option<Token>> {
-        Token::resolve(self.token_file.as_deref())
-    }
+impl TryFrom<&NodeAccess> for Security {
+    type Error = PsError;
 
-    /// The tokens of --namespace-tokens (none without it).
-    pub fn namespace_tokens(&self) -> Result<NamespaceTokens> {
-        match &self.namespace_tokens {
-            Some(path) => NamespaceTokens::from_file(path),
-            None => Ok(NamespaceTokens::default()),
-        }
-    }
-
-    /// TLS from the three flags (all or none).
-    pub fn tls(&self) -> Result<Option<NodeTls>> {
-        NodeTls::resolve(
-            self.tls_cert.as_deref(),
-            self.tls_key.as_deref(),
-            self.tls_ca.as_deref(),
-        )
+    /// The token of --token-file or the environment, the tokens of --namespace-tokens (none
+    /// without it) and TLS from the three flags (all or none); an error names a bad file.
+    fn try_from(flags: &NodeAccess) -> Result<Self> {
+        let namespace_tokens = match &flags.namespace_tokens {
+            Some(path) => NamespaceTokens::from_file(path)?,
+            None => NamespaceTokens::default(),
+        };
+        let (cert, key, ca) = (&flags.tls_cert, &flags.tls_key, &flags.tls_ca);
+        Ok(Security {
+            token: Token::resolve(flags.token_file.as_deref())?,
+            namespace_tokens,
+            tls: NodeTls::resolve(cert.as_deref(), key.as_deref(), ca.as_deref())?,
+        })
     }
 }
 

@@ -12,6 +12,7 @@ use angel_ps_service::Functions;
 use angel_ps_service::master::quota::Quotas;
 use angel_ps_service::master::{MasterConfig, MasterNode, Snapshots};
 use angel_ps_service::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
+use angel_ps_service::security::Security;
 use angel_ps_service::server::{ServerConfig, ServerNode, default_memory_budget};
 use angel_ps_service::snapshot::SnapshotDir;
 use angel_ps_service::standalone::{Standalone, StandaloneConfig};
@@ -167,9 +168,7 @@ pub async fn master(args: MasterArgs) -> Result<()> {
         server_timeout: Duration::from_secs(args.server_timeout_secs.max(1)),
         snapshots: args.snapshots.settings()?,
         http: args.http,
-        token: args.access.token()?,
-        namespace_tokens: args.access.namespace_tokens()?,
-        tls: args.access.tls()?,
+        security: Security::try_from(&args.access)?,
         start_empty: args.start_empty,
         quotas: Quotas {
             objects: args.namespace_max_objects,
@@ -199,9 +198,7 @@ pub async fn server(args: ServerArgs) -> Result<()> {
         request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
         standby: args.standby,
         http: args.http,
-        token: args.access.token()?,
-        namespace_tokens: args.access.namespace_tokens()?,
-        tls: args.access.tls()?,
+        security: Security::try_from(&args.access)?,
         ..ServerConfig::new(args.master)
     };
     let node = ServerNode::start(config, Functions::default(), shutdown).await?;
@@ -218,9 +215,7 @@ pub async fn standalone(args: StandaloneArgs) -> Result<()> {
         memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
         snapshots: args.snapshots.settings()?,
         http: args.http,
-        token: args.access.token()?,
-        namespace_tokens: args.access.namespace_tokens()?,
-        tls: args.access.tls()?,
+        security: Security::try_from(&args.access)?,
         ..StandaloneConfig::new(args.servers)
     };
     let service = Standalone::start(config).await?;

@@ -16,6 +16,8 @@
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
 //! - [`gate`]: the connection cap and greeting timeout on every listener.
 //! - [`telemetry`]: Prometheus metrics and the `--http` listener that serves them.
+//! - [`security`]: [`Security`](security::Security), a node's token, namespace tokens and TLS,
+//!   shared by the master, server and standalone configurations.
 //! - [`auth`]: the service token checked on every RPC, and the refusal to serve a wider
 //!   address without one.
 //! - [`access`]: what a token may name: anything, or the names of some namespaces.
@@ -37,6 +39,7 @@ pub mod net;
 pub mod optim;
 pub mod psf;
 pub mod registry;
+pub mod security;
 pub mod server;
 pub mod snapshot;
 pub mod standalone;

@@ -5,13 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use angel_proto::Result;
-use angel_proto::credential::Token;
-use angel_proto::tls::NodeTls;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::NamespaceTokens;
 use crate::master::{MasterConfig, MasterNode, Partitioner, Snapshots};
 use crate::net;
+use crate::security::Security;
 use crate::server::{Functions, ServerConfig, ServerNode, default_memory_budget};
 
 /// What to start.
@@ -33,13 +31,9 @@ pub struct StandaloneConfig {
     pub snapshots: Snapshots,
     /// Where the master serves `/metrics` (covering every server) over HTTP; none: no HTTP.
     pub http: Option<SocketAddr>,
-    /// The service token every RPC must carry; none: no check (loopback only).
-    pub token: Option<Token>,
-    /// Tokens limited to namespaces, for the master and every server.
-    pub namespace_tokens: NamespaceTokens,
-    /// TLS for the master and every server (one certificate naming the master's host);
-    /// none: plain HTTP/2.
-    pub tls: Option<NodeTls>,
+    /// Who may talk to the master and every server, and over what (one TLS certificate
+    /// naming the master's host).
+    pub security: Security,
 }
 
 impl StandaloneConfig {
@@ -54,9 +48,7 @@ impl StandaloneConfig {
             partitioners: Vec::new(),
             snapshots: Snapshots::default(),
             http: None,
-            token: None,
-            namespace_tokens: NamespaceTokens::default(),
-            tls: None,
+            security: Security::default(),
         }
     }
 }
@@ -76,9 +68,7 @@ impl Standalone {
             partitioners: config.partitioners.clone(),
             snapshots: config.snapshots.clone(),
             http: config.http,
-            token: config.token.clone(),
-            namespace_tokens: config.namespace_tokens.clone(),
-            tls: config.tls.clone(),
+            security: config.security.clone(),
             ..MasterConfig::new(config.bind)
         };
         let telemetry = master_config.telemetry.clone();
@@ -90,9 +80,7 @@ impl Standalone {
                 max_message_bytes: config.max_message_bytes,
                 memory_budget: config.memory_budget / config.servers.max(1) as u64,
                 telemetry: telemetry.clone(),
-                token: config.token.clone(),
-                namespace_tokens: config.namespace_tokens.clone(),
-                tls: config.tls.clone(),
+                security: config.security.clone(),
                 ..ServerConfig::new(master.addr.to_string())
             };
             servers.push(

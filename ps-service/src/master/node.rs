@@ -4,9 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use angel_proto::credential::{Credential, Token};
 use angel_proto::master_server::MasterServer;
-use angel_proto::tls::NodeTls;
 use angel_proto::{PsError, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -14,9 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::quota::Quotas;
 use super::service::{MasterService, Snapshots};
 use super::{Partitioner, RangePartitioner};
-use crate::access::NamespaceTokens;
-use crate::auth::{self, AuthLayer};
 use crate::net;
+use crate::security::Security;
 use crate::telemetry::{Telemetry, http};
 
 /// Largest request the master decodes: its requests carry names, shapes and attributes
@@ -48,14 +45,8 @@ pub struct MasterConfig {
     pub http: Option<SocketAddr>,
     /// The process's metrics, shared with servers started in the same process.
     pub telemetry: Telemetry,
-    /// The service token every RPC must carry (`--token-file`); none: no check, and only a
-    /// loopback address may be served.
-    pub token: Option<Token>,
-    /// Tokens limited to namespaces (`--namespace-tokens`); they need `token` beside them.
-    pub namespace_tokens: NamespaceTokens,
-    /// The certificate and key it serves with, and the CA its servers' certificates must be
-    /// signed by (`--tls-cert`, `--tls-key`, `--tls-ca`); none: plain HTTP/2.
-    pub tls: Option<NodeTls>,
+    /// Who may talk to it and over what: the service token, namespace tokens and TLS.
+    pub security: Security,
     /// Ignore a saved state and have servers holding partitions drop them (`--start-empty`);
     /// without it, a master that finds its servers hold data it does not know refuses changes
     /// ([`super::membership`]).
@@ -76,9 +67,7 @@ impl MasterConfig {
             snapshots: Snapshots::default(),
             http: None,
             telemetry: Telemetry::new(),
-            token: None,
-            namespace_tokens: NamespaceTokens::default(),
-            tls: None,
+            security: Security::default(),
             start_empty: false,
             quotas: Quotas::default(),
         }
@@ -112,20 +101,14 @@ pub struct MasterNode {
 impl MasterNode {
     /// Binds and serves until `shutdown` is cancelled.
     pub async fn start(config: MasterConfig, shutdown: CancellationToken) -> Result<Self> {
-        let tls = config.tls.as_ref();
-        auth::require_token(
-            config.bind,
-            config.token.as_ref(),
-            tls.is_some(),
-            "the master",
-        )?;
-        auth::check_scoped(config.token.as_ref(), &config.namespace_tokens)?;
+        let security = &config.security;
+        security.check(config.bind, "the master")?;
         // Checked before binding: a bad certificate or key stops the start with its files named.
         let mut grpc = net::grpc_server(
             MASTER_REQUEST_TIMEOUT,
             config.telemetry.rpc_layer("master"),
-            AuthLayer::new(config.token.clone(), config.namespace_tokens.clone()),
-            tls,
+            security.auth_layer(),
+            security.tls.as_ref(),
         )?;
         let (listener, addr) = net::bind(config.bind).await?;
         let mut partitioners: Vec<Arc<dyn Partitioner>> = vec![Arc::new(RangePartitioner {
@@ -136,8 +119,8 @@ impl MasterNode {
             partitioners,
             config.server_timeout,
             config.snapshots,
-            Credential::new(config.token.as_ref()),
-            config.tls.map(|t| t.trust),
+            security.credential(),
+            security.trust().cloned(),
             config.start_empty,
             config.quotas,
         ));
@@ -146,10 +129,7 @@ impl MasterNode {
             Some(at) => {
                 let routes = http::metrics_router(config.telemetry.clone())
                     .merge(super::page::router(service.clone()));
-                let access = http::HttpAccess {
-                    token: config.token.clone(),
-                    scoped: config.namespace_tokens.clone(),
-                };
+                let access = config.security.http_access();
                 Some(http::serve(at, routes, access, shutdown.clone()).await?)
             }
             None => None,

@@ -6,20 +6,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use angel_proto::credential::{AuthChannel, Credential, Token};
+use angel_proto::credential::AuthChannel;
 use angel_proto::master_client::MasterClient;
 use angel_proto::server_server::ServerServer;
-use angel_proto::tls::{self, NodeTls, chain};
+use angel_proto::tls::{self, chain};
 use angel_proto::{HeartbeatRequest, Incarnation, PsError, RegisterServerRequest, Result};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::partition::Partitions;
 use super::service::ServerService;
-use crate::access::NamespaceTokens;
-use crate::auth::{self, AuthLayer};
 use crate::optim::OptimizerRegistry;
 use crate::psf::PsfRegistry;
+use crate::security::Security;
 use crate::snapshot::SnapshotDir;
 use crate::telemetry::{Telemetry, http};
 use crate::{admin, net};
@@ -50,14 +49,9 @@ pub struct ServerConfig {
     pub http: Option<SocketAddr>,
     /// The process's metrics, shared with the master and servers of the same process.
     pub telemetry: Telemetry,
-    /// The service token every RPC must carry, and this server sends to the master
-    /// (`--token-file`); none: no check, and only a loopback address may be served.
-    pub token: Option<Token>,
-    /// Tokens limited to namespaces (`--namespace-tokens`); they need `token` beside them.
-    pub namespace_tokens: NamespaceTokens,
-    /// The certificate and key it serves with, and the CA the master's certificate must be
-    /// signed by (`--tls-cert`, `--tls-key`, `--tls-ca`); none: plain HTTP/2.
-    pub tls: Option<NodeTls>,
+    /// Who may talk to it and over what (`--token-file`, `--namespace-tokens`, `--tls-*`);
+    /// its token and CA are also what it calls the master with.
+    pub security: Security,
 }
 
 impl ServerConfig {
@@ -75,9 +69,7 @@ impl ServerConfig {
             standby: false,
             http: None,
             telemetry: Telemetry::new(),
-            token: None,
-            namespace_tokens: NamespaceTokens::default(),
-            tls: None,
+            security: Security::default(),
         }
     }
 }
@@ -122,14 +114,7 @@ impl ServerNode {
         functions: Functions,
         shutdown: CancellationToken,
     ) -> Result<Self> {
-        let tls = config.tls.as_ref();
-        auth::require_token(
-            config.bind,
-            config.token.as_ref(),
-            tls.is_some(),
-            "a server",
-        )?;
-        auth::check_scoped(config.token.as_ref(), &config.namespace_tokens)?;
+        config.security.check(config.bind, "a server")?;
         let (listener, local) = net::bind(config.bind).await?;
         let addr = config
             .advertise
@@ -163,7 +148,7 @@ impl ServerNode {
         // Serve before registering: the master calls back to check the address answers.
         let serving = shutdown.child_token();
         let metrics = config.telemetry.rpc_layer(&service.node);
-        let auth = AuthLayer::new(config.token.clone(), config.namespace_tokens.clone());
+        let (auth, tls) = (config.security.auth_layer(), config.security.tls.as_ref());
         let router =
             net::grpc_server(config.request_timeout, metrics, auth, tls)?.add_service(grpc);
         let (stop, label) = (serving.clone(), format!("server {addr}"));
@@ -171,10 +156,7 @@ impl ServerNode {
         let http = match config.http {
             Some(at) => {
                 let routes = http::metrics_router(config.telemetry.clone());
-                let access = http::HttpAccess {
-                    token: config.token.clone(),
-                    scoped: config.namespace_tokens.clone(),
-                };
+                let access = config.security.http_access();
                 Some(http::serve(at, routes, access, serving.clone()).await?)
             }
             None => None,
@@ -239,9 +221,9 @@ impl ServerNode {
 }
 
 async fn connect_master(config: &ServerConfig) -> Result<MasterClient<AuthChannel>> {
-    let trust = config.tls.as_ref().map(|t| &t.trust);
+    let trust = config.security.trust();
     let deadline = tokio::time::Instant::now() + config.register_timeout;
-    let credential = Credential::new(config.token.as_ref());
+    let credential = config.security.credential();
     loop {
         match tls::endpoint(&config.master, trust)
             .map_err(|e| PsError::InvalidArgument(format!("--master: {e}")))?
