@@ -95,19 +95,29 @@ async fn bsp_repeats_the_same_model_bit_for_bit() {
         let sql = format!("CREATE MODEL {name} OPTIONS ({options}) AS SELECT * FROM train");
         job.execute(&sql).await.unwrap();
     }
-    let compare = "SELECT count(*) FILTER (WHERE p1 <> p2), avg(abs(p1 - 0.5)) FROM \
-                   (SELECT ps_predict('first', idx, val) AS p1, \
-                           ps_predict('second', idx, val) AS p2 FROM test) AS scored";
-    let out = job.execute(compare).await.unwrap();
-    let (differ, moved) = (scalar(&out, 0), scalar(&out, 1));
-    assert!(
-        moved > 0.1,
-        "the models did not train: mean |p - 0.5| = {moved}"
-    );
+    let (differ, _) = predictions_apart(&job, "first", "second").await;
     assert_eq!(
         differ, 0.0,
         "test rows predicted differently by two BSP runs"
     );
+}
+
+/// How two trained models' predictions of the test rows differ: the rows predicted
+/// differently and the largest difference. Fails when the first did not train (its mean
+/// |p - 0.5| at most 0.1).
+async fn predictions_apart(job: &Job, first: &str, second: &str) -> (f64, f64) {
+    let compare = format!(
+        "SELECT count(*) FILTER (WHERE p1 <> p2), max(abs(p1 - p2)), avg(abs(p1 - 0.5)) FROM \
+         (SELECT ps_predict('{first}', idx, val) AS p1, \
+                 ps_predict('{second}', idx, val) AS p2 FROM test) AS scored"
+    );
+    let out = job.execute(&compare).await.unwrap();
+    let moved = scalar(&out, 2);
+    assert!(
+        moved > 0.1,
+        "{first} did not train: mean |p - 0.5| = {moved}"
+    );
+    (scalar(&out, 0), scalar(&out, 1))
 }
 
 /// Model averaging trains its local rounds with the model's own optimizer: with one worker, a
@@ -126,14 +136,6 @@ async fn one_worker_averaging_trains_its_rounds_with_the_models_optimizer() {
         );
         job.execute(&sql).await.unwrap();
     }
-    let compare = "SELECT max(abs(p1 - p2)), avg(abs(p1 - 0.5)) FROM \
-                   (SELECT ps_predict('on_servers', idx, val) AS p1, \
-                           ps_predict('averaged', idx, val) AS p2 FROM test) AS scored";
-    let out = job.execute(compare).await.unwrap();
-    let (apart, moved) = (scalar(&out, 0), scalar(&out, 1));
-    assert!(
-        moved > 0.1,
-        "the models did not train: mean |p - 0.5| = {moved}"
-    );
+    let (_, apart) = predictions_apart(&job, "on_servers", "averaged").await;
     assert!(apart < 1e-4, "largest difference of predictions {apart}");
 }

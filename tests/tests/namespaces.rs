@@ -423,12 +423,7 @@ async fn a_namespace_past_its_quota_is_refused_and_the_others_are_not_starved() 
     let big = b.create_matrix(MatrixSpec::dense("big", 1, 2000)).await;
     let flag = ["namespace 'team-b'", "--namespace-memory 4000"];
     expect(big.unwrap_err(), Code::ResourceExhausted, &flag);
-    b.create_matrix(MatrixSpec::dense("w", 1, 1000))
-        .await
-        .unwrap();
-    b.create_matrix(MatrixSpec::sparse("s", 1, 10))
-        .await
-        .unwrap();
+    create_w_and_s(&b).await;
     b.create_counter("c").await.unwrap();
     let fourth = b.create_matrix(MatrixSpec::sparse("t", 1, 10)).await;
     let flag = ["holds 3 matrices and counters", "--namespace-max-objects 3"];
@@ -453,14 +448,22 @@ async fn a_namespace_past_its_quota_is_refused_and_the_others_are_not_starved() 
         "nothing made by a refused create"
     );
 
-    a.create_matrix(MatrixSpec::dense("w", 1, 1000))
-        .await
-        .unwrap();
-    a.create_matrix(MatrixSpec::sparse("s", 1, 10))
-        .await
-        .unwrap();
+    create_w_and_s(&a).await;
     b.drop_matrix("s").await.unwrap();
     b.create_matrix(MatrixSpec::sparse("t", 1, 10))
+        .await
+        .unwrap();
+}
+
+/// Creates `w` (1 x 1,000 f32: 4,000 bytes, a namespace's whole memory quota here) and a
+/// small sparse `s` in `client`'s namespace.
+async fn create_w_and_s(client: &PsClient) {
+    client
+        .create_matrix(MatrixSpec::dense("w", 1, 1000))
+        .await
+        .unwrap();
+    client
+        .create_matrix(MatrixSpec::sparse("s", 1, 10))
         .await
         .unwrap();
 }
