@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use angel_client::PsClient;
+use angel_proto::{ClockedPull, StatusRequest};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use datafusion::arrow::array::{AsArray, Float64Array, ListArray, RecordBatch};
@@ -113,6 +114,50 @@ async fn linear_regression_recovers_the_generating_weights() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
+    service.shutdown().await.unwrap();
+}
+
+/// `pull_ahead` really pulls ahead: a lone worker's pull of each mini-batch normally reads
+/// every push it made before (the servers record the version each training pull read), and
+/// with `pull_ahead` some of its pulls go out before its previous mini-batch's push. (Each
+/// pull ahead is started before that mini-batch's gradients are computed, so with 125
+/// mini-batches at least one reads first for certain in practice: 68 to 82 of the 124 did in
+/// three runs here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulling_ahead_reads_before_the_previous_push_and_pulling_in_step_never_does() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+    ctx.register_batch("rows", linear_rows(4_000)).unwrap();
+    let job = Job::new(ctx, &service.master_addr());
+    let client = PsClient::shared(&service.master_addr()).await.unwrap();
+    let mut ids = Vec::new();
+    for (name, ahead) in [("in_step", false), ("ahead", true)] {
+        let sql = format!(
+            "CREATE MODEL {name} OPTIONS (kind = 'linear', dim = 8, optimizer = 'sgd', \
+             learning_rate = 0.1, batch_size = 32, epochs = 1, workers = 1, \
+             pull_ahead = '{ahead}') AS SELECT label, idx, val FROM rows"
+        );
+        job.execute(&sql).await.unwrap();
+        ids.push(client.matrix(name).await.unwrap().meta.id);
+    }
+    let request = StatusRequest {
+        pulls: true,
+        ..Default::default()
+    };
+    let status = client.status_with(request).await.unwrap();
+    let pulls: Vec<&ClockedPull> = status.servers.iter().flat_map(|s| &s.pulls).collect();
+    // Per model: its training pulls, and those that read fewer of the worker's own pushes
+    // than its clock (the pushes it made) says, counted from its first pull.
+    let missed = |id: u32| {
+        let mine: Vec<&&ClockedPull> = pulls.iter().filter(|p| p.matrix_id == id).collect();
+        let base = mine.first().map_or(0, |p| p.version as i64 - p.clock);
+        let behind = mine.iter().filter(|p| (p.version as i64 - p.clock) < base);
+        (mine.len(), behind.count())
+    };
+    let (in_step, ahead) = (missed(ids[0]), missed(ids[1]));
+    assert!(in_step.0 >= 125 && ahead.0 >= 125, "{in_step:?} {ahead:?}");
+    assert_eq!(in_step.1, 0, "a pull in step missed a push: {in_step:?}");
+    assert!(ahead.1 > 0, "no pull went out ahead of a push: {ahead:?}");
     service.shutdown().await.unwrap();
 }
 

@@ -17,8 +17,9 @@ pub struct PullLog {
 }
 
 impl PullLog {
-    /// Records a pull of matrix `matrix_id` by `worker` at `clock`.
-    pub fn record(&self, matrix_id: u32, worker: u64, clock: i64) {
+    /// Records a pull of matrix `matrix_id` by `worker` at `clock` that read partitions at
+    /// `version` at most.
+    pub fn record(&self, matrix_id: u32, (worker, clock): (u64, i64), version: u64) {
         let mut inner = self.inner.lock();
         let (pulls, order) = &mut *inner;
         if pulls.len() == KEPT {
@@ -29,6 +30,7 @@ impl PullLog {
             worker,
             clock,
             order: *order,
+            version,
         });
         *order += 1;
     }
@@ -47,7 +49,7 @@ mod tests {
     fn keeps_the_newest_pulls_in_order() {
         let log = PullLog::default();
         for clock in 0..(KEPT as i64 + 3) {
-            log.record(1, 7, clock);
+            log.record(1, (7, clock), 0);
         }
         let pulls = log.snapshot();
         assert_eq!(pulls.len(), KEPT);

@@ -235,10 +235,6 @@ impl ServerService {
             request.slices,
             false,
         )?;
-        if caller.step_worker != 0 {
-            self.pulls
-                .record(request.matrix_id, caller.step_worker, caller.clock);
-        }
         let mut versions: Vec<Ack> = Vec::new();
         let mut whole_rows = std::collections::HashSet::new();
         for c in checked.iter().filter(|c| c.keys.is_none()) {
@@ -279,6 +275,11 @@ impl ServerService {
                 values,
                 codec: codec::RAW,
             });
+        }
+        if caller.step_worker != 0 {
+            let seen = versions.iter().map(|a| a.version).max().unwrap_or(0);
+            let worker = (caller.step_worker, caller.clock);
+            self.pulls.record(request.matrix_id, worker, seen);
         }
         Ok(PullReply { slices, versions })
     }
