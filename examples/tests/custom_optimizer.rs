@@ -68,10 +68,66 @@ async fn a_registered_optimizer_trains_from_create_model() {
 async fn the_master_checks_a_model_matrix_against_its_optimizer() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
     let client = PsClient::connect(&service.master_addr()).await.unwrap();
-    let adam = angel_client::Training::optimizer(angel_client::optimizer_params("adam", 0.1));
+    let adam = angel_client::Training::for_optimizer(angel_client::optimizer_params("adam", 0.1));
     let spec = angel_client::MatrixSpec::dense("m", 2, 10).training(adam);
     let err = client.create_matrix(spec).await.unwrap_err().to_string();
     assert!(err.contains("needs 4 rows per output"), "{err}");
     assert_eq!(client.optimizer("adam").await.unwrap().state_rows, 3);
+    service.shutdown().await.unwrap();
+}
+
+/// An `sgd` that keeps a state row the workers' built-in `sgd` has not.
+struct SgdWithAState;
+
+impl angel_ps_service::Optimizer for SgdWithAState {
+    fn name(&self) -> &str {
+        "sgd"
+    }
+
+    fn state_rows(&self) -> usize {
+        1
+    }
+
+    fn apply(&self, slot: &mut [f64], g: f64, params: &angel_ps_service::optim::OptimizerParams) {
+        slot[0] -= params.learning_rate * g;
+    }
+}
+
+/// Model averaging trains on the workers, with their built-in optimizers: it refuses a user's
+/// optimizer when the model is created, and a built-in name the servers replaced with
+/// another state layout when it trains, naming both layouts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_averaging_refuses_an_optimizer_the_workers_do_not_run() {
+    let mut functions = Functions::default();
+    functions
+        .optimizers
+        .register(Momentum)
+        .register(SgdWithAState);
+    let service = Standalone::start(StandaloneConfig {
+        functions,
+        ..StandaloneConfig::new(1)
+    })
+    .await
+    .unwrap();
+    let job = Job::new(SessionContext::new(), &service.master_addr());
+    job.execute(ROWS).await.unwrap();
+    let create = |name: &str, optimizer: &str| {
+        format!(
+            "CREATE MODEL {name} OPTIONS (kind = 'linear', dim = 2, optimizer = '{optimizer}', \
+             update = 'average', epochs = 1) AS SELECT label, idx, val FROM rows"
+        )
+    };
+    let err = job.execute(&create("m1", "momentum")).await.unwrap_err();
+    let err = err.to_string();
+    assert!(
+        err.contains("optimizer 'momentum' runs only on the servers"),
+        "{err}"
+    );
+    let err = job.execute(&create("m2", "sgd")).await.unwrap_err();
+    let err = err.to_string();
+    assert!(
+        err.contains("keeps 1 state rows per output") && err.contains("'sgd' keeps 0"),
+        "{err}"
+    );
     service.shutdown().await.unwrap();
 }

@@ -316,6 +316,19 @@ impl Model {
                 matrix.meta.rows
             ));
         }
+        if rule::of(spec.sync.rule).averages() {
+            let local = spec.local_optimizer()?;
+            if local.state_rows() as u64 + 1 != group {
+                return input_err(format!(
+                    "model '{name}' keeps {} state rows per output, but the workers' optimizer \
+                     '{}' keeps {}: the servers run another optimizer of that name, which model \
+                     averaging cannot train with",
+                    group - 1,
+                    local.name(),
+                    local.state_rows()
+                ));
+            }
+        }
         Ok(Model {
             name: name.to_string(),
             rows: (0..outputs).map(|o| o * group).collect(),
@@ -368,7 +381,7 @@ impl Model {
     }
 
     /// Every row of the model, output after output: the weights, then the optimizer's state.
-    pub fn all_rows(&self) -> Vec<u64> {
+    fn all_rows(&self) -> Vec<u64> {
         (0..self.rows.len() as u64 * self.group).collect()
     }
 
@@ -377,7 +390,7 @@ impl Model {
         self.group as usize
     }
 
-    /// Values of `keys` in every row ([`Model::all_rows`]) at a training worker's clock
+    /// Values of `keys` in every row (output after output: the weights, then the state) at a training worker's clock
     /// (`step`), row after row: what model averaging's local rounds start from.
     pub fn pull_all(&self, keys: &[u64], step: Option<WorkerClock>) -> Result<Vec<f32>> {
         let rows = self.all_rows();
@@ -385,7 +398,7 @@ impl Model {
         Ok(pulled.0)
     }
 
-    /// Adds `deltas` of `keys` to every row ([`Model::all_rows`], deltas row after row),
+    /// Adds `deltas` of `keys` to every row (as [`Model::pull_all`] orders them),
     /// bypassing the optimizer (model averaging).
     pub fn add(&self, keys: &[u64], deltas: &[f32], change: Option<TaskChange>) -> Result<()> {
         let how = PushOptions {

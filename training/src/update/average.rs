@@ -110,7 +110,8 @@ impl LocalModel {
         // Keys in order, so a rerun pushes the same bytes (BSP repeats bit for bit).
         changed.sort_unstable_by_key(|(k, _)| *k);
         let keys: Vec<u64> = changed.iter().map(|(k, _)| *k).collect();
-        let deltas: Vec<f32> = (0..model.all_rows().len())
+        let rows = model.spec.kind.outputs() * model.group();
+        let deltas: Vec<f32> = (0..rows)
             .flat_map(|r| changed.iter().map(move |(_, d)| d[r]))
             .collect();
         worker.before_push()?;
