@@ -21,7 +21,7 @@ pub fn optimizer_params(name: &str, learning_rate: f64) -> OptimizerParams {
 impl Training {
     /// A description of a matrix a client trains with its own loop: pushes of gradients go to
     /// `optimizer` on the servers, one at a time (SGD, nobody waits).
-    pub fn optimizer(optimizer: OptimizerParams) -> Self {
+    pub fn for_optimizer(optimizer: OptimizerParams) -> Self {
         Training {
             optimizer: Some(optimizer),
             sync: Some(Sync {

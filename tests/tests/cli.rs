@@ -160,7 +160,7 @@ async fn status_lists_servers_and_matrices() {
 async fn status_shows_training_workers_and_how_far_ahead_they_pulled() {
     let cluster = Cluster::start(1);
     let c = cluster.client().await;
-    let trained = angel_client::Training::optimizer(angel_client::optimizer_params("sgd", 0.1));
+    let trained = angel_client::Training::for_optimizer(angel_client::optimizer_params("sgd", 0.1));
     c.create_matrix(MatrixSpec::dense("m", 1, 8).training(trained))
         .await
         .unwrap();

@@ -267,7 +267,7 @@ async fn random_payloads_never_take_a_server_down() {
     let c = cluster.client().await;
     let training = angel_client::Training {
         update: angel_client::UpdateRule::Dynsgd as i32,
-        ..angel_client::Training::optimizer(angel_client::optimizer_params("adagrad", 0.1))
+        ..angel_client::Training::for_optimizer(angel_client::optimizer_params("adagrad", 0.1))
     };
     let m = c
         .create_matrix(MatrixSpec::sparse("fuzz", 2, 1 << 20).training(training))

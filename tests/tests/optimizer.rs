@@ -9,7 +9,7 @@ use angel_tests::Cluster;
 
 /// A description training with `optimizer` at `rate`.
 fn trained(optimizer: &str, rate: f64) -> Training {
-    Training::optimizer(optimizer_params(optimizer, rate))
+    Training::for_optimizer(optimizer_params(optimizer, rate))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -105,7 +105,7 @@ mod tests {
         };
         assert!(check_model(&r, &known).is_ok(), "no optimizer");
         let optimizer = |name| {
-            Some(angel_proto::Training::optimizer(
+            Some(angel_proto::Training::for_optimizer(
                 angel_proto::optimizer_params(name, 0.1),
             ))
         };

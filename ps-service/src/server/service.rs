@@ -360,8 +360,11 @@ impl ServerService {
             return Ok(None);
         };
         let m = &first.part.matrix;
-        let training = m.training.as_ref();
-        let Some(params) = training.and_then(|t| t.optimizer.clone()) else {
+        let described = m
+            .training
+            .as_ref()
+            .and_then(|t| Some((t, t.optimizer.clone()?)));
+        let Some((training, params)) = described else {
             return Err(PsError::InvalidArgument(format!(
                 "matrix '{}' has no optimizer in its training description, so it takes no \
                  gradients; create it as a model (with an optimizer) or push values to add",
@@ -388,7 +391,6 @@ impl ServerService {
                 )));
             }
         }
-        let training = training.expect("has an optimizer");
         Ok(Some(Gradients {
             optimizer,
             params,

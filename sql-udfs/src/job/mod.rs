@@ -235,6 +235,8 @@ impl Job {
         if let Some(query) = statement.query() {
             self.start_counters(query).await?;
         }
+        // A staged or spilled job runs a model's training query each epoch, not from memory.
+        let stream_rows = self.stage.is_some() || self.spill.is_some();
         match statement {
             Statement::Sql(sql) => self.ctx.sql(&sql).await?.collect().await,
             Statement::CreateTable {
@@ -253,7 +255,6 @@ impl Job {
                 options,
                 query,
             } => {
-                let stream_rows = self.stage.is_some() || self.spill.is_some();
                 let table = train::create_model(
                     &self.ctx,
                     &self.binding,
@@ -270,7 +271,6 @@ impl Job {
                 options,
                 query,
             } => {
-                let stream_rows = self.stage.is_some() || self.spill.is_some();
                 let table = train::train_model(
                     &self.ctx,
                     &self.binding,
