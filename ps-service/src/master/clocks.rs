@@ -9,12 +9,14 @@
 //! ([`ClockPhase::Push`]): pushes of one clock wait until everyone pulled at it and go in the
 //! order of the workers' `order_key`, so a run with the same data repeats the same model bit
 //! for bit. The staleness, the workers a round waits for, the backups and the slow factor
-//! are the model's, from the `sync` of its matrix's training description. Workers that finish their data leave; a worker silent for [`WORKER_TIMEOUT`] is
-//! dropped (and taken back if it reports again), so nobody waits for a dead task.
+//! are the model's, from the `sync` of its matrix's training description. Workers that finish
+//! their data leave; a worker silent for [`WORKER_TIMEOUT`] is dropped (and taken back if it
+//! reports again), so nobody waits for a dead task.
 //!
 //! The reports also carry each worker's computing time and steps: a worker whose rate is
 //! below the round's median divided by the model's `slow_factor` is flagged slow, in the
-//! status and the logs, with the time others spent waiting for it.
+//! status and the logs, with the time others spent waiting for it; judged at each of its
+//! reports, so the flag clears when its rate over the round recovers.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -250,11 +252,13 @@ impl Clocks {
             f if f > 1.0 && f.is_finite() => f,
             _ => 2.0,
         };
-        if let (Some(rate), Some(median)) = (w.rate(), median)
-            && !w.slow
-            && rate * factor < median
-        {
-            w.slow = true;
+        // Judged again at every report on the round's rates so far, so a worker that was slow
+        // only over its first steps (a moment of CPU contention) is not flagged for good.
+        let Some((rate, median)) = w.rate().zip(median) else {
+            return;
+        };
+        let was_slow = std::mem::replace(&mut w.slow, rate * factor < median);
+        if w.slow && !was_slow {
             tracing::warn!(
                 model = %r.model,
                 rank = w.rank,
@@ -500,6 +504,15 @@ mod tests {
         clocks.report(&pull(3, 11), &asp);
         let slow: Vec<bool> = clocks.status().iter().map(|w| w.slow).collect();
         assert_eq!(slow, [false, false, true]);
+        // Slow over its first steps only: 100 steps in 500 ms now, above the median's half.
+        let recovered = ClockRequest {
+            busy_ms: 100.0,
+            steps: 90,
+            ..pull(3, 12)
+        };
+        clocks.report(&recovered, &asp);
+        let slow: Vec<bool> = clocks.status().iter().map(|w| w.slow).collect();
+        assert_eq!(slow, [false, false, false]);
     }
 
     #[test]
