@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 use angel_ps_service::Functions;
 use angel_ps_service::master::quota::Quotas;
 use angel_ps_service::master::{MasterConfig, MasterNode, Snapshots};
-use angel_ps_service::net::{self, DEFAULT_MAX_MESSAGE_BYTES};
+use angel_ps_service::net;
 use angel_ps_service::security::Security;
-use angel_ps_service::server::{ServerConfig, ServerNode, default_memory_budget};
+use angel_ps_service::server::{Limits, ServerConfig, ServerNode, default_memory_budget};
 use angel_ps_service::snapshot::SnapshotDir;
 use angel_ps_service::standalone::{Standalone, StandaloneConfig};
 
@@ -106,19 +106,12 @@ pub struct ServerArgs {
     /// Address clients should use when it differs from --bind (for example with 0.0.0.0).
     #[arg(long, env = "ANGEL_ADVERTISE")]
     pub advertise: Option<String>,
-    /// Largest request accepted, in bytes; larger ones get RESOURCE_EXHAUSTED.
-    #[arg(long, env = "ANGEL_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
-    pub max_message_bytes: usize,
     /// Milliseconds between heartbeats to the master.
     #[arg(long, env = "ANGEL_HEARTBEAT_MS", default_value_t = 1000)]
     pub heartbeat_ms: u64,
-    /// Bytes of partition data this server may hold; creating dense partitions past it gets
-    /// RESOURCE_EXHAUSTED. Default: 80% of the machine's memory.
-    #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
-    pub memory_budget: Option<u64>,
-    /// Seconds a request may take, body included; a stalled upload is cut off after it.
-    #[arg(long, env = "ANGEL_REQUEST_TIMEOUT_SECS", default_value_t = net::DEFAULT_REQUEST_TIMEOUT.as_secs())]
-    pub request_timeout_secs: u64,
+    /// The request and memory limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Wait, empty, to take the place of a server that dies (its partitions are restored
     /// here from their snapshots) instead of taking partitions of new matrices.
     #[arg(long, env = "ANGEL_STANDBY")]
@@ -141,13 +134,9 @@ pub struct StandaloneArgs {
     /// Master address to listen on (port 0 picks a free port); servers take free ports.
     #[arg(long, env = "ANGEL_MASTER_BIND", default_value = "127.0.0.1:7077")]
     pub bind: SocketAddr,
-    /// Largest request a server accepts, in bytes.
-    #[arg(long, env = "ANGEL_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
-    pub max_message_bytes: usize,
-    /// Bytes of partition data all servers together may hold, shared equally. Default: 80%
-    /// of the machine's memory.
-    #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
-    pub memory_budget: Option<u64>,
+    /// The servers' request and memory limits (the memory budget is shared equally).
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// The service token and TLS.
     #[command(flatten)]
     pub access: NodeAccess,
@@ -157,6 +146,32 @@ pub struct StandaloneArgs {
     pub http: Option<SocketAddr>,
     #[command(flatten)]
     pub snapshots: SnapshotArgs,
+}
+
+/// Flags of the servers' [`Limits`], for `angel-ps server` and `standalone`.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// Largest request a server accepts, in bytes; larger ones get RESOURCE_EXHAUSTED.
+    #[arg(long, env = "ANGEL_MAX_MESSAGE_BYTES", default_value_t = net::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Seconds a request may take, body included; a stalled upload is cut off after it.
+    #[arg(long, env = "ANGEL_REQUEST_TIMEOUT_SECS", default_value_t = net::DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    pub request_timeout_secs: u64,
+    /// Bytes of partition data the servers may hold (standalone's servers together, shared
+    /// equally); creating dense partitions past it gets RESOURCE_EXHAUSTED. Default: 80% of
+    /// the machine's memory.
+    #[arg(long, env = "ANGEL_MEMORY_BUDGET")]
+    pub memory_budget: Option<u64>,
+}
+
+impl From<&LimitArgs> for Limits {
+    fn from(flags: &LimitArgs) -> Self {
+        Limits {
+            max_message_bytes: flags.max_message_bytes,
+            request_timeout: Duration::from_secs(flags.request_timeout_secs.max(1)),
+            memory_budget: flags.memory_budget.unwrap_or_else(default_memory_budget),
+        }
+    }
 }
 
 /// Runs the master until a signal.
@@ -192,10 +207,8 @@ pub async fn server(args: ServerArgs) -> Result<()> {
     let config = ServerConfig {
         bind: args.bind,
         advertise: args.advertise,
-        max_message_bytes: args.max_message_bytes,
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(1)),
-        memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
-        request_timeout: Duration::from_secs(args.request_timeout_secs.max(1)),
+        limits: Limits::from(&args.limits),
         standby: args.standby,
         http: args.http,
         security: Security::try_from(&args.access)?,
@@ -211,8 +224,7 @@ pub async fn server(args: ServerArgs) -> Result<()> {
 pub async fn standalone(args: StandaloneArgs) -> Result<()> {
     let config = StandaloneConfig {
         bind: args.bind,
-        max_message_bytes: args.max_message_bytes,
-        memory_budget: args.memory_budget.unwrap_or_else(default_memory_budget),
+        limits: Limits::from(&args.limits),
         snapshots: args.snapshots.settings()?,
         http: args.http,
         security: Security::try_from(&args.access)?,

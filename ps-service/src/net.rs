@@ -23,7 +23,7 @@ pub type GrpcServer = tonic::transport::Server<Layers>;
 /// [`GrpcServer`] with its services added.
 pub type GrpcRouter = tonic::transport::server::Router<Layers>;
 
-/// Default request size limit (bytes) for servers and the master.
+/// Default request size limit of a server, in bytes (see `server::Limits`).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 256 << 20;
 
 /// tonic's hard cap on a decoded request for a node whose limit is `limit`. Requests between

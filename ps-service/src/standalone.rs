@@ -8,9 +8,8 @@ use angel_proto::Result;
 use tokio_util::sync::CancellationToken;
 
 use crate::master::{MasterConfig, MasterNode, Partitioner, Snapshots};
-use crate::net;
 use crate::security::Security;
-use crate::server::{Functions, ServerConfig, ServerNode, default_memory_budget};
+use crate::server::{Functions, Limits, ServerConfig, ServerNode};
 
 /// What to start.
 #[derive(Clone)]
@@ -19,10 +18,9 @@ pub struct StandaloneConfig {
     pub bind: SocketAddr,
     /// Number of servers (each on a free port of the master's host).
     pub servers: usize,
-    /// Request size limit of each server, in bytes.
-    pub max_message_bytes: usize,
-    /// Bytes of partition data all servers together may hold, shared equally.
-    pub memory_budget: u64,
+    /// Each server's request limits, and the bytes of partition data all servers together
+    /// may hold, shared equally.
+    pub limits: Limits,
     /// PS functions and optimizers the servers run.
     pub functions: Functions,
     /// Partitioners the master offers besides "range".
@@ -42,8 +40,7 @@ impl StandaloneConfig {
         StandaloneConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             servers,
-            max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
-            memory_budget: default_memory_budget(),
+            limits: Limits::default(),
             functions: Functions::default(),
             partitioners: Vec::new(),
             snapshots: Snapshots::default(),
@@ -77,8 +74,7 @@ impl Standalone {
         for _ in 0..config.servers {
             let server_config = ServerConfig {
                 bind: SocketAddr::new(master.addr.ip(), 0),
-                max_message_bytes: config.max_message_bytes,
-                memory_budget: config.memory_budget / config.servers.max(1) as u64,
+                limits: config.limits.shared_by(config.servers),
                 telemetry: telemetry.clone(),
                 security: config.security.clone(),
                 ..ServerConfig::new(master.addr.to_string())

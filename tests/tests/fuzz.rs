@@ -17,8 +17,8 @@ use angel_proto::{
     PartitionSnapshot, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, RowSlice,
     SnapshotRow, StorageKind, ValueType, codec, sketchml, wire,
 };
-use angel_ps_service::server::Functions;
 use angel_ps_service::server::service::ServerService;
+use angel_ps_service::server::{Functions, Limits};
 use angel_ps_service::snapshot::SnapshotDir;
 use angel_storage::Location;
 use proptest::prelude::*;
@@ -164,8 +164,11 @@ fn dense() -> MatrixMeta {
 /// the two matrices above and snapshots going to `dir`.
 fn server(dir: Option<&std::path::Path>) -> ServerService {
     ServerService {
-        max_message_bytes: 1 << 20,
-        memory_budget: 1 << 30,
+        limits: Limits {
+            max_message_bytes: 1 << 20,
+            memory_budget: 1 << 30,
+            ..Limits::default()
+        },
         snapshot_dir: parking_lot::RwLock::new(
             dir.map(|d| SnapshotDir::parse(&d.display().to_string()).unwrap()),
         ),

@@ -46,7 +46,7 @@ impl NodeMetrics for ServerService {
             "memory_budget_bytes",
             "Bytes of partition data the server may hold",
             vec![node()],
-            self.memory_budget as f64,
+            self.limits.memory_budget as f64,
         );
         for push in self.pushes.snapshot() {
             let matrix = names

@@ -6,6 +6,7 @@
 //! - [`push_metrics`]: accepted pushes per client and matrix, reported in the status.
 //! - [`pull_log`]: the training pulls seen, with worker and clock (consistency checks).
 //! - [`counters`]: the handlers of distributed counters.
+//! - [`limits`]: [`Limits`], the largest and longest request and the memory budget.
 //! - [`lease`]: how long a server may serve on its master's last word (a woken server is
 //!   fenced).
 //! - [`marks`]: which changes (writer, seq) a partition applied, so none applies twice.
@@ -17,6 +18,7 @@
 pub mod applied;
 pub mod counters;
 pub mod lease;
+pub mod limits;
 pub mod marks;
 mod metrics;
 pub mod node;
@@ -26,4 +28,5 @@ pub mod push_metrics;
 pub mod service;
 pub mod snapshots;
 
-pub use node::{Functions, ServerConfig, ServerNode, default_memory_budget};
+pub use limits::{Limits, default_memory_budget};
+pub use node::{Functions, ServerConfig, ServerNode};

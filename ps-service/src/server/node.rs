@@ -14,6 +14,7 @@ use angel_proto::{HeartbeatRequest, Incarnation, PsError, RegisterServerRequest,
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::limits::Limits;
 use super::partition::Partitions;
 use super::service::ServerService;
 use crate::optim::OptimizerRegistry;
@@ -32,17 +33,12 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     /// Address clients should use, when it differs from the bound one (NAT, 0.0.0.0).
     pub advertise: Option<String>,
-    /// Largest request accepted, in bytes.
-    pub max_message_bytes: usize,
     /// Time between heartbeats.
     pub heartbeat: Duration,
     /// How long to keep trying to reach the master at start-up.
     pub register_timeout: Duration,
-    /// Bytes of partition data this server may hold; creating partitions past it is refused
-    /// with RESOURCE_EXHAUSTED (`--memory-budget`).
-    pub memory_budget: u64,
-    /// Longest a request may take, body included; a stalled upload is cut off after it.
-    pub request_timeout: Duration,
+    /// The largest and longest request, and the bytes of partition data it may hold.
+    pub limits: Limits,
     /// Wait empty for a dead server's partitions instead of taking new matrices' (`--standby`).
     pub standby: bool,
     /// Where to serve `/metrics` over HTTP (`--http`); none: no HTTP listener.
@@ -61,29 +57,15 @@ impl ServerConfig {
             master: master.into(),
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             advertise: None,
-            max_message_bytes: net::DEFAULT_MAX_MESSAGE_BYTES,
             heartbeat: Duration::from_secs(1),
             register_timeout: Duration::from_secs(10),
-            memory_budget: default_memory_budget(),
-            request_timeout: net::DEFAULT_REQUEST_TIMEOUT,
+            limits: Limits::default(),
             standby: false,
             http: None,
             telemetry: Telemetry::new(),
             security: Security::default(),
         }
     }
-}
-
-/// The default memory budget: 80% of the machine's memory as /proc/meminfo reports it, or
-/// no limit where that cannot be read.
-pub fn default_memory_budget() -> u64 {
-    let total_kib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        });
-    total_kib.map_or(u64::MAX, |kib| kib * 1024 / 5 * 4)
 }
 
 /// What a server runs on its data besides pull and push: PS functions and optimizers, the
@@ -136,21 +118,20 @@ impl ServerNode {
         let server_id = Arc::new(AtomicU32::new(u32::MAX));
         let service = Arc::new(ServerService {
             parts: parts.clone(),
-            max_message_bytes: config.max_message_bytes,
-            memory_budget: config.memory_budget,
+            limits: config.limits,
             server_id: server_id.clone(),
             ..ServerService::new(functions, admin_token, format!("server@{addr}"))
         });
         config.telemetry.watch(Arc::downgrade(&service) as _);
         let grpc = ServerServer::from_arc(service.clone())
-            .max_decoding_message_size(net::decode_cap(config.max_message_bytes))
+            .max_decoding_message_size(net::decode_cap(config.limits.max_message_bytes))
             .max_encoding_message_size(usize::MAX);
         // Serve before registering: the master calls back to check the address answers.
         let serving = shutdown.child_token();
         let metrics = config.telemetry.rpc_layer(&service.node);
         let (auth, tls) = (config.security.auth_layer(), config.security.tls.as_ref());
         let router =
-            net::grpc_server(config.request_timeout, metrics, auth, tls)?.add_service(grpc);
+            net::grpc_server(config.limits.request_timeout, metrics, auth, tls)?.add_service(grpc);
         let (stop, label) = (serving.clone(), format!("server {addr}"));
         // Bound before registering: a server that cannot serve its metrics never joins.
         let http = match config.http {

@@ -37,10 +37,8 @@ pub struct ServerService {
     pub psfs: PsfRegistry,
     /// Optimizers this server applies to pushed gradients.
     pub optimizers: OptimizerRegistry,
-    /// Largest request accepted, in bytes.
-    pub max_message_bytes: usize,
-    /// Bytes of partition data this server may hold.
-    pub memory_budget: u64,
+    /// The largest request it accepts and the bytes of partition data it may hold.
+    pub limits: super::Limits,
     /// Id the master gave this server, once registered.
     pub server_id: Arc<std::sync::atomic::AtomicU32>,
     /// The credential of the master's calls (see [`crate::admin`]).
@@ -114,8 +112,10 @@ impl ServerService {
             parts: Default::default(),
             psfs: functions.psfs,
             optimizers: functions.optimizers,
-            max_message_bytes: crate::net::DEFAULT_MAX_MESSAGE_BYTES,
-            memory_budget: u64::MAX,
+            limits: super::Limits {
+                memory_budget: u64::MAX,
+                ..Default::default()
+            },
             server_id: Default::default(),
             admin_token,
             pushes: Default::default(),
@@ -130,11 +130,11 @@ impl ServerService {
 
     pub(super) fn check_size(&self, request: &impl Message, verb: &str) -> Result<()> {
         let len = request.encoded_len();
-        if len > self.max_message_bytes {
+        if len > self.limits.max_message_bytes {
             return Err(PsError::TooLarge(format!(
                 "{verb} request of {len} bytes is over this server's limit of {} bytes; \
                  send fewer keys per call",
-                self.max_message_bytes
+                self.limits.max_message_bytes
             )));
         }
         Ok(())
@@ -226,7 +226,7 @@ impl ServerService {
         decode_slices(
             &mut request.slices,
             request.value_type,
-            self.max_message_bytes,
+            self.limits.max_message_bytes,
         )?;
         let checked = self.check_slices(
             request.matrix_id,
@@ -245,7 +245,7 @@ impl ServerService {
                 )));
             }
         }
-        let limit = self.max_message_bytes.saturating_mul(REPLY_FACTOR);
+        let limit = self.limits.max_message_bytes.saturating_mul(REPLY_FACTOR);
         let mut slices = Vec::with_capacity(checked.len());
         let mut reply_bytes = 0usize;
         for c in checked {
@@ -291,7 +291,7 @@ impl ServerService {
         let compressed_slices = decode_slices(
             &mut request.slices,
             request.value_type,
-            self.max_message_bytes,
+            self.limits.max_message_bytes,
         )?;
         let mut traffic = ClientPushes {
             worker_id: caller.worker_id,
@@ -489,12 +489,12 @@ impl ServerService {
             .iter()
             .map(|p| with_block!(&*p.data.read(), b => b.usage()).1)
             .sum();
-        if needed.saturating_add(used) > self.memory_budget {
+        if needed.saturating_add(used) > self.limits.memory_budget {
             return Err(PsError::TooLarge(format!(
                 "matrix '{}' needs {needed} bytes on this server, which holds {used} bytes of its \
                  memory budget of {} bytes; raise --memory-budget, add servers or use sparse \
                  storage",
-                meta.name, self.memory_budget
+                meta.name, self.limits.memory_budget
             )));
         }
         Ok(())

@@ -305,7 +305,10 @@ mod tests {
     /// whatever carries the requests.
     fn service(dir: Option<&std::path::Path>) -> ServerService {
         ServerService {
-            max_message_bytes: 1 << 20,
+            limits: crate::server::Limits {
+                max_message_bytes: 1 << 20,
+                ..Default::default()
+            },
             snapshot_dir: parking_lot::RwLock::new(
                 dir.map(|d| SnapshotDir::parse(&d.display().to_string()).unwrap()),
             ),
