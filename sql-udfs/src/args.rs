@@ -30,6 +30,9 @@ pub const MODEL_DOC: &str = "The model's name: a constant string.";
 /// See [`MODEL_DOC`].
 pub const INDICES_DOC: &str = "The row's feature indices: a list of integers.";
 /// See [`MODEL_DOC`].
+pub const USER_ITEM_DOC: &str = "A matrix factorization model's user and item ids: integers \
+                                 from 0 to the model's users - 1 and items - 1.";
+/// See [`MODEL_DOC`].
 pub const VALUES_DOC: &str = "Optional: the features' values, a list of numbers as long as \
                               the indices (1.0 each when absent).";
 

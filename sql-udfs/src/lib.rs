@@ -12,7 +12,7 @@
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions;
 //!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
 //!   [`model_rows`]: the arguments those three share.
-//! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`]: evaluation aggregates.
+//! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`], [`ps_rmse`]: evaluation aggregates.
 //! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
 //!   [`read_model`]: `read_model(dir)`, a saved model's weights as a table;
 //!   [`file_table`]: the table those read, streamed from the files at each scan.
@@ -59,6 +59,7 @@ pub mod ps_logloss;
 pub mod ps_loss;
 pub mod ps_predict;
 pub mod ps_predict_proba;
+pub mod ps_rmse;
 pub mod ps_train;
 pub mod read_file;
 pub mod read_model;
@@ -93,6 +94,7 @@ pub fn aggregate_functions(binding: &Binding) -> Vec<AggregateUDF> {
     all.push(AggregateUDF::from(ps_logloss::PsLogloss::default()));
     all.push(AggregateUDF::from(ps_auc::PsAuc::default()));
     all.push(AggregateUDF::from(ps_accuracy::PsAccuracy::default()));
+    all.push(AggregateUDF::from(ps_rmse::PsRmse::default()));
     all
 }
 

@@ -73,6 +73,8 @@ pub struct ScoredMean {
     mean: Mean,
     args: (Arg, Arg),
     term: fn(f64, f64) -> f64,
+    /// Applied to the mean at the end (a root mean square's root).
+    finish: fn(f64) -> f64,
 }
 
 impl ScoredMean {
@@ -82,7 +84,13 @@ impl ScoredMean {
             mean: Mean::default(),
             args: (label, score),
             term,
+            finish: |mean| mean,
         }
+    }
+
+    /// The same, returning `finish(mean)`.
+    pub fn finished_by(self, finish: fn(f64) -> f64) -> Self {
+        ScoredMean { finish, ..self }
     }
 }
 
@@ -105,7 +113,10 @@ impl Accumulator for ScoredMean {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(self.mean.evaluate())
+        Ok(match self.mean.evaluate() {
+            ScalarValue::Float64(mean) => ScalarValue::Float64(mean.map(self.finish)),
+            other => other,
+        })
     }
 
     fn size(&self) -> usize {

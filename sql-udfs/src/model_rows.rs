@@ -1,14 +1,15 @@
 //! The arguments of the functions that score rows with a model, `(model, [label,] indices[,
-//! values])` (`ps_predict`, `ps_predict_proba`, `ps_loss`): their types, and the model and
-//! rows they name in a call.
+//! values])`, or `(model, [rating,] user, item)` for matrix factorization (`ps_predict`,
+//! `ps_predict_proba`, `ps_loss`): their types, and the model and rows they name in a call.
 
 use angel_training::Model;
+use angel_training::kinds::Inputs;
 use angel_training::rows::SparseRows;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::Result;
+use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::ScalarFunctionArgs;
 
-use crate::args::{Arg, arity, const_str, indices_type, label_type, name_type};
+use crate::args::{Arg, arity, const_str, indices_type, integer_type, label_type, name_type};
 use crate::binding::Binding;
 use crate::bridge::train_error;
 
@@ -57,6 +58,18 @@ impl ModelRows {
         if let Some(label) = self.label {
             types.push(label_type(label, &args[1])?);
         }
+        if args[first].is_integer() {
+            let item = Arg::new(self.model.function, first + 1, "item");
+            let Some(t) = args.get(first + 1) else {
+                return item.error("an integer (user, item)", &DataType::Null);
+            };
+            types.push(integer_type(
+                Arg::new(self.model.function, first, "user"),
+                &args[first],
+            )?);
+            types.push(integer_type(item, t)?);
+            return Ok(types);
+        }
         types.push(indices_type(self.indices, &args[first])?);
         if let Some(values) = args.get(first + 1) {
             types.push(self.values.numbers(values)?);
@@ -72,12 +85,25 @@ impl ModelRows {
     ) -> Result<(Model, SparseRows)> {
         let name = const_str(self.model, self.model.scalar(args))?;
         let model = Model::open(binding.client()?, &name).map_err(train_error)?;
-        let values = args.args.get(self.values.index);
-        let values = values.map(|v| v.to_array(args.number_rows)).transpose()?;
+        let inputs = (args.args[self.indices.index..].iter())
+            .map(|v| v.to_array(args.number_rows))
+            .collect::<Result<Vec<_>>>()?;
+        let pairs = inputs[0].data_type().is_integer();
+        let kind = &model.spec.kind;
+        if pairs != (kind.inputs() == Inputs::Pairs) {
+            return exec_err!(
+                "{}: model '{name}' is a {} model, which takes {}; see {}",
+                self.model.function,
+                kind.name(),
+                match kind.inputs() {
+                    Inputs::Pairs => "a user and an item (integers)",
+                    Inputs::Features => "a list of feature indices",
+                },
+                self.syntax
+            );
+        }
         let labels = self.label.map(|l| l.array(args)).transpose()?;
-        let indices = self.indices.array(args)?;
-        let function = self.model.function;
-        let rows = SparseRows::from_arrays(function, labels.as_ref(), &indices, values.as_ref());
+        let rows = kind.read_rows(self.model.function, labels.as_ref(), &inputs);
         Ok((model, rows.map_err(train_error)?))
     }
 }

@@ -23,7 +23,11 @@ use crate::binding::{Binding, PsBound};
 use crate::bridge::train_error;
 use crate::model_rows::ModelRows;
 
-const ARGS: ModelRows = ModelRows::new("ps_loss", "ps_loss(model, label, indices[, values])", true);
+const ARGS: ModelRows = ModelRows::new(
+    "ps_loss",
+    "ps_loss(model, label, indices[, values]) or ps_loss(model, rating, user, item)",
+    true,
+);
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]

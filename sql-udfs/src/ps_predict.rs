@@ -22,7 +22,11 @@ use crate::binding::{Binding, PsBound};
 use crate::bridge::train_error;
 use crate::model_rows::ModelRows;
 
-const ARGS: ModelRows = ModelRows::new("ps_predict", "ps_predict(model, indices[, values])", false);
+const ARGS: ModelRows = ModelRows::new(
+    "ps_predict",
+    "ps_predict(model, indices[, values]) or ps_predict(model, user, item)",
+    false,
+);
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]

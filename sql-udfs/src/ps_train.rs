@@ -1,6 +1,7 @@
-//! `ps_train(model, label, indices[, values]) -> Float64`: one pass of training over the rows
-//! it aggregates, returning their mean loss (each row's loss taken before the update it
-//! joins, i.e. progressive validation).
+//! `ps_train(model, label, indices[, values]) -> Float64`, or `ps_train(model, user, item,
+//! rating)` for a matrix factorization model: one pass of training over the rows it
+//! aggregates, returning their mean loss (each row's loss taken before the update it joins,
+//! i.e. progressive validation).
 //!
 //! An aggregate, so rows stay in the task that read them: each record batch is cut into
 //! mini-batches of the model's `batch_size` rows and trained by the task's
@@ -11,6 +12,7 @@
 use std::sync::LazyLock;
 
 use angel_training::TrainTask;
+use angel_training::kinds::Inputs;
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
@@ -20,8 +22,8 @@ use datafusion::logical_expr::{
 };
 
 use crate::args::{
-    Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, arity, const_str, indices_type,
-    label_type, name_type,
+    Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, USER_ITEM_DOC, VALUES_DOC, arity, const_str,
+    indices_type, integer_type, label_type, name_type,
 };
 use crate::binding::{Binding, PsBound};
 use crate::bridge::train_error;
@@ -31,6 +33,11 @@ const MODEL: Arg = Arg::new("ps_train", 0, "model");
 const LABEL: Arg = Arg::new("ps_train", 1, "label");
 const INDICES: Arg = Arg::new("ps_train", 2, "indices");
 const VALUES: Arg = Arg::new("ps_train", 3, "values");
+const USER: Arg = Arg::new("ps_train", 1, "user");
+const ITEM: Arg = Arg::new("ps_train", 2, "item");
+const RATING: Arg = Arg::new("ps_train", 3, "rating");
+const SYNTAX: &str =
+    "ps_train(model, label, indices[, values]) or ps_train(model, user, item, rating)";
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -62,12 +69,16 @@ impl AggregateUDFImpl for PsTrain {
     }
 
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        arity(
-            self.name(),
-            "ps_train(model, label, indices[, values])",
-            args,
-            3..=4,
-        )?;
+        arity(self.name(), SYNTAX, args, 3..=4)?;
+        if args[2].is_integer() {
+            arity(self.name(), SYNTAX, args, 4..=4)?;
+            return Ok(vec![
+                name_type(MODEL, &args[0])?,
+                integer_type(USER, &args[1])?,
+                integer_type(ITEM, &args[2])?,
+                label_type(RATING, &args[3])?,
+            ]);
+        }
         let mut types = vec![
             name_type(MODEL, &args[0])?,
             label_type(LABEL, &args[1])?,
@@ -105,12 +116,14 @@ impl AggregateUDFImpl for PsTrain {
                  Rows stay in their task: per mini-batch of the model's batch_size rows, one \
                  pruned pull of weights and one merged push of gradients, which the servers \
                  apply with the model's optimizer. CREATE MODEL runs it once per epoch.",
-                "ps_train(model, label, indices[, values])",
+                SYNTAX,
             )
             .with_argument("model", MODEL_DOC)
             .with_argument("label", "The row's label: a number (or a boolean).")
             .with_argument("indices", INDICES_DOC)
             .with_argument("values", VALUES_DOC)
+            .with_argument("user, item", USER_ITEM_DOC)
+            .with_argument("rating", "A matrix factorization model's rating: a number.")
             .with_sql_example("SELECT ps_train('a9a', label, idx, val) AS loss FROM train")
             .with_related_udf("ps_predict")
             .build()
@@ -159,11 +172,11 @@ impl Accumulator for Train {
         let key_lists = self.binding.key_lists().clone();
         // The model name argument is a new array at every call; the rows are not.
         let rows = values.get(LABEL.index..).unwrap_or_default();
-        let (labels, indices) = (LABEL.column(values)?, INDICES.column(values)?);
-        let read = || {
-            let values = values.get(VALUES.index);
-            spec.mini_batches(MODEL.function, &self.name, (labels, indices, values))
+        let (label, inputs) = match spec.kind.inputs() {
+            Inputs::Features => (LABEL.column(values)?, &rows[1..]),
+            Inputs::Pairs => (RATING.column(values)?, &rows[..2]),
         };
+        let read = || spec.mini_batches(MODEL.function, &self.name, (label, inputs));
         let batches = key_lists
             .get_or_read(&self.name, rows, read)
             .map_err(train_error)?;

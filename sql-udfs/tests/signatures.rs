@@ -63,7 +63,16 @@ async fn wrong_argument_types_and_counts_fail_planning_naming_function_and_argum
         ),
         (
             "SELECT ps_predict('m') FROM t",
-            "ps_predict takes 2 or 3 arguments (ps_predict(model, indices[, values])), got 1",
+            "ps_predict takes 2 or 3 arguments (ps_predict(model, indices[, values]) or \
+             ps_predict(model, user, item)), got 1",
+        ),
+        (
+            "SELECT ps_predict('m', n, f) FROM t",
+            "ps_predict: argument 3 (item) must be an integer, got Utf8",
+        ),
+        (
+            "SELECT ps_train('m', n, n, f) FROM t",
+            "ps_train: argument 4 (rating) must be a number, got Utf8",
         ),
         (
             "SELECT ps_predict(1, idx) FROM t",
@@ -217,5 +226,5 @@ fn every_function_is_documented() {
         assert!(doc.doc_section.label.starts_with("angel-ps"), "{name}");
         documented += 1;
     }
-    assert_eq!(documented, 16);
+    assert_eq!(documented, 17);
 }

@@ -8,7 +8,7 @@ use angel_client::PsClient;
 use angel_proto::{ClockedPull, StatusRequest};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
-use datafusion::arrow::array::{AsArray, Float64Array, ListArray, RecordBatch};
+use datafusion::arrow::array::{AsArray, Float64Array, Int64Array, ListArray, RecordBatch};
 use datafusion::arrow::datatypes::{Float64Type, UInt64Type};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -514,4 +514,157 @@ async fn the_svm_separates_what_a_hyperplane_labelled() {
     let wrong = wrong[0].column(0).as_primitive::<Float64Type>().value(0);
     assert!(wrong < 0.02, "{wrong} of the rows on the wrong side");
     service.shutdown().await.unwrap();
+}
+
+/// Ratings of `users` x `items` from a rank-2 model plus noise, in a shuffled order: (user,
+/// item, rating) with every pair rated at most once.
+fn ratings(users: i64, items: i64, n: usize) -> RecordBatch {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let factor = |id: i64, f: i64| ((id * 7 + f * 3) % 5) as f64 / 4.0 - 0.5;
+    let mut pairs: Vec<(i64, i64)> = (0..users)
+        .flat_map(|u| (0..items).map(move |i| (u, i)))
+        .collect();
+    for k in (1..pairs.len()).rev() {
+        pairs.swap(k, (next() % (k as u64 + 1)) as usize);
+    }
+    pairs.truncate(n);
+    let rating = |&(u, i): &(i64, i64)| {
+        let noise = (next() % 1000) as f64 / 5000.0 - 0.1;
+        3.0 + (0..2).map(|f| factor(u, f) * factor(i, f + 1)).sum::<f64>() * 2.0 + noise
+    };
+    let rated: Vec<f64> = pairs.iter().map(rating).collect();
+    RecordBatch::try_from_iter([
+        (
+            "user",
+            Arc::new(Int64Array::from_iter_values(pairs.iter().map(|p| p.0))) as _,
+        ),
+        (
+            "item",
+            Arc::new(Int64Array::from_iter_values(pairs.iter().map(|p| p.1))) as _,
+        ),
+        ("rating", Arc::new(Float64Array::from(rated)) as _),
+    ])
+    .unwrap()
+}
+
+/// Matrix factorization trained by one worker with mini-batches of one rating and `sgd` is
+/// sequential SGD over the ratings in their order, as `surprise`'s SVD runs it: one epoch of
+/// `TRAIN MODEL` from the servers' model equals the same epoch written out here (within 1e-6:
+/// both round each weight and gradient to f32 the same way). Predictions, `ps_rmse` and the
+/// epoch table's RMSE columns agree with the same arithmetic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matrix_factorization_with_one_worker_is_sequential_sgd() {
+    const USERS: usize = 12;
+    const ITEMS: usize = 9;
+    let (lr, l2) = (0.05, 0.01);
+    let batch = ratings(USERS as i64, ITEMS as i64, 80);
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+    ctx.register_batch("ratings", batch.clone()).unwrap();
+    let job = Job::new(ctx, &service.master_addr());
+    let table = job
+        .execute(&format!(
+            "CREATE MODEL recs OPTIONS (kind = 'mf', rank = 2, users = {USERS}, items = {ITEMS}, \
+             optimizer = 'sgd', learning_rate = {lr}, l2 = {l2}, batch_size = 1, epochs = 1, \
+             holdout = 'ratings') AS SELECT user, item, rating FROM ratings"
+        ))
+        .await
+        .unwrap();
+    let train_loss = epoch_column(&table[0], "train_loss")[0];
+    let train_rmse = epoch_column(&table[0], "train_rmse")[0];
+    assert!((train_rmse - (2.0 * train_loss).sqrt()).abs() < 1e-12);
+    let holdout_rmse = epoch_column(&table[0], "holdout_rmse")[0];
+    assert!(holdout_rmse > 0.0 && holdout_rmse < 2.0, "{holdout_rmse}");
+    let before = matrix_rows(&service.master_addr(), "recs").await;
+    assert_eq!(before.len(), 3, "2 factor rows and the biases' row");
+    assert_eq!(before[0].len(), USERS + ITEMS + 1);
+    job.execute("TRAIN MODEL recs OPTIONS (epochs = 1) AS SELECT user, item, rating FROM ratings")
+        .await
+        .unwrap();
+    let after = matrix_rows(&service.master_addr(), "recs").await;
+
+    let column = |name| batch.column_by_name(name).unwrap().clone();
+    let (users, items) = (column("user"), column("item"));
+    let (users, items) = (
+        users.as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
+        items.as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
+    );
+    let rated = column("rating");
+    let rated = rated.as_primitive::<Float64Type>();
+    let mean = rated.values().iter().sum::<f64>() / rated.len() as f64;
+    let predict = |w: &[Vec<f32>], u: usize, i: usize| {
+        let dot: f64 = (0..2)
+            .map(|f| f64::from(w[f][u]) * f64::from(w[f][i]))
+            .sum();
+        mean + f64::from(w[2][u]) + f64::from(w[2][i]) + dot
+    };
+    let mut w = before.clone();
+    for r in 0..rated.len() {
+        let (u, i) = (users.value(r) as usize, USERS + items.value(r) as usize);
+        let e = predict(&w, u, i) - rated.value(r);
+        let pulled = w.clone();
+        for (row, (gu, gi)) in [
+            (
+                0,
+                (e * f64::from(pulled[0][i]), e * f64::from(pulled[0][u])),
+            ),
+            (
+                1,
+                (e * f64::from(pulled[1][i]), e * f64::from(pulled[1][u])),
+            ),
+            (2, (e, e)),
+        ] {
+            for (key, g) in [(u, gu), (i, gi)] {
+                let (old, g) = (f64::from(pulled[row][key]), f64::from(g as f32));
+                w[row][key] = (old - lr * (g + l2 * old)) as f32;
+            }
+        }
+    }
+    for row in 0..3 {
+        for key in 0..USERS + ITEMS {
+            let (ours, theirs) = (after[row][key], w[row][key]);
+            assert!(
+                (ours - theirs).abs() < 1e-6,
+                "row {row} key {key}: servers {ours}, sequential SGD {theirs}"
+            );
+        }
+    }
+
+    let scored = job
+        .execute("SELECT ps_predict('recs', user, item) AS p FROM ratings")
+        .await
+        .unwrap();
+    let rmse = job
+        .execute("SELECT ps_rmse(rating, ps_predict('recs', user, item)) FROM ratings")
+        .await
+        .unwrap();
+    let p = scored[0].column(0).as_primitive::<Float64Type>();
+    let mut squared = 0.0;
+    for r in 0..rated.len() {
+        let expected = predict(
+            &after,
+            users.value(r) as usize,
+            USERS + items.value(r) as usize,
+        );
+        assert!((p.value(r) - expected).abs() < 1e-9, "row {r}");
+        squared += (expected - rated.value(r)).powi(2);
+    }
+    let rmse = rmse[0].column(0).as_primitive::<Float64Type>().value(0);
+    assert!((rmse - (squared / rated.len() as f64).sqrt()).abs() < 1e-9);
+
+    let err = job
+        .execute("SELECT ps_predict('recs', user, 40) FROM ratings")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("item of row 0") && err.contains("items = 9"),
+        "{err}"
+    );
 }

@@ -110,6 +110,9 @@ impl ModelSpec {
             _ if self.kind.set(&option)? => {}
             _ => return option_err(format!("unknown model option '{key}'")),
         }
+        if let Some(dim) = self.kind.dim() {
+            self.dim = dim;
+        }
         Ok(())
     }
 
@@ -180,6 +183,21 @@ impl ModelSpec {
         Ok(client.create_matrix(spec).await?)
     }
 
+    /// Draws the weight rows its kind starts at random (matrix factorization's factors) on
+    /// the servers, from `seed`; the others start at zero.
+    pub async fn randomize(&self, client: &PsClient, name: &str, seed: u64) -> Result<()> {
+        let Some((rows, std_dev)) = self.kind.random_rows() else {
+            return Ok(());
+        };
+        let group = client.matrix(name).await?.meta.rows / self.kind.weight_rows() as u64;
+        for row in rows {
+            let at = row as u64 * group;
+            let args = [0.0, std_dev, (seed ^ at) as f64];
+            client.psf("random_normal", &[(name, at)], &args).await?;
+        }
+        Ok(())
+    }
+
     /// The optimizer workers apply to their local model under model averaging: a built-in
     /// one (a user's optimizer runs only on the servers where it is registered).
     pub fn local_optimizer(&self) -> Result<&'static dyn Optimizer> {
@@ -209,8 +227,8 @@ impl ModelSpec {
         if rule::of(self.sync.rule).averages() {
             self.local_optimizer()?;
         }
-        let outputs = self.kind.outputs() as u64;
-        let (rows, cols) = (outputs * (1 + u64::from(state_rows)), self.dim + 1);
+        let weight_rows = self.kind.weight_rows() as u64;
+        let (rows, cols) = (weight_rows * (1 + u64::from(state_rows)), self.dim + 1);
         let spec = match cols <= MAX_DENSE_DIM {
             true => MatrixSpec::dense(name, rows, cols),
             false => MatrixSpec::sparse(name, rows, cols),
@@ -218,15 +236,15 @@ impl ModelSpec {
         Ok(spec.block_shape(rows, 0).training(self.to_training()))
     }
 
-    /// The rows of a batch (`labels`, `indices` and optional `values` arrays of `function`'s
-    /// arguments), checked against model `name` and cut into its mini-batches.
+    /// The rows of a batch (the `label` and `inputs` arrays of `function`'s arguments, as
+    /// the kind reads them), checked against model `name` and cut into its mini-batches.
     pub fn mini_batches(
         &self,
         function: &str,
         name: &str,
-        (labels, indices, values): (&ArrayRef, &ArrayRef, Option<&ArrayRef>),
+        (label, inputs): (&ArrayRef, &[ArrayRef]),
     ) -> Result<MiniBatches> {
-        let rows = SparseRows::from_arrays(function, Some(labels), indices, values)?;
+        let rows = self.kind.read_rows(function, Some(label), inputs)?;
         rows.check(function, name, self.dim)?;
         rows.check_labels(function, name, &*self.kind)?;
         Ok(rows.into_mini_batches(self.batch_size, self.bias_key()))
@@ -307,12 +325,12 @@ impl Model {
         block_on(client.refresh())?;
         let matrix = block_on(client.matrix(name))?;
         let spec = ModelSpec::of_matrix(name, &matrix.meta)?;
-        let outputs = spec.kind.outputs() as u64;
+        let outputs = spec.kind.weight_rows() as u64;
         let group = matrix.meta.rows / outputs.max(1);
         if group == 0 || group * outputs != matrix.meta.rows {
             return input_err(format!(
-                "matrix '{name}' has {} rows, not a group of rows per output of its {outputs} \
-                 outputs",
+                "matrix '{name}' has {} rows, not a group of rows per weight row of its \
+                 {outputs} weight rows",
                 matrix.meta.rows
             ));
         }
@@ -411,8 +429,9 @@ impl Model {
         )?)
     }
 
-    /// The summed loss of rows `range` of `rows` under `weights` (of `g.keys`, output after
-    /// output), and the gradient of their mean loss per output and key.
+    /// The summed loss of rows `range` of `rows` under `weights` (of `g.keys`, weight row
+    /// after weight row), and the gradient of their mean loss (or summed, as the kind says)
+    /// per weight row and key.
     pub fn gradients(
         &self,
         rows: &SparseRows,
@@ -420,21 +439,19 @@ impl Model {
         g: &Gathered,
         weights: &[f32],
     ) -> (f64, Vec<f32>) {
-        let n = g.keys.len();
         let kind = &*self.spec.kind;
         let (mut margins, mut d) = (vec![0.0; kind.outputs()], vec![0.0; kind.outputs()]);
         let mut grads = vec![0.0f64; weights.len()];
         let mut loss = 0.0;
         for r in range.clone() {
-            rows.margins(r, g, weights, &mut margins);
+            kind.margins(rows, r, g, weights, &mut margins);
             loss += kind.loss(rows.label(r), &margins, &mut d);
-            for (o, &d) in d.iter().enumerate().filter(|(_, d)| **d != 0.0) {
-                let grads = &mut grads[o * n..(o + 1) * n];
-                rows.row(r, g).for_each(|(s, v)| grads[s] += d * v);
-                grads[n - 1] += d;
-            }
+            kind.backprop((rows, r, g), weights, &d, &mut grads);
         }
-        let scale = 1.0 / range.len() as f64;
+        let scale = match kind.mean_gradient() {
+            true => 1.0 / range.len() as f64,
+            false => 1.0,
+        };
         (loss, grads.iter().map(|&x| (x * scale) as f32).collect())
     }
 
@@ -453,7 +470,7 @@ impl Model {
         let mut margins = vec![0.0; kind.outputs()];
         Ok((0..rows.len())
             .map(|r| {
-                rows.margins(r, &g, &weights, &mut margins);
+                kind.margins(rows, r, &g, &weights, &mut margins);
                 each(kind, r, &margins)
             })
             .collect())

@@ -87,30 +87,29 @@ impl SparseRows {
                 Some(flat)
             }
         };
-        let labels = match labels {
-            None => Vec::new(),
-            Some(l) => {
-                let l = cast(l, &DataType::Float64).or_else(|_| {
-                    input_err(format!(
-                        "{function}: the label must be a number, got {}",
-                        l.data_type()
-                    ))
-                })?;
-                let l = l.as_primitive::<Float64Type>();
-                if let Some(r) = (0..l.len()).find(|&r| l.is_null(r)) {
-                    return input_err(format!(
-                        "{function}: the label of row {r} of the batch is NULL or not a number; \
-                         filter such rows out"
-                    ));
-                }
-                l.values().to_vec()
-            }
-        };
+        let labels = read_labels(function, labels)?;
         Ok(SparseRows {
             labels,
             offsets,
             indices: flat,
             values,
+        })
+    }
+
+    /// Rows of `per_row` keys each (in row order, `keys.len() / per_row` rows) with values
+    /// 1.0 and the optional `labels` column of `function`'s arguments.
+    pub fn from_keys(
+        function: &str,
+        keys: Vec<u64>,
+        per_row: usize,
+        labels: Option<&ArrayRef>,
+    ) -> Result<Self> {
+        let rows = keys.len() / per_row.max(1);
+        Ok(SparseRows {
+            labels: read_labels(function, labels)?,
+            offsets: (0..=rows).map(|r| r * per_row).collect(),
+            indices: keys,
+            values: None,
         })
     }
 
@@ -258,6 +257,27 @@ impl SparseRows {
         }
         Ok(())
     }
+}
+
+/// The numbers of the `labels` column (none: no labels), refusing a NULL.
+fn read_labels(function: &str, labels: Option<&ArrayRef>) -> Result<Vec<f64>> {
+    let Some(l) = labels else {
+        return Ok(Vec::new());
+    };
+    let l = cast(l, &DataType::Float64).or_else(|_| {
+        input_err(format!(
+            "{function}: the label must be a number, got {}",
+            l.data_type()
+        ))
+    })?;
+    let l = l.as_primitive::<Float64Type>();
+    if let Some(r) = (0..l.len()).find(|&r| l.is_null(r)) {
+        return input_err(format!(
+            "{function}: the label of row {r} of the batch is NULL or not a number; filter \
+             such rows out"
+        ));
+    }
+    Ok(l.values().to_vec())
 }
 
 /// Models with fewer columns than this find a key's position in a table indexed by key, one

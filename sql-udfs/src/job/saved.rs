@@ -147,7 +147,7 @@ fn weights_batch(
     values: &[Vec<f32>],
     features: &HashMap<u64, String>,
 ) -> Result<RecordBatch> {
-    let group = values.len() / spec.kind.outputs().max(1);
+    let group = values.len() / spec.kind.weight_rows().max(1);
     let (mut index, mut output, mut weight) = (Vec::new(), Vec::new(), Vec::new());
     let mut state: Vec<Option<Vec<Option<f32>>>> = Vec::new();
     for (o, rows) in values.chunks(group.max(1)).enumerate() {
@@ -234,7 +234,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
             );
         }
     }
-    let outputs = spec.kind.outputs();
+    let outputs = spec.kind.weight_rows();
     if let Some(r) = saved.rows.iter().find(|r| r.output as usize >= outputs) {
         return exec_err!(
             "{at}: weights.parquet has output {} for index {}; the {} model has {outputs}",

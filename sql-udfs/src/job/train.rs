@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use angel_client::{CounterState, EpochReport, PsError};
 use angel_proto::{StatusReply, WorkerStatus};
 use angel_training::ModelSpec;
-use angel_training::kinds::{self, Metric, ModelKind};
+use angel_training::kinds::{self, Inputs, Metric, ModelKind};
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
@@ -79,6 +79,7 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
         }
     }
     if plan.spec.dim == 0 {
+        plan.spec.kind.check().map_err(train_error)?;
         return plan_err!(
             "CREATE MODEL needs the option dim (number of features) or counter (a sealed counter)"
         );
@@ -149,6 +150,12 @@ pub async fn create_model(
     if rows.count == 0 {
         return plan_err!("CREATE MODEL {name}: the training query returned no rows");
     }
+    if plan.spec.kind.wants_label_mean() {
+        let mean = label_mean(ctx, query, &rows.columns).await?;
+        plan.spec
+            .set("mean", &mean.to_string())
+            .map_err(train_error)?;
+    }
     let client = binding.client()?;
     if replace {
         match client.drop_matrix(name).await {
@@ -157,7 +164,33 @@ pub async fn create_model(
         }
     }
     let matrix = plan.spec.create(&client, name).await.map_err(train_error)?;
+    (plan.spec.randomize(&client, name, RANDOM_SEED).await).map_err(train_error)?;
     train(ctx, binding, (name, matrix.meta.id), &plan, rows).await
+}
+
+/// The seed of the weights a kind starts at random (matrix factorization's factors), so a
+/// job trains the same model at every run.
+const RANDOM_SEED: u64 = 0x5eed;
+
+/// The mean label of the training query's rows (`columns`: its columns, the label's first).
+async fn label_mean(ctx: &SessionContext, query: &str, columns: &Columns) -> Result<f64> {
+    let sql = format!(
+        "SELECT avg(CAST({} AS DOUBLE)) FROM ({query}) AS rows",
+        columns.label
+    );
+    let batches = ctx.sql(&sql).await?.collect().await?;
+    let mean = batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .map(|b| ScalarValue::try_from_array(b.column(0), 0))
+        .transpose()?;
+    match mean.as_ref().and_then(float) {
+        Some(mean) if mean.is_finite() => Ok(mean),
+        _ => plan_err!(
+            "the training query's mean label ({}) is not a number",
+            columns.label
+        ),
+    }
 }
 
 /// Runs `TRAIN MODEL`: model `name` (created or loaded, with its optimizer state) trains on
@@ -210,7 +243,7 @@ struct Rows {
     /// How many there are.
     count: u64,
     /// The query's columns, quoted, for the holdout query.
-    columns: String,
+    columns: Columns,
 }
 
 impl Rows {
@@ -224,7 +257,7 @@ impl Rows {
         if let Some(holdout) = &plan.holdout {
             check_holdout(ctx, holdout).await?;
         }
-        let columns = columns(ctx, query).await?;
+        let columns = Columns::of(ctx, query, &*plan.spec.kind).await?;
         let workers = plan.spec.sync.workers as usize;
         let (rows, count) = TrainRows::new(ctx, query, workers, stream_rows).await?;
         Ok(Rows {
@@ -297,9 +330,13 @@ async fn train(
                 "the master did not take the epoch report: {e}"
             );
         }
+        // Half the squared error is the loss of the kinds that report RMSE.
+        let rmse = (plan.spec.kind.metrics().contains(&Metric::Rmse))
+            .then(|| float(&loss).map(|l| (2.0 * l).sqrt()))
+            .flatten();
         table.push(
             (epoch, rows, cached),
-            loss,
+            (loss, rmse),
             &holdout,
             (trained, evaluated),
             traffic,
@@ -476,23 +513,45 @@ impl Round {
     }
 }
 
-/// The query's columns as SQL, quoted: label, indices and optionally values.
-async fn columns(ctx: &SessionContext, query: &str) -> Result<String> {
-    let df = ctx.sql(query).await?;
-    let names: Vec<String> = df
-        .schema()
-        .fields()
-        .iter()
-        // Quoted as SQL identifiers: names of unnamed expressions hold quotes themselves.
-        .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
-        .collect();
-    if !(2..=3).contains(&names.len()) {
-        return plan_err!(
-            "the training query must return label, indices [, values]; it returns {} columns",
-            names.len()
-        );
+/// The training query's columns as SQL, quoted: the label, and the rest (indices and
+/// optionally values; matrix factorization: user and item).
+struct Columns {
+    label: String,
+    inputs: String,
+}
+
+impl Columns {
+    /// The columns of `query`, for a model of `kind`.
+    async fn of(ctx: &SessionContext, query: &str, kind: &dyn ModelKind) -> Result<Self> {
+        let df = ctx.sql(query).await?;
+        let mut names: Vec<String> = df
+            .schema()
+            .fields()
+            .iter()
+            // Quoted as SQL identifiers: names of unnamed expressions hold quotes themselves.
+            .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
+            .collect();
+        let (expected, label) = match kind.inputs() {
+            Inputs::Features => ("label, indices [, values]", 0),
+            Inputs::Pairs => ("user, item, rating", 2),
+        };
+        let count = match kind.inputs() {
+            Inputs::Features => 2..=3,
+            Inputs::Pairs => 3..=3,
+        };
+        if !count.contains(&names.len()) {
+            return plan_err!(
+                "the training query of a {} model must return {expected}; it returns {} columns",
+                kind.name(),
+                names.len()
+            );
+        }
+        let label = names.remove(label);
+        Ok(Columns {
+            label,
+            inputs: names.join(", "),
+        })
     }
-    Ok(names.join(", "))
 }
 
 /// An epoch's holdout figures: the mean of the model's own loss (`ps_loss`, the loss
@@ -502,6 +561,7 @@ struct Holdout {
     loss: Option<f64>,
     auc: Option<f64>,
     accuracy: Option<f64>,
+    rmse: Option<f64>,
 }
 
 /// Scores the holdout table with the model; see [`Holdout`].
@@ -509,22 +569,21 @@ async fn evaluate(
     ctx: &SessionContext,
     model: &str,
     kind: &dyn ModelKind,
-    columns: &str,
+    columns: &Columns,
     holdout: &str,
 ) -> Result<Holdout> {
-    let mut cols = columns.split(", ");
-    let label = cols.next().unwrap_or_default();
-    let features = cols.collect::<Vec<&str>>().join(", ");
+    let (label, features) = (&columns.label, &columns.inputs);
     let metric = |m: Metric, sql: &'static str| match kind.metrics().contains(&m) {
         true => sql,
         false => "CAST(NULL AS DOUBLE)",
     };
     let sql = format!(
-        "SELECT avg(l) AS loss, {} AS auc, {} AS accuracy FROM (SELECT CAST({label} AS DOUBLE) AS y, \
-         ps_predict('{model}', {features}) AS p, ps_loss('{model}', {label}, {features}) AS l \
-         FROM {holdout}) AS scored",
+        "SELECT avg(l) AS loss, {} AS auc, {} AS accuracy, {} AS rmse FROM (SELECT CAST({label} \
+         AS DOUBLE) AS y, ps_predict('{model}', {features}) AS p, ps_loss('{model}', {label}, \
+         {features}) AS l FROM {holdout}) AS scored",
         metric(Metric::Auc, "ps_auc(y, p)"),
         metric(Metric::Accuracy, "ps_accuracy(y, p)"),
+        metric(Metric::Rmse, "ps_rmse(y, p)"),
     );
     let batches = ctx.sql(&sql).await?.collect().await?;
     let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) else {
@@ -535,6 +594,7 @@ async fn evaluate(
         loss: value(0)?,
         auc: value(1)?,
         accuracy: value(2)?,
+        rmse: value(3)?,
     })
 }
 
@@ -619,16 +679,18 @@ struct EpochTable {
     wait_seconds: Vec<f64>,
     slow_workers: Vec<String>,
     cached_batches: Vec<i64>,
+    train_rmse: Vec<Option<f64>>,
+    holdout_rmse: Vec<Option<f64>>,
 }
 
 impl EpochTable {
     /// Adds an epoch: its rows, the record batches it found in the key-list cache and its
-    /// loss, holdout figures, (training, holdout) time and (sent, raw) push bytes, and what
+    /// loss (and training RMSE), holdout figures, (training, holdout) time and (sent, raw) push bytes, and what
     /// the master saw of its workers.
     fn push(
         &mut self,
         (epoch, rows, cached): (usize, i64, u64),
-        loss: ScalarValue,
+        (loss, rmse): (ScalarValue, Option<f64>),
         holdout: &Holdout,
         took: (Duration, Duration),
         traffic: (u64, u64),
@@ -643,9 +705,11 @@ impl EpochTable {
         self.epoch.push(epoch as i64);
         self.rows.push(rows);
         self.train_loss.push(float(&loss));
+        self.train_rmse.push(rmse);
         self.holdout_loss.push(holdout.loss);
         self.holdout_auc.push(holdout.auc);
         self.holdout_accuracy.push(holdout.accuracy);
+        self.holdout_rmse.push(holdout.rmse);
         self.seconds.push(took.0.as_secs_f64());
         self.holdout_seconds.push(took.1.as_secs_f64());
     }
@@ -666,6 +730,8 @@ impl EpochTable {
             Field::new("wait_seconds", DataType::Float64, false),
             Field::new("slow_workers", DataType::Utf8, false),
             Field::new("cached_batches", DataType::Int64, false),
+            Field::new("train_rmse", DataType::Float64, true),
+            Field::new("holdout_rmse", DataType::Float64, true),
         ]);
         Ok(RecordBatch::try_new(
             Arc::new(schema),
@@ -684,6 +750,8 @@ impl EpochTable {
                 Arc::new(Float64Array::from(self.wait_seconds)),
                 Arc::new(StringArray::from(self.slow_workers)),
                 Arc::new(Int64Array::from(self.cached_batches)),
+                Arc::new(Float64Array::from(self.train_rmse)),
+                Arc::new(Float64Array::from(self.holdout_rmse)),
             ],
         )?)
     }

@@ -2,7 +2,8 @@
 //! them by the names `kind = '...'` selects them with.
 //!
 //! - [`linear`]: logistic regression, linear regression, the linear SVM;
-//! - [`softmax`]: multinomial logistic regression over `classes` classes.
+//! - [`softmax`]: multinomial logistic regression over `classes` classes;
+//! - [`mf`]: matrix factorization of (user, item, rating) rows.
 //!
 //! # Adding a kind
 //!
@@ -15,13 +16,17 @@
 //! `LOAD MODEL` then work with it: they dispatch through the interface.
 
 pub mod linear;
+pub mod mf;
 pub mod softmax;
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
+use arrow::array::ArrayRef;
+
 use crate::error::{Result, option_err};
 use crate::options::OptionValue;
+use crate::rows::{Gathered, SparseRows};
 
 /// One kind of model, as training sees it. A model of `dim` features has
 /// [`ModelKind::outputs`] rows of `dim + 1` weights (the last one the intercept); a row's
@@ -52,9 +57,79 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         Ok(())
     }
 
-    /// Outputs per row: the rows of weights of its matrix (1; softmax: the classes).
+    /// Outputs per row: the margins its loss and prediction take (1; softmax: the classes).
     fn outputs(&self) -> usize {
         1
+    }
+
+    /// Rows of weights of its matrix, each followed by the optimizer's state rows (the
+    /// outputs; matrix factorization: the factors and the bias).
+    fn weight_rows(&self) -> usize {
+        self.outputs()
+    }
+
+    /// Its own number of columns before the intercept's, when its options fix it (matrix
+    /// factorization: users + items); `None`: the `dim` option.
+    fn dim(&self) -> Option<u64> {
+        None
+    }
+
+    /// What its rows are after the label, in the training query and the functions' arguments.
+    fn inputs(&self) -> Inputs {
+        Inputs::Features
+    }
+
+    /// Whether its options still want the mean label of the training rows (matrix
+    /// factorization's global mean), which `CREATE MODEL` then sets as option `mean`.
+    fn wants_label_mean(&self) -> bool {
+        false
+    }
+
+    /// Reads the rows of a call: the `label` column (training, loss) and the `inputs`
+    /// columns, as [`ModelKind::inputs`] says.
+    fn read_rows(
+        &self,
+        function: &str,
+        label: Option<&ArrayRef>,
+        inputs: &[ArrayRef],
+    ) -> Result<SparseRows> {
+        SparseRows::from_arrays(function, label, &inputs[0], inputs.get(1))
+    }
+
+    /// Row `r`'s margins (into `out`) under `weights` of the gathered keys `g`, weight row
+    /// after weight row: `w_o . x + b_o` unless the kind says otherwise.
+    fn margins(&self, rows: &SparseRows, r: usize, g: &Gathered, weights: &[f32], out: &mut [f64]) {
+        rows.margins(r, g, weights, out);
+    }
+
+    /// Adds to `grads` (laid out as `weights`) the gradient of row `r`'s loss, given `d`, the
+    /// loss's derivative with respect to each margin.
+    fn backprop(
+        &self,
+        (rows, r, g): (&SparseRows, usize, &Gathered),
+        weights: &[f32],
+        d: &[f64],
+        grads: &mut [f64],
+    ) {
+        let _ = weights;
+        let n = g.keys.len();
+        for (o, &d) in d.iter().enumerate().filter(|(_, d)| **d != 0.0) {
+            let grads = &mut grads[o * n..(o + 1) * n];
+            rows.row(r, g).for_each(|(s, v)| grads[s] += d * v);
+            grads[n - 1] += d;
+        }
+    }
+
+    /// Whether a mini-batch pushes the mean of its rows' gradients (`true`) or their sum
+    /// (matrix factorization: each rating one SGD step, as its users expect).
+    fn mean_gradient(&self) -> bool {
+        true
+    }
+
+    /// The weight rows drawn at random when the model is created, with their standard
+    /// deviation (matrix factorization's factors; zero weights would never move).
+    fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {
+        None
     }
 
     /// Why `label` cannot be learnt, if it cannot (softmax labels are classes `0..N-1`).
@@ -85,6 +160,18 @@ pub enum Metric {
     Auc,
     /// Share of rows whose `ps_predict` equals the label (classifiers of classes).
     Accuracy,
+    /// Root mean squared error of `ps_predict` (kinds whose loss is half the squared error,
+    /// so the training RMSE is `sqrt(2 train_loss)`).
+    Rmse,
+}
+
+/// What a kind's rows are after the label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inputs {
+    /// Feature indices (a list of integers) and optional values: `label, indices [, values]`.
+    Features,
+    /// A user and an item (integers): `user, item, rating` (the label last).
+    Pairs,
 }
 
 /// Cloning a boxed kind (a [`crate::ModelSpec`] is cloned with its kind).
@@ -141,6 +228,9 @@ pub const KINDS: &[(&[&str], Make)] = &[
     (&["svm", "hinge"], || Box::new(linear::Linear::Svm)),
     (&["softmax", "multinomial"], || {
         Box::new(softmax::Softmax::default())
+    }),
+    (&["mf", "matrix_factorization"], || {
+        Box::new(mf::Mf::default())
     }),
 ];
 

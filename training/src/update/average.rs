@@ -49,7 +49,7 @@ impl LocalModel {
             self.at = Some(worker.before_pull()?);
         }
         self.pull_missing(model, &g.keys)?;
-        let (outputs, group) = (model.spec.kind.outputs(), model.group());
+        let (outputs, group) = (model.spec.kind.weight_rows(), model.group());
         let current: Vec<f32> = (0..outputs)
             .flat_map(|o| g.keys.iter().map(move |k| (k, o)))
             .map(|(k, o)| self.slots[k].local[o * group] as f32)
@@ -110,7 +110,7 @@ impl LocalModel {
         // Keys in order, so a rerun pushes the same bytes (BSP repeats bit for bit).
         changed.sort_unstable_by_key(|(k, _)| *k);
         let keys: Vec<u64> = changed.iter().map(|(k, _)| *k).collect();
-        let rows = model.spec.kind.outputs() * model.group();
+        let rows = model.spec.kind.weight_rows() * model.group();
         let deltas: Vec<f32> = (0..rows)
             .flat_map(|r| changed.iter().map(move |(_, d)| d[r]))
             .collect();

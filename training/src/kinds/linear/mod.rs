@@ -81,7 +81,7 @@ impl ModelKind for Linear {
     fn metrics(&self) -> &'static [Metric] {
         match self {
             Linear::Logistic | Linear::Svm => &[Metric::Auc],
-            Linear::Regression => &[],
+            Linear::Regression => &[Metric::Rmse],
         }
     }
 }
