@@ -24,6 +24,10 @@ pub struct StatusArgs {
     /// the slowest worker still training any worker pulled.
     #[arg(long)]
     pub pulls: bool,
+    /// Also show the leases of model rotation: which worker held which slice at each step of
+    /// each round, and for how long.
+    #[arg(long)]
+    pub leases: bool,
     /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
     #[arg(long, value_enum, default_value_t)]
     pub output: Output,
@@ -79,12 +83,16 @@ pub async fn run(args: StatusArgs) -> Result<()> {
     let client = PsClient::connect_with(&args.master, args.access.config()?).await?;
     let request = StatusRequest {
         pulls: args.pulls,
+        leases: args.leases,
         ..Default::default()
     };
     let status = client.status_with(request).await?;
     let mut parts = sections(&status);
     if args.pulls {
         parts.push(leads_table(&status));
+    }
+    if args.leases {
+        parts.push(leases_table(&status));
     }
     for part in &parts {
         match args.output {
@@ -267,6 +275,27 @@ fn workers_table(status: &StatusReply) -> Option<Section> {
         ]);
     }
     Some(Section::new("workers", "training workers", Some(table)))
+}
+
+/// The leases of model rotation: model, round, step, rank, slice and how long it was held.
+fn leases_table(status: &StatusReply) -> Section {
+    let mut table = Table::new();
+    table.set_header(["model", "round", "step", "rank", "slice", "held"]);
+    for l in &status.leases {
+        let held = match l.end_us {
+            0 => "held now".to_string(),
+            end => format!("{:.1} ms", end.saturating_sub(l.start_us) as f64 / 1e3),
+        };
+        table.add_row([
+            l.model.clone(),
+            l.round.to_string(),
+            l.step.to_string(),
+            l.rank.to_string(),
+            l.slice.to_string(),
+            held,
+        ]);
+    }
+    Section::new("leases", "leases of model rotation", Some(table))
 }
 
 /// Per model and server: training pulls recorded and the largest lead of a pull over a

@@ -87,6 +87,9 @@ impl Access {
         status
             .epochs
             .retain(|e| self.check("model", &e.model).is_ok());
+        status
+            .leases
+            .retain(|l| self.check("model", &l.model).is_ok());
         // A recovery's error names matrices of every namespace: a team learns only that there
         // is one.
         for r in status.recoveries.iter_mut() {

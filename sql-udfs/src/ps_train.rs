@@ -11,8 +11,8 @@
 
 use std::sync::LazyLock;
 
-use angel_training::TrainTask;
 use angel_training::kinds::Inputs;
+use angel_training::{Model, ModelSpec, RotationTask, TrainTask};
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
@@ -100,6 +100,8 @@ impl AggregateUDFImpl for PsTrain {
             name: const_str(MODEL, MODEL.literal_expr(args.exprs))?,
             task: None,
             mean: Mean::default(),
+            merged: false,
+            finished: false,
         }))
     }
 
@@ -139,25 +141,57 @@ struct Train {
     /// The model's name; the model is opened on the first rows.
     name: String,
     /// The pass, from the first rows on.
-    task: Option<TrainTask>,
+    task: Option<Pass>,
     /// Summed loss and rows trained.
     mean: Mean,
+    /// Whether partial states were merged in: the accumulator is the final one, no worker.
+    merged: bool,
+    /// Whether the pass ended.
+    finished: bool,
+}
+
+/// How the task trains: mini-batch after mini-batch as its rows come, or, under model
+/// rotation, all its rows once they are all in.
+#[derive(Debug)]
+enum Pass {
+    Steps(Box<TrainTask>),
+    Rotation(Box<RotationTask>),
 }
 
 impl Train {
     /// The pass, opened on the first call.
-    fn task(&mut self) -> Result<&mut TrainTask> {
+    fn task(&mut self) -> Result<&mut Pass> {
         if self.task.is_none() {
-            let task = TrainTask::open(self.binding.client()?, &self.name);
-            self.task = Some(task.map_err(train_error)?);
+            let model = Model::open(self.binding.client()?, &self.name).map_err(train_error)?;
+            self.task = Some(match model.spec.sync.rotation {
+                true => Pass::Rotation(Box::new(RotationTask::new(model))),
+                false => Pass::Steps(Box::new(TrainTask::new(model))),
+            });
         }
         Ok(self.task.as_mut().expect("opened above"))
     }
 
-    /// The task's data ended: see [`TrainTask::finish`].
-    fn finish(&mut self) -> Result<()> {
+    /// The task's data ended: see [`TrainTask::finish`]; a rotation worker trains now. Every
+    /// `worker` (an accumulator of an input partition, not the one merging their states)
+    /// takes part in a rotation, rows or none.
+    fn finish(&mut self, worker: bool) -> Result<()> {
+        if std::mem::replace(&mut self.finished, true) {
+            return Ok(());
+        }
+        if self.task.is_none() && worker {
+            self.task()?;
+        }
+        let progress = self.binding.reports().progress.clone();
         match self.task.as_mut() {
-            Some(task) => task.finish().map_err(train_error),
+            Some(Pass::Steps(task)) => task.finish().map_err(train_error),
+            Some(Pass::Rotation(task)) => {
+                let sum = task
+                    .run(|rows, loss| progress.add(rows, loss))
+                    .map_err(train_error)?;
+                self.mean.sum += sum;
+                self.task = None;
+                Ok(())
+            }
             None => Ok(()),
         }
     }
@@ -168,7 +202,47 @@ impl Accumulator for Train {
         if values.first().is_none_or(|v| v.is_empty()) {
             return Ok(());
         }
-        let spec = self.task()?.model().spec.clone();
+        let task = match self.task()? {
+            Pass::Rotation(task) => task,
+            Pass::Steps(task) => {
+                let spec = task.model().spec.clone();
+                return self.train(&spec, values);
+            }
+        };
+        let rows = values.get(LABEL.index..).unwrap_or_default();
+        let kind = &task.model().spec.kind;
+        let read = kind.read_rows(MODEL.function, Some(RATING.column(values)?), &rows[..2]);
+        let read = read.map_err(train_error)?;
+        let count = read.len() as i64;
+        task.add(read);
+        self.mean.rows += count;
+        Ok(())
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.finish(true)?;
+        Ok(self.mean.state())
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.merged = true;
+        self.mean.merge(states);
+        Ok(())
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        self.finish(!self.merged)?;
+        Ok(self.mean.evaluate())
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+}
+
+impl Train {
+    /// Trains on one batch of rows, mini-batch after mini-batch.
+    fn train(&mut self, spec: &ModelSpec, values: &[ArrayRef]) -> Result<()> {
         let key_lists = self.binding.key_lists().clone();
         // The model name argument is a new array at every call; the rows are not.
         let rows = values.get(LABEL.index..).unwrap_or_default();
@@ -181,31 +255,14 @@ impl Accumulator for Train {
             .get_or_read(&self.name, rows, read)
             .map_err(train_error)?;
         let progress = self.binding.reports().progress.clone();
-        let task = self.task()?;
+        let Pass::Steps(task) = self.task()? else {
+            unreachable!("a rotation task collects its rows")
+        };
         let sum = task
             .train(&batches, |rows, loss| progress.add(rows, loss))
             .map_err(train_error)?;
         self.mean.sum += sum;
         self.mean.rows += batches.rows.len() as i64;
         Ok(())
-    }
-
-    fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        self.finish()?;
-        Ok(self.mean.state())
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        self.mean.merge(states);
-        Ok(())
-    }
-
-    fn evaluate(&mut self) -> Result<ScalarValue> {
-        self.finish()?;
-        Ok(self.mean.evaluate())
-    }
-
-    fn size(&self) -> usize {
-        std::mem::size_of_val(self)
     }
 }

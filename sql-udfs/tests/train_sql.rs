@@ -1,7 +1,7 @@
 //! Training from SQL on embedded DataFusion against a real in-process PS: `CREATE MODEL`
 //! runs `ps_train` epochs whose optimizer steps happen on the servers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use angel_client::PsClient;
@@ -9,7 +9,7 @@ use angel_proto::{ClockedPull, StatusRequest};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use datafusion::arrow::array::{AsArray, Float64Array, Int64Array, ListArray, RecordBatch};
-use datafusion::arrow::datatypes::{Float64Type, UInt64Type};
+use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt64Type};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 const TRUE_WEIGHTS: [f64; 8] = [0.5, -1.2, 2.0, 0.0, 0.3, -0.7, 1.5, -0.1];
@@ -553,6 +553,87 @@ fn ratings(users: i64, items: i64, n: usize) -> RecordBatch {
     .unwrap()
 }
 
+/// The (user column, item column, rating) rows of `batch` (item columns after the users').
+fn rated_pairs(batch: &RecordBatch, users: usize) -> Vec<(usize, usize, f64)> {
+    let column = |name| batch.column_by_name(name).unwrap().clone();
+    let (u, i, r) = (column("user"), column("item"), column("rating"));
+    let (u, i) = (u.as_primitive::<Int64Type>(), i.as_primitive::<Int64Type>());
+    let r = r.as_primitive::<Float64Type>();
+    (0..r.len())
+        .map(|k| (u.value(k) as usize, users + i.value(k) as usize, r.value(k)))
+        .collect()
+}
+
+/// A rank-2 matrix factorization model's prediction from its matrix rows `w` (two factor
+/// rows, then the biases) around `mean`.
+fn mf_predict(w: &[Vec<f32>], mean: f64, u: usize, i: usize) -> f64 {
+    let dot: f64 = (0..2)
+        .map(|f| f64::from(w[f][u]) * f64::from(w[f][i]))
+        .sum();
+    mean + f64::from(w[2][u]) + f64::from(w[2][i]) + dot
+}
+
+/// Sequential SGD over `rows` from `w`, as `surprise`'s SVD runs it, each weight kept in f32
+/// (and each gradient too when `f32_gradients`, as a push sends it).
+fn sgd_pass(w: &mut [Vec<f32>], rows: &[(usize, usize, f64)], mean: f64, f32_gradients: bool) {
+    let (lr, l2) = (MF_RATE, MF_L2);
+    for &(u, i, rating) in rows {
+        let e = mf_predict(w, mean, u, i) - rating;
+        let pulled = w.to_vec();
+        for row in 0..3 {
+            let (gu, gi) = match row {
+                2 => (e, e),
+                f => (e * f64::from(pulled[f][i]), e * f64::from(pulled[f][u])),
+            };
+            for (key, g) in [(u, gu), (i, gi)] {
+                let g = if f32_gradients {
+                    f64::from(g as f32)
+                } else {
+                    g
+                };
+                let old = f64::from(pulled[row][key]);
+                w[row][key] = (old - lr * (g + l2 * old)) as f32;
+            }
+        }
+    }
+}
+
+/// Every user and item weight of `ours` within 1e-6 of `theirs`.
+fn assert_same_factors(ours: &[Vec<f32>], theirs: &[Vec<f32>], keys: usize) {
+    for row in 0..3 {
+        for key in 0..keys {
+            let (a, b) = (ours[row][key], theirs[row][key]);
+            assert!(
+                (a - b).abs() < 1e-6,
+                "row {row} key {key}: servers {a}, reference {b}"
+            );
+        }
+    }
+}
+
+const MF_RATE: f64 = 0.05;
+const MF_L2: f64 = 0.01;
+const MF_USERS: usize = 12;
+const MF_ITEMS: usize = 9;
+
+/// `CREATE MODEL recs` of rank 2 over the `ratings` table with `options`.
+fn create_mf(options: &str) -> String {
+    format!(
+        "CREATE MODEL recs OPTIONS (kind = 'mf', rank = 2, users = {MF_USERS}, items = \
+         {MF_ITEMS}, optimizer = 'sgd', learning_rate = {MF_RATE}, l2 = {MF_L2}, {options}) \
+         AS SELECT user, item, rating FROM ratings"
+    )
+}
+
+/// A job with the ratings `batch` as table `ratings`, read as one partition (in order).
+async fn ratings_job(batch: &RecordBatch) -> (Standalone, Job) {
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
+    ctx.register_batch("ratings", batch.clone()).unwrap();
+    let job = Job::new(ctx, &service.master_addr());
+    (service, job)
+}
+
 /// Matrix factorization trained by one worker with mini-batches of one rating and `sgd` is
 /// sequential SGD over the ratings in their order, as `surprise`'s SVD runs it: one epoch of
 /// `TRAIN MODEL` from the servers' model equals the same epoch written out here (within 1e-6:
@@ -560,19 +641,11 @@ fn ratings(users: i64, items: i64, n: usize) -> RecordBatch {
 /// epoch table's RMSE columns agree with the same arithmetic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn matrix_factorization_with_one_worker_is_sequential_sgd() {
-    const USERS: usize = 12;
-    const ITEMS: usize = 9;
-    let (lr, l2) = (0.05, 0.01);
-    let batch = ratings(USERS as i64, ITEMS as i64, 80);
-    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
-    ctx.register_batch("ratings", batch.clone()).unwrap();
-    let job = Job::new(ctx, &service.master_addr());
+    let batch = ratings(MF_USERS as i64, MF_ITEMS as i64, 80);
+    let (service, job) = ratings_job(&batch).await;
     let table = job
-        .execute(&format!(
-            "CREATE MODEL recs OPTIONS (kind = 'mf', rank = 2, users = {USERS}, items = {ITEMS}, \
-             optimizer = 'sgd', learning_rate = {lr}, l2 = {l2}, batch_size = 1, epochs = 1, \
-             holdout = 'ratings') AS SELECT user, item, rating FROM ratings"
+        .execute(&create_mf(
+            "batch_size = 1, epochs = 1, holdout = 'ratings'",
         ))
         .await
         .unwrap();
@@ -583,58 +656,17 @@ async fn matrix_factorization_with_one_worker_is_sequential_sgd() {
     assert!(holdout_rmse > 0.0 && holdout_rmse < 2.0, "{holdout_rmse}");
     let before = matrix_rows(&service.master_addr(), "recs").await;
     assert_eq!(before.len(), 3, "2 factor rows and the biases' row");
-    assert_eq!(before[0].len(), USERS + ITEMS + 1);
+    assert_eq!(before[0].len(), MF_USERS + MF_ITEMS + 1);
     job.execute("TRAIN MODEL recs OPTIONS (epochs = 1) AS SELECT user, item, rating FROM ratings")
         .await
         .unwrap();
     let after = matrix_rows(&service.master_addr(), "recs").await;
 
-    let column = |name| batch.column_by_name(name).unwrap().clone();
-    let (users, items) = (column("user"), column("item"));
-    let (users, items) = (
-        users.as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
-        items.as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
-    );
-    let rated = column("rating");
-    let rated = rated.as_primitive::<Float64Type>();
-    let mean = rated.values().iter().sum::<f64>() / rated.len() as f64;
-    let predict = |w: &[Vec<f32>], u: usize, i: usize| {
-        let dot: f64 = (0..2)
-            .map(|f| f64::from(w[f][u]) * f64::from(w[f][i]))
-            .sum();
-        mean + f64::from(w[2][u]) + f64::from(w[2][i]) + dot
-    };
+    let rows = rated_pairs(&batch, MF_USERS);
+    let mean = rows.iter().map(|r| r.2).sum::<f64>() / rows.len() as f64;
     let mut w = before.clone();
-    for r in 0..rated.len() {
-        let (u, i) = (users.value(r) as usize, USERS + items.value(r) as usize);
-        let e = predict(&w, u, i) - rated.value(r);
-        let pulled = w.clone();
-        for (row, (gu, gi)) in [
-            (
-                0,
-                (e * f64::from(pulled[0][i]), e * f64::from(pulled[0][u])),
-            ),
-            (
-                1,
-                (e * f64::from(pulled[1][i]), e * f64::from(pulled[1][u])),
-            ),
-            (2, (e, e)),
-        ] {
-            for (key, g) in [(u, gu), (i, gi)] {
-                let (old, g) = (f64::from(pulled[row][key]), f64::from(g as f32));
-                w[row][key] = (old - lr * (g + l2 * old)) as f32;
-            }
-        }
-    }
-    for row in 0..3 {
-        for key in 0..USERS + ITEMS {
-            let (ours, theirs) = (after[row][key], w[row][key]);
-            assert!(
-                (ours - theirs).abs() < 1e-6,
-                "row {row} key {key}: servers {ours}, sequential SGD {theirs}"
-            );
-        }
-    }
+    sgd_pass(&mut w, &rows, mean, true);
+    assert_same_factors(&after, &w, MF_USERS + MF_ITEMS);
 
     let scored = job
         .execute("SELECT ps_predict('recs', user, item) AS p FROM ratings")
@@ -646,17 +678,13 @@ async fn matrix_factorization_with_one_worker_is_sequential_sgd() {
         .unwrap();
     let p = scored[0].column(0).as_primitive::<Float64Type>();
     let mut squared = 0.0;
-    for r in 0..rated.len() {
-        let expected = predict(
-            &after,
-            users.value(r) as usize,
-            USERS + items.value(r) as usize,
-        );
+    for (r, &(u, i, rating)) in rows.iter().enumerate() {
+        let expected = mf_predict(&after, mean, u, i);
         assert!((p.value(r) - expected).abs() < 1e-9, "row {r}");
-        squared += (expected - rated.value(r)).powi(2);
+        squared += (expected - rating).powi(2);
     }
     let rmse = rmse[0].column(0).as_primitive::<Float64Type>().value(0);
-    assert!((rmse - (squared / rated.len() as f64).sqrt()).abs() < 1e-9);
+    assert!((rmse - (squared / rows.len() as f64).sqrt()).abs() < 1e-9);
 
     let err = job
         .execute("SELECT ps_predict('recs', user, 40) FROM ratings")
@@ -667,4 +695,100 @@ async fn matrix_factorization_with_one_worker_is_sequential_sgd() {
         err.contains("item of row 0") && err.contains("items = 9"),
         "{err}"
     );
+}
+
+/// The leases of model rotation, from the master's status.
+async fn leases(master: &str) -> Vec<angel_proto::Lease> {
+    let client = PsClient::connect(master).await.unwrap();
+    let request = StatusRequest {
+        leases: true,
+        ..Default::default()
+    };
+    client.status_with(request).await.unwrap().leases
+}
+
+/// Model rotation with one worker is sequential SGD over the ratings slice after slice, in
+/// the order the master leased the slices (Harp's consistency): one `TRAIN MODEL` epoch from
+/// the servers' model equals that pass written out here, within 1e-6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_with_one_worker_is_sequential_sgd_in_the_leased_order() {
+    let batch = ratings(MF_USERS as i64, MF_ITEMS as i64, 80);
+    let (service, job) = ratings_job(&batch).await;
+    job.execute(&create_mf(
+        "parallelism = 'rotation', workers = 1, epochs = 1",
+    ))
+    .await
+    .unwrap();
+    let before = matrix_rows(&service.master_addr(), "recs").await;
+    job.execute("TRAIN MODEL recs OPTIONS (epochs = 1) AS SELECT user, item, rating FROM ratings")
+        .await
+        .unwrap();
+    let after = matrix_rows(&service.master_addr(), "recs").await;
+    let mut second: Vec<_> = leases(&service.master_addr())
+        .await
+        .into_iter()
+        .filter(|l| l.round == 2)
+        .collect();
+    second.sort_by_key(|l| l.step);
+    assert_eq!(second.len(), 2, "one worker, two slices");
+
+    let rows = rated_pairs(&batch, MF_USERS);
+    let mean = rows.iter().map(|r| r.2).sum::<f64>() / rows.len() as f64;
+    let slice_of = |i: usize| (i - MF_USERS) * 2 / MF_ITEMS;
+    let mut w = before.clone();
+    for lease in &second {
+        let of_slice: Vec<_> = (rows.iter().copied())
+            .filter(|&(_, i, _)| slice_of(i) == lease.slice as usize)
+            .collect();
+        sgd_pass(&mut w, &of_slice, mean, false);
+    }
+    assert_same_factors(&after, &w, MF_USERS + MF_ITEMS);
+}
+
+/// Three workers rotating six slices over two epochs: the lease record shows no slice held by
+/// two workers at once, and every slice visiting every worker once per epoch; the model
+/// learns (the training RMSE falls).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_leases_are_exclusive_and_visit_every_worker_once_an_epoch() {
+    let batch = ratings(40, 30, 900);
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
+    ctx.register_batch("ratings", batch).unwrap();
+    let job = Job::new(ctx, &service.master_addr());
+    let table = job
+        .execute(
+            "CREATE MODEL recs OPTIONS (kind = 'mf', rank = 2, users = 40, items = 30, \
+             optimizer = 'sgd', learning_rate = 0.05, parallelism = 'rotation', workers = 3, \
+             epochs = 2) AS SELECT user, item, rating FROM ratings",
+        )
+        .await
+        .unwrap();
+    let rmse = epoch_column(&table[0], "train_rmse");
+    assert!(rmse[1] < rmse[0], "{rmse:?}");
+    let leases = leases(&service.master_addr()).await;
+    assert_eq!(leases.len(), 2 * 3 * 6);
+    for a in &leases {
+        for b in &leases {
+            let other = (a.step, a.rank) != (b.step, b.rank);
+            let overlap = a.start_us < b.end_us && b.start_us < a.end_us;
+            assert!(
+                !(other && a.round == b.round && a.slice == b.slice && overlap),
+                "slice {} held by ranks {} and {} at once",
+                a.slice,
+                a.rank,
+                b.rank
+            );
+        }
+    }
+    for round in [1, 2] {
+        let visits: HashSet<(u32, u32)> = (leases.iter())
+            .filter(|l| l.round == round)
+            .map(|l| (l.slice, l.rank))
+            .collect();
+        assert_eq!(
+            visits.len(),
+            18,
+            "round {round}: every slice met every worker once"
+        );
+    }
 }

@@ -44,7 +44,7 @@ fn every_subcommand_documents_its_flags() {
                 "--http",
             ],
         ),
-        ("status", &["--master", "--pulls"]),
+        ("status", &["--master", "--pulls", "--leases"]),
         ("drop", &["--master", "<NAMESPACE>"]),
         (
             "demo",

@@ -10,7 +10,8 @@
 //! - [`kinds`]: the kinds of model, one folder each.
 //! - [`rows`]: the rows a model trains on or predicts, as a sparse design matrix cut into
 //!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
-//! - [`task`]: [`TrainTask`], one task's training pass.
+//! - [`task`]: [`TrainTask`], one task's training pass; [`rotation`]: [`RotationTask`], one
+//!   worker of model rotation (Harp's).
 //! - [`update`]: the workers' side of the update rules (SGD, ConSGD, DynSGD, model averaging;
 //!   the rules themselves are `angel-optim`'s).
 //! - [`sync`]: [`SyncSpec`], the consistency model (BSP, SSP, ASP) and its clock, and
@@ -22,6 +23,7 @@ pub mod key_lists;
 pub mod kinds;
 pub mod model;
 pub mod options;
+pub mod rotation;
 pub mod rows;
 pub mod sync;
 pub mod task;
@@ -30,5 +32,6 @@ pub mod update;
 pub use error::{Error, Result};
 pub use kinds::{Kind, ModelKind};
 pub use model::{Model, ModelSpec};
+pub use rotation::RotationTask;
 pub use sync::SyncSpec;
 pub use task::TrainTask;

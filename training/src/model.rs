@@ -214,6 +214,28 @@ impl ModelSpec {
         )
     }
 
+    /// Refuses what model rotation cannot train: a kind with nothing to rotate, another
+    /// optimizer than the workers' plain SGD, another update rule.
+    fn check_rotation(&self) -> Result<()> {
+        let kind = self.kind.name();
+        if self.kind.rotated_columns().is_none() {
+            return option_err(format!(
+                "model option parallelism = 'rotation' is for kinds with a part to rotate \
+                 (mf); a {kind} model trains with parallelism = 'data'"
+            ));
+        }
+        if self.optimizer.name != "sgd" || self.sync.rule != angel_client::UpdateRule::Sgd {
+            return option_err(format!(
+                "model option parallelism = 'rotation' trains with plain SGD on the workers \
+                 (Harp's): it needs optimizer = 'sgd' and update = 'sgd', not optimizer = \
+                 '{}', update = '{}'",
+                self.optimizer.name,
+                rule::name(self.sync.rule)
+            ));
+        }
+        Ok(())
+    }
+
     /// The matrix holding the model: per output, weights and intercept in one row, then
     /// `state_rows` rows of optimizer state; every row together in each block.
     fn matrix(&self, name: &str, state_rows: u32) -> Result<MatrixSpec> {
@@ -226,6 +248,9 @@ impl ModelSpec {
         self.kind.check()?;
         if rule::of(self.sync.rule).averages() {
             self.local_optimizer()?;
+        }
+        if self.sync.rotation {
+            self.check_rotation()?;
         }
         let weight_rows = self.kind.weight_rows() as u64;
         let (rows, cols) = (weight_rows * (1 + u64::from(state_rows)), self.dim + 1);
@@ -401,6 +426,11 @@ impl Model {
     /// Every row of the model, output after output: the weights, then the optimizer's state.
     fn all_rows(&self) -> Vec<u64> {
         (0..self.rows.len() as u64 * self.group).collect()
+    }
+
+    /// The matrix's rows of weights (without the optimizer's state rows).
+    pub fn weight_row_ids(&self) -> Vec<u64> {
+        self.rows.clone()
     }
 
     /// Rows per output: the weights and the optimizer's state.

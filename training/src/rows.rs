@@ -113,6 +113,53 @@ impl SparseRows {
         })
     }
 
+    /// The rows of `parts`, one after the other.
+    pub fn concat(parts: Vec<SparseRows>) -> SparseRows {
+        let mut all = SparseRows {
+            offsets: vec![0],
+            values: parts.iter().any(|p| p.values.is_some()).then(Vec::new),
+            ..Default::default()
+        };
+        for part in parts {
+            all.append(&part, 0..part.len());
+        }
+        all
+    }
+
+    /// Rows `rows` (in that order), as rows of their own.
+    pub fn select(&self, rows: &[usize]) -> SparseRows {
+        let mut picked = SparseRows {
+            offsets: vec![0],
+            values: self.values.as_ref().map(|_| Vec::new()),
+            ..Default::default()
+        };
+        for &r in rows {
+            picked.append(self, r..r + 1);
+        }
+        picked
+    }
+
+    /// Adds rows `range` of `other`.
+    fn append(&mut self, other: &SparseRows, range: Range<usize>) {
+        for r in range {
+            let nz = other.offsets[r]..other.offsets[r + 1];
+            self.indices.extend_from_slice(&other.indices[nz.clone()]);
+            if let Some(values) = self.values.as_mut() {
+                match &other.values {
+                    Some(v) => values.extend_from_slice(&v[nz]),
+                    None => values.extend(std::iter::repeat_n(1.0, nz.len())),
+                }
+            }
+            self.labels.extend(other.labels.get(r));
+            self.offsets.push(self.indices.len());
+        }
+    }
+
+    /// The keys of row `r` (before the rows are cut into mini-batches).
+    pub fn keys(&self, r: usize) -> &[u64] {
+        &self.indices[self.offsets[r]..self.offsets[r + 1]]
+    }
+
     /// Refuses what a model of dimension `dim` cannot use, naming the row: a NaN or infinite
     /// label, an index at or past `dim` (column `dim` is the intercept, so it would alias it),
     /// a NaN or infinite value. One pass over the batch; a NaN reaching the servers would

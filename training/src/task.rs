@@ -33,12 +33,17 @@ pub struct TrainTask {
 impl TrainTask {
     /// A pass over model `name` of `client`'s service.
     pub fn open(client: Arc<PsClient>, name: &str) -> Result<Self> {
-        Ok(TrainTask {
-            model: Model::open(client, name)?,
+        Ok(TrainTask::new(Model::open(client, name)?))
+    }
+
+    /// A pass over `model`.
+    pub fn new(model: Model) -> Self {
+        TrainTask {
+            model,
             worker: None,
             names: None,
             local: LocalModel::default(),
-        })
+        }
     }
 
     /// The model being trained.

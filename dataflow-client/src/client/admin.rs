@@ -8,7 +8,7 @@ use angel_proto::credential::AuthChannel;
 use angel_proto::master_client::MasterClient;
 use angel_proto::{
     ClockReply, ClockRequest, DescribeMatrixRequest, DropMatrixRequest, EpochReport, OptimizerInfo,
-    PsError, Result, StatusReply, StatusRequest,
+    PsError, Result, RotateReply, RotateRequest, StatusReply, StatusRequest,
 };
 
 use angel_proto::namespace;
@@ -169,6 +169,24 @@ impl PsClient {
         loop {
             let reply = self
                 .on_master(request.clone(), |mut m, r| async move { m.clock(r).await })
+                .await?;
+            if reply.ready {
+                return Ok(reply);
+            }
+        }
+    }
+
+    /// A rotating model's worker joins its round, acquires or hands back a slice, or leaves
+    /// (see [`RotateRequest`]). The master bounds an acquisition's wait; this asks again until
+    /// the slice is granted.
+    pub async fn rotate(&self, request: RotateRequest) -> Result<RotateReply> {
+        let request = RotateRequest {
+            model: self.qualify(&request.model),
+            ..request
+        };
+        loop {
+            let reply = self
+                .on_master(request.clone(), |mut m, r| async move { m.rotate(r).await })
                 .await?;
             if reply.ready {
                 return Ok(reply);

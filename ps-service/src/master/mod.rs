@@ -7,6 +7,7 @@
 //! - [`membership`]: server registration and heartbeats, server processes told apart, and the
 //!   master's doubt about a state older than its servers' data.
 //! - [`clocks`]: training workers' clocks: BSP, SSP and ASP, and slow-worker flags.
+//! - [`rotation`]: model rotation: each round's schedule of slices and its exclusive leases.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`quota`]: what the names of one namespace may hold together.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
@@ -29,6 +30,7 @@ pub mod partitioner;
 pub mod progress;
 pub mod quota;
 pub mod recovery;
+pub mod rotation;
 pub mod service;
 pub mod state_file;
 pub mod status_json;

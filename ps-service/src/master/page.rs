@@ -39,6 +39,7 @@ async fn status(
     let request = StatusRequest {
         pulls: false,
         epochs: true,
+        leases: true,
     };
     let mut status = service.status(request).await;
     if let Some(Extension(access)) = access {

@@ -15,9 +15,9 @@ use angel_proto::{
     DropMatrixRequest, DropPartitionsRequest, EpochReport, EpochReportReply,
     GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, OptimizerInfo,
     Partition, PartitionMap, PsError, Recovery, RegisterServerReply, RegisterServerRequest,
-    ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result, SealCounterRequest,
-    ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest, StatusReply,
-    StatusRequest, StorageKind, Sync, ValueType, WriteSnapshotRequest,
+    ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result, RotateReply, RotateRequest,
+    SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest,
+    StatusReply, StatusRequest, StorageKind, Sync, ValueType, WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use prost::Message;
@@ -28,6 +28,7 @@ use tonic::{Request, Response, Status};
 use super::clocks::Clocks;
 use super::progress::Progress;
 use super::quota::Quotas;
+use super::rotation::Rotations;
 use super::{Partitioner, optimizers};
 use crate::access::Access;
 use crate::admin::AdminToken;
@@ -222,6 +223,8 @@ pub struct MasterService {
     pub(super) snapshots: Snapshots,
     /// Training workers' clocks, per model.
     pub(super) clocks: Clocks,
+    /// Rotating models' rounds and leases.
+    pub(super) rotations: Rotations,
     /// Finished epochs per model, for the status page.
     pub(super) progress: Progress,
     /// The service token, sent with every call to a server.
@@ -256,6 +259,7 @@ impl MasterService {
             server_timeout,
             snapshots,
             clocks: Clocks::new(quotas.workers),
+            rotations: Rotations::default(),
             progress: Progress::default(),
             credential,
             trust,
@@ -539,6 +543,10 @@ impl MasterService {
                 true => self.progress.all(),
                 false => Vec::new(),
             },
+            leases: match request.leases {
+                true => self.rotations.leases(),
+                false => Vec::new(),
+            },
         }
     }
 }
@@ -759,6 +767,23 @@ impl Master for MasterService {
         let sync = self.sync_of(&request.model)?;
         self.clocks.admit(&request)?;
         Ok(Response::new(self.clocks.clock(&request, &sync).await))
+    }
+
+    async fn rotate(
+        &self,
+        request: Request<RotateRequest>,
+    ) -> std::result::Result<Response<RotateReply>, Status> {
+        Access::allows(&request, "model", &request.get_ref().model)?;
+        let request = request.into_inner();
+        let sync = self.sync_of(&request.model)?;
+        if sync.rotation_slices == 0 {
+            return Err(Status::failed_precondition(format!(
+                "rotate: model '{}' does not rotate (its training description has no \
+                 rotation slices)",
+                request.model
+            )));
+        }
+        answer(self.rotations.rotate(&request, sync.workers).await)
     }
 
     async fn report_epoch(

@@ -8,7 +8,7 @@ use angel_proto::pushes;
 use serde_json::{Value, json};
 
 /// `reply` as one JSON object: servers, matrices, counters, clients, workers, snapshots,
-/// recoveries and each model's epochs.
+/// recoveries, each model's epochs and the leases of model rotation.
 pub fn status_json(reply: &StatusReply) -> Value {
     let map = reply.map.clone().unwrap_or_default();
     let names: BTreeMap<u32, &str> = map
@@ -94,6 +94,15 @@ pub fn status_json(reply: &StatusReply) -> Value {
             "holdout_auc": e.holdout_auc,
             "holdout_accuracy": e.holdout_accuracy,
             "seconds": e.seconds,
+        })).collect::<Vec<_>>(),
+        "leases": reply.leases.iter().map(|l| json!({
+            "model": l.model,
+            "round": l.round,
+            "step": l.step,
+            "rank": l.rank,
+            "slice": l.slice,
+            "start_us": l.start_us,
+            "end_us": l.end_us,
         })).collect::<Vec<_>>(),
     })
 }

@@ -10,7 +10,11 @@ use angel_client::{CounterState, EpochReport, PsError};
 use angel_proto::{StatusReply, WorkerStatus};
 use angel_training::ModelSpec;
 use angel_training::kinds::{self, Inputs, Metric, ModelKind};
-use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::array::{
+    Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array,
+};
+use datafusion::arrow::compute::{cast, take_record_batch};
+use datafusion::arrow::datatypes::Int64Type;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::MemTable;
 use datafusion::common::{Result, ScalarValue, plan_err};
@@ -259,7 +263,9 @@ impl Rows {
         }
         let columns = Columns::of(ctx, query, &*plan.spec.kind).await?;
         let workers = plan.spec.sync.workers as usize;
-        let (rows, count) = TrainRows::new(ctx, query, workers, stream_rows).await?;
+        // Model rotation: each worker holds its users' rows, so a user's rows go to one.
+        let by_user = plan.spec.sync.rotation.then_some(0);
+        let (rows, count) = TrainRows::new(ctx, query, (workers, by_user), stream_rows).await?;
         Ok(Rows {
             rows,
             count,
@@ -410,22 +416,34 @@ enum TrainRows {
 }
 
 impl TrainRows {
-    /// The rows of `query` for `workers` workers, and how many there are.
+    /// The rows of `query` for `workers` workers, and how many there are; `by`: the column
+    /// whose values split the rows among the workers (by hash), rather than by position.
     async fn new(
         ctx: &SessionContext,
         query: &str,
-        workers: usize,
+        (workers, by): (usize, Option<usize>),
         stream_rows: bool,
     ) -> Result<(Self, u64)> {
         let df = ctx.sql(query).await?;
+        if stream_rows && by.is_some() {
+            return plan_err!(
+                "parallelism = 'rotation' keeps each worker's rows in the job's memory, and \
+                 this job streams its training rows (on Ballista, or with tables on disk): \
+                 not supported yet; use parallelism = 'data'"
+            );
+        }
         if stream_rows {
             let rows = df.clone().count().await? as u64;
             return Ok((TrainRows::Query(df.logical_plan().clone()), rows));
         }
         let schema = df.schema().inner().clone();
-        let batches: Vec<RecordBatch> = df.collect_partitioned().await?.concat();
+        let batches = df.collect_partitioned().await?.concat();
         let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let table = MemTable::try_new(schema, spread(batches, rows, workers))?;
+        let parts = match by {
+            Some(column) => split_by(batches, column, workers)?,
+            None => spread(batches, rows, workers),
+        };
+        let table = MemTable::try_new(schema, parts)?;
         Ok((TrainRows::Spread(Arc::new(table)), rows))
     }
 
@@ -456,6 +474,32 @@ impl TrainRows {
         let train = ctx.udaf("ps_train")?.call(args);
         df.aggregate(vec![], vec![train, count_all()])
     }
+}
+
+/// The rows of `batches` in `parts` partitions by their integer `column` (an id) modulo
+/// `parts`, keeping their order within each.
+fn split_by(
+    batches: Vec<RecordBatch>,
+    column: usize,
+    parts: usize,
+) -> Result<Vec<Vec<RecordBatch>>> {
+    let mut out = vec![Vec::new(); parts];
+    for batch in batches {
+        let ids = cast(batch.column(column), &DataType::Int64)?;
+        let ids = ids.as_primitive::<Int64Type>();
+        let mut picks = vec![Vec::new(); parts];
+        for r in 0..ids.len() {
+            // A NULL or negative id is the training function's error, naming the row.
+            let part = ids
+                .is_valid(r)
+                .then(|| ids.value(r).rem_euclid(parts as i64));
+            picks[part.unwrap_or_default() as usize].push(r as u32);
+        }
+        for (part, rows) in picks.into_iter().enumerate().filter(|(_, r)| !r.is_empty()) {
+            out[part].push(take_record_batch(&batch, &UInt32Array::from(rows))?);
+        }
+    }
+    Ok(out)
 }
 
 /// `batches` (of `rows` rows in all) cut into `parts` contiguous runs of nearly equal rows;

@@ -126,6 +126,12 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         true
     }
 
+    /// The columns model rotation trades among the workers in slices (matrix factorization:
+    /// the items'); `None`: the kind cannot rotate.
+    fn rotated_columns(&self) -> Option<std::ops::Range<u64>> {
+        None
+    }
+
     /// The weight rows drawn at random when the model is created, with their standard
     /// deviation (matrix factorization's factors; zero weights would never move).
     fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {

@@ -53,6 +53,9 @@ pub struct SyncSpec {
     /// Under ASP, a worker pulls its next mini-batch while it computes the current one; that
     /// pull misses the worker's own last update (one step of staleness).
     pub pull_ahead: bool,
+    /// Model rotation (`parallelism = 'rotation'`, Harp's): the workers trade slices of the
+    /// model's rotated part under exclusive leases instead of pulling per mini-batch.
+    pub rotation: bool,
 }
 
 /// SSP's staleness when `sync = 'ssp'` names none.
@@ -70,6 +73,7 @@ impl Default for SyncSpec {
             backup_workers: 0,
             slow_factor: 2.0,
             pull_ahead: false,
+            rotation: false,
         }
     }
 }
@@ -117,6 +121,7 @@ impl SyncSpec {
                 self.slow_factor = option.number(|f| f > 1.0, "a finite number above 1")?
             }
             "pull_ahead" => self.pull_ahead = option.one_of(&["true", "false"])? == "true",
+            "parallelism" => self.rotation = option.one_of(&["data", "rotation"])? == "rotation",
             _ => return Ok(false),
         }
         Ok(true)
@@ -159,6 +164,10 @@ impl SyncSpec {
             backup_workers: self.backup_workers,
             slow_factor: self.slow_factor,
             pull_ahead: self.pull_ahead,
+            rotation_slices: match self.rotation {
+                true => 2 * self.workers.max(1),
+                false => 0,
+            },
         }
     }
 
@@ -189,6 +198,14 @@ pub fn options(sync: &Sync, rule: UpdateRule, local_steps: u32) -> Vec<(&'static
         ("backup_workers", sync.backup_workers.to_string()),
         ("slow_factor", sync.slow_factor.to_string()),
         ("pull_ahead", sync.pull_ahead.to_string()),
+        (
+            "parallelism",
+            match sync.rotation_slices {
+                0 => "data",
+                _ => "rotation",
+            }
+            .to_string(),
+        ),
     ];
     if staleness > 0 {
         options.push(("staleness", staleness.to_string()));
@@ -223,6 +240,7 @@ mod tests {
             ("backup_workers", "1"),
             ("clock", "batch"),
             ("pull_ahead", "TRUE"),
+            ("parallelism", "rotation"),
         ] {
             assert!(spec.set(k, v).unwrap(), "{k}");
         }

@@ -164,7 +164,7 @@ impl Drop for Worker {
 }
 
 /// A worker id no other worker of this or another process draws (in practice).
-fn fresh_id() -> u64 {
+pub(crate) fn fresh_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     std::collections::hash_map::RandomState::new()

@@ -181,6 +181,10 @@ impl ModelKind for Mf {
         false
     }
 
+    fn rotated_columns(&self) -> Option<std::ops::Range<u64>> {
+        Some(self.users..self.users + self.items)
+    }
+
     fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {
         Some((0..self.rank, self.init_std))
     }

@@ -1,0 +1,486 @@
+//! Model rotation (Harp, "model rotation"), scheduled on the master.
+//!
+//! A rotating model's rotated part (matrix factorization: the item factors) is cut into S
+//! slices, and a training statement's W workers each train their own rows against one slice at
+//! a time, trading slices so that every slice visits every worker once per round (one round
+//! per statement: an epoch) and every update sees the latest value of what it touches.
+//!
+//! The schedule: with S = 2W slices, worker of rank `w` takes at step `t` the slice
+//! `perm[(2w + t) mod S]`, `perm` a fresh random order of the slices each round. At one step
+//! the workers' slices differ, and each worker meets every slice once in S steps. The slices a
+//! worker asks for one step ahead (to fetch the next while it trains the current: pipelining)
+//! are never those the others hold at the current step. The master grants a slice only once
+//! its previous holder handed it back (exclusive leases); a worker waiting for a slice waits
+//! for a worker further behind, whose own next slice was released one step before it, so the
+//! waits never form a cycle.
+//!
+//! A round's workers must train at once: one that joins finds the round of the model's
+//! running statement, and a round whose W workers have not all joined within [`JOIN_GRACE`]
+//! fails its acquisitions with an error saying so (fewer task slots than workers). Every
+//! lease is recorded (round, step, rank, slice, start, end) for the status and the tests.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use angel_proto::{Lease, PsError, Result, RotatePhase, RotateReply, RotateRequest};
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use tokio::sync::Notify;
+
+/// How long a round's workers have to join before its acquisitions fail.
+pub const JOIN_GRACE: Duration = Duration::from_secs(10);
+/// The longest one ACQUIRE waits; the worker then asks again, so calls stay bounded.
+const MAX_WAIT: Duration = Duration::from_secs(10);
+/// Leases kept per model: the last rounds' (a round has W x S of them).
+const MAX_LEASES: usize = 100_000;
+
+/// Every rotating model's current round and its record of leases.
+#[derive(Debug)]
+pub struct Rotations {
+    models: Mutex<HashMap<String, Model>>,
+    changed: Notify,
+    /// When the master started: lease times count from it.
+    epoch: Instant,
+}
+
+impl Default for Rotations {
+    fn default() -> Self {
+        Rotations {
+            models: Mutex::default(),
+            changed: Notify::new(),
+            epoch: Instant::now(),
+        }
+    }
+}
+
+/// One model's rotation: its round and its leases so far.
+#[derive(Debug, Default)]
+struct Model {
+    round: Option<Round>,
+    /// Rounds started.
+    rounds: u32,
+    leases: Vec<Lease>,
+}
+
+/// One statement's rotation.
+#[derive(Debug)]
+struct Round {
+    number: u32,
+    workers: u32,
+    /// The workers joined, by task id, in rank order.
+    joined: Vec<u64>,
+    left: Vec<bool>,
+    started: Instant,
+    /// The slices in this round's order.
+    order: Vec<u32>,
+    /// Per slice: the index in `leases` of its current lease, if held.
+    holder: Vec<Option<usize>>,
+    /// Its workers did not all join in time: the next join starts a new round.
+    failed: bool,
+}
+
+impl Round {
+    fn slices(&self) -> u32 {
+        self.order.len() as u32
+    }
+
+    /// The slice of rank `rank` at `step`.
+    fn slice(&self, rank: u32, step: u32) -> u32 {
+        let index = (2 * rank + step) % self.slices();
+        self.order[index as usize]
+    }
+
+    fn reply(&self, rank: u32) -> RotateReply {
+        RotateReply {
+            ready: true,
+            rank,
+            workers: self.workers,
+            slices: self.slices(),
+            round: self.number,
+            slice: 0,
+        }
+    }
+}
+
+impl Rotations {
+    /// Handles `request` of a worker of a model rotating among `workers` workers; see the
+    /// module documentation.
+    pub async fn rotate(&self, request: &RotateRequest, workers: u32) -> Result<RotateReply> {
+        match request.phase() {
+            RotatePhase::Join => self.join(request, workers),
+            RotatePhase::Acquire => self.acquire(request).await,
+            RotatePhase::Release => self.release(request),
+            RotatePhase::Leave => self.leave(request),
+            RotatePhase::Unspecified => Err(PsError::InvalidArgument(
+                "rotate: the request names no phase".into(),
+            )),
+        }
+    }
+
+    /// Joins the model's running round, or starts the next one when none runs.
+    fn join(&self, r: &RotateRequest, workers: u32) -> Result<RotateReply> {
+        if workers == 0 {
+            return Err(PsError::InvalidArgument(format!(
+                "model '{}' rotates among 0 workers",
+                r.model
+            )));
+        }
+        let mut models = self.models.lock();
+        let model = models.entry(r.model.clone()).or_default();
+        let running = model.round.as_ref().is_some_and(|round| {
+            let waiting = round.joined.len() < round.workers as usize;
+            !round.failed && (waiting || round.left.iter().any(|left| !left))
+        });
+        if !running {
+            model.rounds += 1;
+            let mut order: Vec<u32> = (0..2 * workers).collect();
+            let seed = u64::from(model.rounds) ^ hash(&r.model);
+            order.shuffle(&mut StdRng::seed_from_u64(seed));
+            model.round = Some(Round {
+                number: model.rounds,
+                workers,
+                joined: Vec::new(),
+                left: Vec::new(),
+                started: Instant::now(),
+                holder: vec![None; order.len()],
+                order,
+                failed: false,
+            });
+        }
+        let round = model.round.as_mut().expect("made above");
+        if let Some(rank) = round.joined.iter().position(|&id| id == r.worker) {
+            return Ok(round.reply(rank as u32));
+        }
+        if round.joined.len() >= round.workers as usize {
+            return Err(PsError::WrongState(format!(
+                "model '{}' rotates among {} workers and all have joined round {}; a task \
+                 joined again under a new id (a rerun of a task is not supported under \
+                 rotation yet)",
+                r.model, round.workers, round.number
+            )));
+        }
+        round.joined.push(r.worker);
+        round.left.push(false);
+        Ok(round.reply(round.joined.len() as u32 - 1))
+    }
+
+    /// Grants the slice of the worker's step once it is free; waits a bounded time.
+    async fn acquire(&self, r: &RotateRequest) -> Result<RotateReply> {
+        let started = Instant::now();
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(reply) = self.try_acquire(r)? {
+                return Ok(reply);
+            }
+            let left = MAX_WAIT.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                let mut models = self.models.lock();
+                let (round, rank) = self.round_of(&mut models, r)?;
+                return Ok(RotateReply {
+                    ready: false,
+                    ..round.reply(rank)
+                });
+            }
+            let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), notified).await;
+        }
+    }
+
+    /// The lease of the worker's step if its slice is free; `None` while it is held.
+    fn try_acquire(&self, r: &RotateRequest) -> Result<Option<RotateReply>> {
+        let now = self.now_us();
+        let mut models = self.models.lock();
+        let (round, rank) = self.round_of(&mut models, r)?;
+        if round.joined.len() < round.workers as usize {
+            if round.started.elapsed() >= JOIN_GRACE {
+                round.failed = true;
+                return Err(PsError::WrongState(format!(
+                    "model '{}' rotates among {} workers that must train at once, and only {} \
+                     joined within {} s: the engine runs fewer tasks at once than the \
+                     model's workers (lower workers, or give the engine more task slots)",
+                    r.model,
+                    round.workers,
+                    round.joined.len(),
+                    JOIN_GRACE.as_secs()
+                )));
+            }
+            return Ok(None);
+        }
+        if r.step >= round.slices() {
+            return Err(PsError::InvalidArgument(format!(
+                "rotate: step {} of model '{}', whose rounds have {} steps",
+                r.step,
+                r.model,
+                round.slices()
+            )));
+        }
+        let slice = round.slice(rank, r.step);
+        if round.holder[slice as usize].is_some() {
+            return Ok(None);
+        }
+        let (number, reply) = (round.number, round.reply(rank));
+        let model = models.get_mut(&r.model).expect("found above");
+        if model.leases.len() >= MAX_LEASES {
+            model.leases.drain(..MAX_LEASES / 2);
+            for held in model
+                .round
+                .iter_mut()
+                .flat_map(|round| round.holder.iter_mut())
+            {
+                *held = held.and_then(|i| i.checked_sub(MAX_LEASES / 2));
+            }
+        }
+        model.leases.push(Lease {
+            model: r.model.clone(),
+            round: number,
+            step: r.step,
+            rank,
+            slice,
+            start_us: now,
+            end_us: 0,
+        });
+        let index = model.leases.len() - 1;
+        let round = model.round.as_mut().expect("found above");
+        round.holder[slice as usize] = Some(index);
+        Ok(Some(RotateReply { slice, ..reply }))
+    }
+
+    /// Takes back the slice of the worker's step.
+    fn release(&self, r: &RotateRequest) -> Result<RotateReply> {
+        let now = self.now_us();
+        let mut models = self.models.lock();
+        let (round, rank) = self.round_of(&mut models, r)?;
+        let slice = round.slice(rank, r.step % round.slices().max(1));
+        let reply = RotateReply {
+            slice,
+            ..round.reply(rank)
+        };
+        let Some(index) = round.holder[slice as usize].take() else {
+            return Err(PsError::WrongState(format!(
+                "rotate: rank {rank} of model '{}' hands back slice {slice} of step {}, which \
+                 it does not hold",
+                r.model, r.step
+            )));
+        };
+        let model = models.get_mut(&r.model).expect("found above");
+        if let Some(lease) = model.leases.get_mut(index) {
+            lease.end_us = now.max(lease.start_us);
+        }
+        drop(models);
+        self.changed.notify_waiters();
+        Ok(reply)
+    }
+
+    /// The worker finished its steps, or failed: the slices it still holds are released, so
+    /// the others go on.
+    fn leave(&self, r: &RotateRequest) -> Result<RotateReply> {
+        let now = self.now_us();
+        let mut models = self.models.lock();
+        let (round, rank) = self.round_of(&mut models, r)?;
+        round.left[rank as usize] = true;
+        let reply = round.reply(rank);
+        let model = models.get_mut(&r.model).expect("found above");
+        let round = model.round.as_mut().expect("found above");
+        for held in round.holder.iter_mut() {
+            if let Some(index) = *held
+                && model.leases.get(index).is_some_and(|l| l.rank == rank)
+            {
+                *held = None;
+                model.leases[index].end_us = now.max(model.leases[index].start_us);
+            }
+        }
+        drop(models);
+        self.changed.notify_waiters();
+        Ok(reply)
+    }
+
+    /// The model's round and the worker's rank in it.
+    fn round_of<'a>(
+        &self,
+        models: &'a mut HashMap<String, Model>,
+        r: &RotateRequest,
+    ) -> Result<(&'a mut Round, u32)> {
+        let round = (models.get_mut(&r.model))
+            .and_then(|m| m.round.as_mut())
+            .ok_or_else(|| {
+                PsError::WrongState(format!(
+                    "rotate: model '{}' has no round running; join first",
+                    r.model
+                ))
+            })?;
+        match round.joined.iter().position(|&id| id == r.worker) {
+            Some(rank) => Ok((round, rank as u32)),
+            None => Err(PsError::WrongState(format!(
+                "rotate: worker {} is not in round {} of model '{}'",
+                r.worker, round.number, r.model
+            ))),
+        }
+    }
+
+    /// Every rotating model's leases, oldest first.
+    pub fn leases(&self) -> Vec<Lease> {
+        let models = self.models.lock();
+        let mut names: Vec<&String> = models.keys().collect();
+        names.sort();
+        names
+            .into_iter()
+            .flat_map(|name| models[name].leases.iter().cloned())
+            .collect()
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros().max(1) as u64
+    }
+}
+
+/// A stable hash of a model name, so each model's rounds have their own orders.
+fn hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn request(worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
+        RotateRequest {
+            model: "m".into(),
+            worker,
+            phase: phase as i32,
+            step,
+        }
+    }
+
+    /// Three workers rotate six slices at random speeds; the record shows no slice held by
+    /// two at once, and every slice visiting every worker once per round, in a new order each
+    /// round.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases_are_exclusive_and_every_slice_visits_every_worker_once_a_round() {
+        let rotations = Arc::new(Rotations::default());
+        for round in 0..2u64 {
+            let tasks: Vec<_> = (0..3u64)
+                .map(|w| {
+                    let rotations = rotations.clone();
+                    let id = round * 10 + w;
+                    tokio::spawn(async move {
+                        let join = request(id, RotatePhase::Join, 0);
+                        let slices = rotations.rotate(&join, 3).await.unwrap().slices;
+                        // Each step's slice is fetched while the previous one trains.
+                        let mut next = rotations
+                            .rotate(&request(id, RotatePhase::Acquire, 0), 3)
+                            .await
+                            .unwrap();
+                        for step in 0..slices {
+                            let current = next;
+                            assert!(current.ready);
+                            if step + 1 < slices {
+                                let ask = request(id, RotatePhase::Acquire, step + 1);
+                                next = rotations.rotate(&ask, 3).await.unwrap();
+                            }
+                            let pause = (id * 7 + u64::from(step) * 3) % 5;
+                            tokio::time::sleep(Duration::from_millis(pause)).await;
+                            let back = request(id, RotatePhase::Release, step);
+                            let released = rotations.rotate(&back, 3).await.unwrap();
+                            assert_eq!(released.slice, current.slice);
+                        }
+                        rotations
+                            .rotate(&request(id, RotatePhase::Leave, 0), 3)
+                            .await
+                            .unwrap();
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        }
+        let leases = rotations.leases();
+        assert_eq!(leases.len(), 2 * 3 * 6);
+        for a in &leases {
+            assert!(a.end_us > 0, "every lease was handed back");
+            for b in &leases {
+                let overlap = a.start_us < b.end_us && b.start_us < a.end_us;
+                let same = (a.round, a.step, a.rank) == (b.round, b.step, b.rank);
+                assert!(
+                    same || a.slice != b.slice || !overlap || a.round != b.round,
+                    "slice {} held by ranks {} and {} at once",
+                    a.slice,
+                    a.rank,
+                    b.rank
+                );
+            }
+        }
+        let mut orders = Vec::new();
+        for round in [1, 2] {
+            let of_round: Vec<&Lease> = leases.iter().filter(|l| l.round == round).collect();
+            let visits: HashSet<(u32, u32)> = of_round.iter().map(|l| (l.slice, l.rank)).collect();
+            assert_eq!(visits.len(), 18, "every slice met every worker once");
+            let mut rank0: Vec<&&Lease> = of_round.iter().filter(|l| l.rank == 0).collect();
+            rank0.sort_by_key(|l| l.step);
+            orders.push(rank0.iter().map(|l| l.slice).collect::<Vec<_>>());
+        }
+        assert_ne!(orders[0], orders[1], "a fresh order each round");
+    }
+
+    /// The slices held at one step are never those the workers ask for one step ahead.
+    #[test]
+    fn the_schedule_gives_distinct_slices_and_frees_the_next_ones() {
+        let round = Round {
+            number: 1,
+            workers: 4,
+            joined: vec![0, 1, 2, 3],
+            left: vec![false; 4],
+            started: Instant::now(),
+            order: vec![5, 2, 7, 0, 1, 6, 3, 4],
+            holder: vec![None; 8],
+            failed: false,
+        };
+        for step in 0..7 {
+            let now: HashSet<u32> = (0..4).map(|w| round.slice(w, step)).collect();
+            let next: HashSet<u32> = (0..4).map(|w| round.slice(w, step + 1)).collect();
+            assert_eq!(now.len(), 4);
+            assert!(now.is_disjoint(&next), "step {step}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_whose_workers_cannot_all_run_fails_naming_why() {
+        let rotations = Rotations::default();
+        rotations
+            .rotate(&request(1, RotatePhase::Join, 0), 2)
+            .await
+            .unwrap();
+        rotations
+            .models
+            .lock()
+            .get_mut("m")
+            .unwrap()
+            .round
+            .as_mut()
+            .unwrap()
+            .started = Instant::now() - JOIN_GRACE;
+        let err = rotations
+            .rotate(&request(1, RotatePhase::Acquire, 0), 2)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("only 1 joined"), "{err}");
+        let next = rotations
+            .rotate(&request(2, RotatePhase::Join, 0), 2)
+            .await
+            .unwrap();
+        assert_eq!(
+            (next.round, next.rank),
+            (2, 0),
+            "the failed round is not joined"
+        );
+    }
+}
