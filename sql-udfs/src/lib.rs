@@ -8,11 +8,13 @@
 //! - [`ps_counter_seal`]: `ps_counter_seal(counter, min_count)`, the barrier assigning indices.
 //! - [`ps_index`]: `ps_index(counter, features)`, features to compact indices.
 //! - [`ps_counter_clean`]: `ps_counter_clean(counter)`, frees the counter's keys.
-//! - [`ps_train`]: `ps_train(model, label, indices[, values])`, one training pass.
+//! - [`ps_train`]: `ps_train(model, label, indices[, values])` (matrix factorization:
+//!   `(model, user, item, rating)`), one training pass.
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions;
 //!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
 //!   [`model_rows`]: the arguments those three share.
-//! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`], [`ps_rmse`]: evaluation aggregates.
+//! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`], [`ps_rmse`]: evaluation aggregates; all but
+//!   `ps_auc` are a [`scored_aggregate::ScoredAggregate`], a mean of a term of (label, score).
 //! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
 //!   [`read_model`]: `read_model(dir)`, a saved model's weights as a table;
 //!   [`file_table`]: the table those read, streamed from the files at each scan.
@@ -64,6 +66,7 @@ pub mod ps_train;
 pub mod read_file;
 pub mod read_model;
 pub mod reports;
+pub mod scored_aggregate;
 pub mod storage_level;
 
 use std::sync::Arc;
@@ -91,10 +94,10 @@ pub fn aggregate_functions(binding: &Binding) -> Vec<AggregateUDF> {
         .iter()
         .map(|f| (f.make)(binding.clone()))
         .collect();
-    all.push(AggregateUDF::from(ps_logloss::PsLogloss::default()));
+    all.push(AggregateUDF::from(ps_logloss::ps_logloss()));
     all.push(AggregateUDF::from(ps_auc::PsAuc::default()));
-    all.push(AggregateUDF::from(ps_accuracy::PsAccuracy::default()));
-    all.push(AggregateUDF::from(ps_rmse::PsRmse::default()));
+    all.push(AggregateUDF::from(ps_accuracy::ps_accuracy()));
+    all.push(AggregateUDF::from(ps_rmse::ps_rmse()));
     all
 }
 

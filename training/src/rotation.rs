@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use angel_client::runtime::{Started, block_on, start};
 use angel_client::{RotatePhase, RotateReply, RotateRequest};
@@ -36,6 +37,29 @@ struct Block {
     gathered: Gathered,
     /// The gathered keys that belong to the rotated part, and their positions.
     rotated: Vec<(usize, u64)>,
+}
+
+impl Block {
+    /// The block's rotated keys, ascending.
+    fn rotated_keys(&self) -> Vec<u64> {
+        self.rotated.iter().map(|&(_, k)| k).collect()
+    }
+
+    /// The weights of the block's gathered keys, weight row after weight row: the task's
+    /// `users`' and the slice's pulled `items` (`weight_rows` rows each).
+    fn weights(&self, weight_rows: usize, users: &Local, items: &[f32]) -> Vec<f32> {
+        let (n, m) = (self.gathered.keys.len(), self.rotated.len());
+        let mut weights = vec![0f32; weight_rows * n];
+        for (slot, key) in self.gathered.keys.iter().enumerate() {
+            if let Some(values) = users.values.get(key) {
+                (0..weight_rows).for_each(|o| weights[o * n + slot] = values[o]);
+            }
+        }
+        for (j, &(slot, _)) in self.rotated.iter().enumerate() {
+            (0..weight_rows).for_each(|o| weights[o * n + slot] = items[o * m + j]);
+        }
+        weights
+    }
 }
 
 /// A slice leased and pulled: its lease and the values of the block's rotated keys.
@@ -87,13 +111,14 @@ impl RotationTask {
         let client = self.model.client().clone();
         let rows = SparseRows::concat(std::mem::take(&mut self.rows));
         let blocks = self.blocks(&rows, rotated, slices as usize);
+        let keys: Arc<Vec<Vec<u64>>> = Arc::new(blocks.iter().map(Block::rotated_keys).collect());
         let mut users = Local::pull(&self.model, own_keys(&rows, rotated))?;
         let mut sum = 0.0;
-        let mut ahead = Some(self.fetch(id, 0, &blocks));
+        let mut ahead = Some(self.fetch(id, 0, keys.clone()));
         for step in 0..slices {
             let (lease, items) = block_on(ahead.take().expect("started").join())?;
             if step + 1 < slices {
-                ahead = Some(self.fetch(id, step + 1, &blocks));
+                ahead = Some(self.fetch(id, step + 1, keys.clone()));
             }
             let block = &blocks[lease.slice as usize];
             let loss = self.train(block, (&mut users, &items), optimizer)?;
@@ -155,13 +180,10 @@ impl RotationTask {
     }
 
     /// Starts leasing the slice of `step` and pulling the columns of it that the task's rows
-    /// use.
-    fn fetch(&self, id: u64, step: u32, blocks: &[Block]) -> Started<Fetched> {
+    /// use (`keys`, per slice).
+    fn fetch(&self, id: u64, step: u32, keys: Arc<Vec<Vec<u64>>>) -> Started<Fetched> {
         let client = self.model.client().clone();
         let (name, rows) = (self.model.name.clone(), self.model.weight_row_ids());
-        let keys: Vec<Vec<u64>> = (blocks.iter())
-            .map(|b| b.rotated.iter().map(|&(_, k)| k).collect())
-            .collect();
         let request = self.request(id, RotatePhase::Acquire, step);
         start(async move {
             let lease = client.rotate(request).await?;
@@ -182,52 +204,51 @@ impl RotationTask {
         (users, items): (&mut Local, &[f32]),
         sgd: &dyn Optimizer,
     ) -> Result<f64> {
+        let weight_rows = self.model.spec.kind.weight_rows();
+        let mut weights = block.weights(weight_rows, users, items);
+        let sum = self.sgd_rows(block, &mut weights, sgd);
+        users.keep(block, &weights, weight_rows);
+        let keys = block.rotated_keys();
+        if keys.is_empty() {
+            return Ok(sum);
+        }
+        let (n, m) = (block.gathered.keys.len(), block.rotated.len());
+        let deltas: Vec<f32> = (0..weight_rows)
+            .flat_map(|o| {
+                (block.rotated.iter().enumerate()).map(move |(j, &(slot, _))| (o, j, slot))
+            })
+            .map(|(o, j, slot)| weights[o * n + slot] - items[o * m + j])
+            .collect();
+        self.model.add(&keys, &deltas, None)?;
+        Ok(sum)
+    }
+
+    /// One SGD step per row of `block`, in order, on `weights` (the block's gathered keys,
+    /// weight row after weight row); returns the rows' summed loss, each taken before its step.
+    fn sgd_rows(&self, block: &Block, weights: &mut [f32], sgd: &dyn Optimizer) -> f64 {
         let (kind, g) = (&*self.model.spec.kind, &block.gathered);
-        let (n, weight_rows) = (g.keys.len(), kind.weight_rows());
-        let m = block.rotated.len();
-        let mut weights = vec![0f32; weight_rows * n];
-        for (slot, key) in g.keys.iter().enumerate() {
-            if let Some(values) = users.values.get(key) {
-                (0..weight_rows).for_each(|o| weights[o * n + slot] = values[o]);
-            }
-        }
-        for (j, &(slot, _)) in block.rotated.iter().enumerate() {
-            (0..weight_rows).for_each(|o| weights[o * n + slot] = items[o * m + j]);
-        }
+        let n = g.keys.len();
         let (mut margins, mut d) = (vec![0.0; kind.outputs()], vec![0.0; kind.outputs()]);
         let mut grads = vec![0.0f64; weights.len()];
         let mut sum = 0.0;
-        let params = &self.model.spec.optimizer;
         for r in 0..block.rows.len() {
-            kind.margins(&block.rows, r, g, &weights, &mut margins);
+            kind.margins(&block.rows, r, g, weights, &mut margins);
             sum += kind.loss(block.rows.label(r), &margins, &mut d);
-            kind.backprop((&block.rows, r, g), &weights, &d, &mut grads);
+            kind.backprop((&block.rows, r, g), weights, &d, &mut grads);
             for (slot, _) in block.rows.row(r, g) {
-                for o in 0..weight_rows {
+                for o in 0..kind.weight_rows() {
                     let at = o * n + slot;
                     let mut w = [f64::from(weights[at])];
-                    sgd.apply(&mut w, std::mem::take(&mut grads[at]), params);
+                    sgd.apply(
+                        &mut w,
+                        std::mem::take(&mut grads[at]),
+                        &self.model.spec.optimizer,
+                    );
                     weights[at] = w[0] as f32;
                 }
             }
         }
-        for (slot, key) in g.keys.iter().enumerate() {
-            if let Some(values) = users.values.get_mut(key) {
-                (0..weight_rows).for_each(|o| values[o] = weights[o * n + slot]);
-            }
-        }
-        let keys: Vec<u64> = block.rotated.iter().map(|&(_, k)| k).collect();
-        let deltas: Vec<f32> = (0..weight_rows)
-            .flat_map(|o| {
-                let weights = &weights;
-                (block.rotated.iter().enumerate())
-                    .map(move |(j, &(slot, _))| weights[o * n + slot] - items[o * m + j])
-            })
-            .collect();
-        if !keys.is_empty() {
-            self.model.add(&keys, &deltas, None)?;
-        }
-        Ok(sum)
+        sum
     }
 
     fn request(&self, worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
@@ -263,6 +284,16 @@ impl Local {
             pulled,
             values,
         })
+    }
+
+    /// Keeps the trained values of the task's keys among `block`'s `weights`.
+    fn keep(&mut self, block: &Block, weights: &[f32], weight_rows: usize) {
+        let n = block.gathered.keys.len();
+        for (slot, key) in block.gathered.keys.iter().enumerate() {
+            if let Some(values) = self.values.get_mut(key) {
+                (0..weight_rows).for_each(|o| values[o] = weights[o * n + slot]);
+            }
+        }
     }
 
     /// Adds the change since the pull to the model.
