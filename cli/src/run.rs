@@ -77,6 +77,27 @@ pub struct RunArgs {
     pub access: ClientAccess,
 }
 
+impl RunArgs {
+    /// A job named `file` on an embedded service of two servers, with `partitions` target
+    /// partitions and every other flag at its default (the benchmarks' jobs).
+    pub fn embedded(file: &str, partitions: usize) -> Self {
+        RunArgs {
+            file: PathBuf::from(file),
+            vars: Vec::new(),
+            master: None,
+            namespace: None,
+            servers: 2,
+            partitions,
+            ballista: None,
+            stage: None,
+            http: None,
+            memory: Default::default(),
+            output: Default::default(),
+            access: Default::default(),
+        }
+    }
+}
+
 /// Flags of how a job on one machine uses memory (`run`, `demo`, `bench scale`).
 #[derive(Debug, Clone, Default, Args)]
 pub struct MemoryArgs {

@@ -8,6 +8,8 @@
 //! - [`features`]: SQL functions for feature extraction: `ps_feature`, `ps_bucket`,
 //!   `ps_quantile_bucket`, `ps_cross`.
 //! - [`ctr_data`]: a generator of Criteo-like click logs for demos and benchmarks.
+//! - [`ratings_data`]: a generator of ratings from a known low-rank model (matrix
+//!   factorization tests, `bench mf`).
 //! - [`bad_rows`]: what happens to rows that do not parse (fail, or skip and report).
 //! - [`source`]: text input as numbered lines, each valid UTF-8 or the reason it is not.
 //! - [`udf_args`]: argument checks and planning errors shared by every SQL function.
@@ -17,6 +19,7 @@ pub mod csv;
 pub mod ctr_data;
 pub mod features;
 pub mod libsvm;
+pub mod ratings_data;
 pub mod source;
 pub mod udf_args;
 

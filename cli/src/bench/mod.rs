@@ -7,11 +7,13 @@
 //! - [`sync`]: consistency models and update rules on the CTR job with a slow worker.
 //! - [`chaos`]: fault injection on real processes, values lost and doubled per scenario.
 //! - [`scale`]: the CTR job at several sizes, time and peak memory per size and phase.
+//! - [`mf`]: matrix factorization on synthetic ratings, data-parallel against model rotation.
 
 pub mod chaos;
 pub mod codec;
 pub mod e2e;
 pub mod link;
+pub mod mf;
 pub mod ps;
 pub mod recovery;
 pub mod scale;
@@ -44,6 +46,9 @@ pub enum BenchCommand {
     Chaos(chaos::ChaosBenchArgs),
     /// The CTR demo job at several sizes: wall time, rows/s and peak RSS per size and phase.
     Scale(scale::ScaleBenchArgs),
+    /// Matrix factorization on synthetic ratings: data-parallel (ASP, SSP) against model
+    /// rotation, time to a holdout RMSE, ratings/s, bytes pushed.
+    Mf(mf::MfBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -56,6 +61,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::Recovery(args) => recovery::run(args).await,
         BenchCommand::Sync(args) => sync::run(args).await,
         BenchCommand::Chaos(args) => chaos::run(args).await,
+        BenchCommand::Mf(args) => mf::run(args).await,
     }
 }
 

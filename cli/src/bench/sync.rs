@@ -176,18 +176,10 @@ async fn train(
         ));
     }
     let job = RunArgs {
-        file: PathBuf::from("bench-sync.sql"),
         vars: vec![("data".into(), data.display().to_string())],
         master: cluster.map(|c| c.master.addr.clone()),
-        servers: 2,
-        partitions: args.workers as usize,
         ballista: cluster.map(|c| c.scheduler_url().to_string()),
-        stage: None,
-        http: None,
-        memory: Default::default(),
-        output: Default::default(),
-        access: Default::default(),
-        namespace: None,
+        ..RunArgs::embedded("bench-sync.sql", args.workers as usize)
     };
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
