@@ -202,20 +202,21 @@ impl Accumulator for Train {
         if values.first().is_none_or(|v| v.is_empty()) {
             return Ok(());
         }
-        let task = match self.task()? {
-            Pass::Rotation(task) => task,
-            Pass::Steps(task) => {
-                let spec = task.model().spec.clone();
-                return self.train(&spec, values);
+        let (binding, name) = (self.binding.clone(), self.name.clone());
+        let (rows, trained) = match self.task()? {
+            Pass::Steps(task) => train(&binding, &name, task, values)?,
+            Pass::Rotation(task) => {
+                let (label, inputs) = columns(&task.model().spec, values)?;
+                let kind = &task.model().spec.kind;
+                let read = kind.read_rows(MODEL.function, Some(label), inputs);
+                let read = read.map_err(train_error)?;
+                let rows = read.len();
+                task.add(read);
+                (rows, 0.0)
             }
         };
-        let rows = values.get(LABEL.index..).unwrap_or_default();
-        let kind = &task.model().spec.kind;
-        let read = kind.read_rows(MODEL.function, Some(RATING.column(values)?), &rows[..2]);
-        let read = read.map_err(train_error)?;
-        let count = read.len() as i64;
-        task.add(read);
-        self.mean.rows += count;
+        self.mean.rows += rows as i64;
+        self.mean.sum += trained;
         Ok(())
     }
 
@@ -240,29 +241,33 @@ impl Accumulator for Train {
     }
 }
 
-impl Train {
-    /// Trains on one batch of rows, mini-batch after mini-batch.
-    fn train(&mut self, spec: &ModelSpec, values: &[ArrayRef]) -> Result<()> {
-        let key_lists = self.binding.key_lists().clone();
-        // The model name argument is a new array at every call; the rows are not.
-        let rows = values.get(LABEL.index..).unwrap_or_default();
-        let (label, inputs) = match spec.kind.inputs() {
-            Inputs::Features => (LABEL.column(values)?, &rows[1..]),
-            Inputs::Pairs => (RATING.column(values)?, &rows[..2]),
-        };
-        let read = || spec.mini_batches(MODEL.function, &self.name, (label, inputs));
-        let batches = key_lists
-            .get_or_read(&self.name, rows, read)
-            .map_err(train_error)?;
-        let progress = self.binding.reports().progress.clone();
-        let Pass::Steps(task) = self.task()? else {
-            unreachable!("a rotation task collects its rows")
-        };
-        let sum = task
-            .train(&batches, |rows, loss| progress.add(rows, loss))
-            .map_err(train_error)?;
-        self.mean.sum += sum;
-        self.mean.rows += batches.rows.len() as i64;
-        Ok(())
-    }
+/// The label and the input columns of a call's `values`, as the model's kind takes them:
+/// `(model, label, indices[, values])` or `(model, user, item, rating)`.
+fn columns<'a>(spec: &ModelSpec, values: &'a [ArrayRef]) -> Result<(&'a ArrayRef, &'a [ArrayRef])> {
+    let rows = values.get(LABEL.index..).unwrap_or_default();
+    Ok(match spec.kind.inputs() {
+        Inputs::Features => (LABEL.column(values)?, &rows[1..]),
+        Inputs::Pairs => (RATING.column(values)?, &rows[..2]),
+    })
+}
+
+/// Trains `task` of model `name` on one batch of rows, mini-batch after mini-batch; returns
+/// the rows and their summed loss.
+fn train(
+    binding: &Binding,
+    name: &str,
+    task: &mut TrainTask,
+    values: &[ArrayRef],
+) -> Result<(usize, f64)> {
+    let spec = task.model().spec.clone();
+    // The model name argument is a new array at every call; the rows are not.
+    let rows = values.get(LABEL.index..).unwrap_or_default();
+    let (label, inputs) = columns(&spec, values)?;
+    let read = || spec.mini_batches(MODEL.function, name, (label, inputs));
+    let batches = (binding.key_lists().get_or_read(name, rows, read)).map_err(train_error)?;
+    let progress = binding.reports().progress.clone();
+    let sum = task
+        .train(&batches, |rows, loss| progress.add(rows, loss))
+        .map_err(train_error)?;
+    Ok((batches.rows.len(), sum))
 }
