@@ -657,6 +657,10 @@ async fn matrix_factorization_with_one_worker_is_sequential_sgd() {
     let before = matrix_rows(&service.master_addr(), "recs").await;
     assert_eq!(before.len(), 3, "2 factor rows and the biases' row");
     assert_eq!(before[0].len(), MF_USERS + MF_ITEMS + 1);
+    assert_ne!(
+        before[0], before[1],
+        "each factor starts from values of its own"
+    );
     job.execute("TRAIN MODEL recs OPTIONS (epochs = 1) AS SELECT user, item, rating FROM ratings")
         .await
         .unwrap();

@@ -92,6 +92,18 @@ async fn dense_functions_match_local_results() {
         .await
         .unwrap();
     assert_eq!(row(2).await, u, "the same seed gives the same values");
+    // Seeds that differ as the rows do (seed ^ row) once gave every row the same stream.
+    c.psf("random_uniform", &[("d", 1)], &[-1.0, 1.0, (9 ^ 1) as f64])
+        .await
+        .unwrap();
+    c.psf("random_uniform", &[("d", 2)], &[-1.0, 1.0, (9 ^ 2) as f64])
+        .await
+        .unwrap();
+    assert_ne!(
+        row(1).await,
+        row(2).await,
+        "rows draw from streams of their own"
+    );
 
     c.psf("random_normal", &[("d", 2)], &[3.0, 2.0, 1.0])
         .await

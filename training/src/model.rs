@@ -192,7 +192,8 @@ impl ModelSpec {
         let group = client.matrix(name).await?.meta.rows / self.kind.weight_rows() as u64;
         for row in rows {
             let at = row as u64 * group;
-            let args = [0.0, std_dev, (seed ^ at) as f64];
+            // The servers draw each row from its own stream of the seed.
+            let args = [0.0, std_dev, seed as f64];
             client.psf("random_normal", &[(name, at)], &args).await?;
         }
         Ok(())

@@ -64,7 +64,7 @@ impl PsFunction for Random {
             let d = Uniform::new(a, b).map_err(|e| bad(&e))?;
             Box::new(move |r| d.sample(r))
         };
-        let mut rng = StdRng::seed_from_u64(seed ^ ctx.block_seed());
+        let mut rng = StdRng::seed_from_u64(ctx.block_seed(seed));
         ctx.write(0, |x| {
             if !x.is_dense() {
                 return Err(bad(&format!(

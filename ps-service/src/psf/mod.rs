@@ -101,11 +101,15 @@ impl<'a> PsfContext<'a> {
         self.operands[0].0.cols.clone()
     }
 
-    /// A number unique to this block of operand 0 (matrix, partition, row): with a user seed
-    /// it makes random initialisation deterministic whatever the number of servers.
-    pub fn block_seed(&self) -> u64 {
+    /// The seed of a random stream for this block of operand 0 (matrix, partition, row) from
+    /// a user's `seed`: the same seed and layout give the same values, and no two blocks, nor
+    /// two seeds that differ only where the block's numbers do (`seed ^ row`), share a stream.
+    pub fn block_seed(&self, seed: u64) -> u64 {
         let (part, row) = &self.operands[0];
-        (u64::from(part.matrix.id) << 48) ^ (u64::from(part.id) << 32) ^ row
+        let block = (u64::from(part.matrix.id) << 48) ^ (u64::from(part.id) << 32) ^ row;
+        [seed, block]
+            .iter()
+            .fold(0x9e37_79b9_7f4a_7c15, |h, &x| mix(h ^ x))
     }
 
     /// Name of the matrix of operand `i`.
@@ -245,4 +249,11 @@ impl Default for PsfRegistry {
     fn default() -> Self {
         Self::builtin()
     }
+}
+
+/// SplitMix64's finaliser: every input bit changes about half the output bits.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
