@@ -277,10 +277,14 @@ fn workers_table(status: &StatusReply) -> Option<Section> {
     Some(Section::new("workers", "training workers", Some(table)))
 }
 
-/// The leases of model rotation: model, round, step, rank, slice and how long it was held.
+/// The leases of model rotation: model, round, step, rank, slice, how long it was held, and
+/// the rows trained on it and for how long.
 fn leases_table(status: &StatusReply) -> Section {
     let mut table = Table::new();
-    table.set_header(["model", "round", "step", "rank", "slice", "held"]);
+    let header = [
+        "model", "round", "step", "rank", "slice", "held", "rows", "training",
+    ];
+    table.set_header(header);
     for l in &status.leases {
         let held = match l.end_us {
             0 => "held now".to_string(),
@@ -293,6 +297,8 @@ fn leases_table(status: &StatusReply) -> Section {
             l.rank.to_string(),
             l.slice.to_string(),
             held,
+            l.rows.to_string(),
+            format!("{:.1} ms", l.busy_us as f64 / 1e3),
         ]);
     }
     Section::new("leases", "leases of model rotation", Some(table))

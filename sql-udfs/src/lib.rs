@@ -12,7 +12,8 @@
 //!   `(model, user, item, rating)`), one training pass.
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions;
 //!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
-//!   [`model_rows`]: the arguments those three share.
+//!   [`model_rows`]: the arguments those three share; [`ps_recommend`]: a matrix
+//!   factorization model's top-k items for a user.
 //! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`], [`ps_rmse`]: evaluation aggregates; all but
 //!   `ps_auc` are a [`scored_aggregate::ScoredAggregate`], a mean of a term of (label, score).
 //! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
@@ -61,6 +62,7 @@ pub mod ps_logloss;
 pub mod ps_loss;
 pub mod ps_predict;
 pub mod ps_predict_proba;
+pub mod ps_recommend;
 pub mod ps_rmse;
 pub mod ps_train;
 pub mod read_file;

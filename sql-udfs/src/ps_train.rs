@@ -185,10 +185,12 @@ impl Train {
         match self.task.as_mut() {
             Some(Pass::Steps(task)) => task.finish().map_err(train_error),
             Some(Pass::Rotation(task)) => {
-                let sum = task
+                let trained = task
                     .run(|rows, loss| progress.add(rows, loss))
                     .map_err(train_error)?;
-                self.mean.sum += sum;
+                // Under time control a round trains some rows more than once, others not.
+                self.mean.rows += trained.rows as i64;
+                self.mean.sum += trained.loss;
                 self.task = None;
                 Ok(())
             }
@@ -210,9 +212,9 @@ impl Accumulator for Train {
                 let kind = &task.model().spec.kind;
                 let read = kind.read_rows(MODEL.function, Some(label), inputs);
                 let read = read.map_err(train_error)?;
-                let rows = read.len();
                 task.add(read);
-                (rows, 0.0)
+                // Counted as they train: see `finish`.
+                (0, 0.0)
             }
         };
         self.mean.rows += rows as i64;

@@ -12,6 +12,7 @@
 //!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
 //! - [`task`]: [`TrainTask`], one task's training pass; [`rotation`]: [`RotationTask`], one
 //!   worker of model rotation (Harp's).
+//! - [`recommend`]: the top-k items of a matrix factorization model for users.
 //! - [`update`]: the workers' side of the update rules (SGD, ConSGD, DynSGD, model averaging;
 //!   the rules themselves are `angel-optim`'s).
 //! - [`sync`]: [`SyncSpec`], the consistency model (BSP, SSP, ASP) and its clock, and
@@ -23,6 +24,7 @@ pub mod key_lists;
 pub mod kinds;
 pub mod model;
 pub mod options;
+pub mod recommend;
 pub mod rotation;
 pub mod rows;
 pub mod sync;

@@ -25,7 +25,7 @@ use crate::error::{Error, Result, input_err, option_err};
 use crate::kinds::{self, Kind, ModelKind};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
-use crate::sync::{self, SyncSpec};
+use crate::sync::{self, StepBudget, SyncSpec};
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
 const MAX_DENSE_DIM: u64 = 1 << 26;
@@ -250,8 +250,15 @@ impl ModelSpec {
         if rule::of(self.sync.rule).averages() {
             self.local_optimizer()?;
         }
-        if self.sync.rotation {
-            self.check_rotation()?;
+        match (self.sync.rotation, self.sync.step_budget) {
+            (true, _) => self.check_rotation()?,
+            (false, StepBudget::None) => {}
+            (false, _) => {
+                return option_err(
+                    "model option step_ms is model rotation's time control: it needs \
+                     parallelism = 'rotation'",
+                );
+            }
         }
         let weight_rows = self.kind.weight_rows() as u64;
         let (rows, cols) = (weight_rows * (1 + u64::from(state_rows)), self.dim + 1);
@@ -552,6 +559,37 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rotation needs a kind with a part to rotate and plain SGD; time control needs rotation.
+    #[test]
+    fn what_rotation_cannot_train_is_refused_naming_the_option() {
+        let refusal = |kind: &str, options: &[(&str, &str)]| {
+            let mut spec = ModelSpec::new(kinds::by_name(kind).unwrap(), 5);
+            if kind == "mf" {
+                spec.set("users", "3").unwrap();
+                spec.set("items", "4").unwrap();
+            }
+            for (k, v) in options {
+                spec.set(k, v).unwrap();
+            }
+            spec.matrix("m", 0).err().map(|e| e.to_string())
+        };
+        let rotate = ("parallelism", "rotation");
+        let sgd = ("optimizer", "sgd");
+        assert_eq!(refusal("mf", &[rotate, sgd, ("step_ms", "auto")]), None);
+        let err = refusal("logistic", &[rotate, sgd]).unwrap();
+        assert!(err.contains("a part to rotate"), "{err}");
+        let err = refusal("mf", &[rotate, ("optimizer", "adam")]).unwrap();
+        assert!(err.contains("optimizer = 'sgd'"), "{err}");
+        let err = refusal("mf", &[sgd, ("step_ms", "20")]).unwrap();
+        assert!(
+            err.contains("step_ms") && err.contains("parallelism"),
+            "{err}"
+        );
+        let mut spec = ModelSpec::new(kinds::by_name("mf").unwrap(), 0);
+        let err = spec.set("step_ms", "soon").unwrap_err().to_string();
+        assert!(err.contains("'auto', or a whole number"), "{err}");
+    }
 
     #[test]
     fn a_spec_survives_the_trip_through_its_training_description_and_options() {

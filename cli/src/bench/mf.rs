@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use angel_etl::ratings_data::{self, RatingsSpec};
 use angel_sql::job::StatementReport;
+use angel_training::sync::worker::set_slow_worker;
 use clap::Args;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type};
@@ -50,6 +51,10 @@ pub struct MfBenchArgs {
     /// Holdout RMSE to reach; by default 1.1 times the best final holdout RMSE.
     #[arg(long)]
     pub target_rmse: Option<f64>,
+    /// Also time model rotation with worker 1 this many times slower (the straggler hook),
+    /// without and with time control (`step_ms = 'auto'`).
+    #[arg(long)]
+    pub slow: Option<f64>,
     /// Also write the table, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -76,19 +81,49 @@ struct Outcome {
     label: String,
     /// (cumulative training seconds, train RMSE, holdout RMSE, push MB).
     epochs: Vec<(f64, f64, f64, f64)>,
+    /// Rows trained over all epochs.
     rows: i64,
 }
 
 /// Generates the ratings (once per size and seed), trains every variant and prints the table.
 pub async fn run(args: MfBenchArgs) -> Result<(), Box<dyn Error>> {
-    let (train, test) = ratings(&args)?;
+    let files = ratings(&args)?;
+    let variants = VARIANTS.map(|(label, options)| (label.to_string(), options));
+    let mut outcomes = train(&args, &files, &variants).await?;
+    if let Some(factor) = args.slow {
+        let slow = format!("model rotation, worker 1 {factor}x slower");
+        let variants = [
+            (slow.clone(), "parallelism = 'rotation'"),
+            (
+                format!("{slow}, step_ms = 'auto'"),
+                "parallelism = 'rotation', step_ms = 'auto'",
+            ),
+        ];
+        set_slow_worker(Some((1, factor)));
+        let slowed = train(&args, &files, &variants).await;
+        set_slow_worker(None);
+        outcomes.extend(slowed?);
+    }
+    let markdown = table(&args, &outcomes);
+    if let Some(path) = &args.out {
+        super::write(path, &markdown)?;
+    }
+    Ok(())
+}
+
+/// Trains each of `variants` (label, options) on the ratings `files` in one job.
+async fn train(
+    args: &MfBenchArgs,
+    (train, test): &(PathBuf, PathBuf),
+    variants: &[(String, &str)],
+) -> Result<Vec<Outcome>, Box<dyn Error>> {
     let mut text = format!(
         "CREATE TABLE train AS SELECT * FROM read_csv('{}');\n\
          CREATE TABLE test AS SELECT * FROM read_csv('{}');\n",
         train.display(),
         test.display()
     );
-    for (_, options) in VARIANTS {
+    for (_, options) in variants {
         text.push_str(&format!(
             "CREATE OR REPLACE MODEL recs OPTIONS ({MODEL}, {options}, rank = {}, users = {}, \
              items = {}, epochs = {}, workers = {}, learning_rate = {}) AS SELECT user, item, \
@@ -102,14 +137,9 @@ pub async fn run(args: MfBenchArgs) -> Result<(), Box<dyn Error>> {
     })
     .await?;
     let tables = reports.iter().filter_map(StatementReport::epoch_table);
-    let outcomes: Vec<Outcome> = (VARIANTS.iter().zip(tables))
+    Ok((variants.iter().zip(tables))
         .map(|((label, _), t)| outcome(label, t))
-        .collect();
-    let markdown = table(&args, &outcomes);
-    if let Some(path) = &args.out {
-        super::write(path, &markdown)?;
-    }
-    Ok(())
+        .collect())
 }
 
 /// The generated train and holdout files, made unless files of that size and seed exist.
@@ -153,7 +183,7 @@ fn outcome(label: &str, table: &RecordBatch) -> Outcome {
     };
     let rows = (table.column_by_name("rows"))
         .and_then(|c| c.as_primitive_opt::<Int64Type>())
-        .map_or(0, |c| c.value(0));
+        .map_or(0, |c| c.values().iter().sum());
     let mut elapsed = 0.0;
     let seconds = column("seconds");
     let (train, holdout, mb) = (
@@ -193,8 +223,15 @@ fn table(args: &MfBenchArgs, outcomes: &[Outcome]) -> String {
                 .last()
                 .copied()
                 .unwrap_or((0.0, f64::NAN, f64::NAN, 0.0));
-            let rate = o.rows as f64 * o.epochs.len() as f64 / last.0.max(1e-9) / 1e6;
+            let rate = o.rows as f64 / last.0.max(1e-9) / 1e6;
             let mb = o.epochs.iter().map(|e| e.3).sum::<f64>() / o.epochs.len().max(1) as f64;
+            // Time control starts from the first epoch's steps.
+            let later = match o.epochs.first() {
+                Some(first) if o.epochs.len() > 1 => {
+                    format!("{:.2}", (last.0 - first.0) / (o.epochs.len() - 1) as f64)
+                }
+                _ => "-".to_string(),
+            };
             vec![
                 o.label.clone(),
                 seconds,
@@ -202,6 +239,7 @@ fn table(args: &MfBenchArgs, outcomes: &[Outcome]) -> String {
                 format!("{:.4}", last.1),
                 format!("{:.4}", last.2),
                 format!("{:.1}", last.0),
+                later,
                 format!("{rate:.2}"),
                 format!("{mb:.2}"),
             ]
@@ -215,6 +253,7 @@ fn table(args: &MfBenchArgs, outcomes: &[Outcome]) -> String {
             "final train RMSE",
             "final holdout RMSE",
             "training s",
+            "s/epoch after the 1st",
             "M ratings/s",
             "push MB/epoch",
         ],

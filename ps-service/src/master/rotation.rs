@@ -22,12 +22,17 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use angel_proto::{Lease, PsError, Result, RotatePhase, RotateReply, RotateRequest};
+use angel_proto::{Lease, PsError, Result, RotatePhase, RotateReply, RotateRequest, Sync};
 use parking_lot::Mutex;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use tokio::sync::Notify;
+
+/// Automatic time control: a step's budget is the previous round's typical step (the lower
+/// median of its training times) with this much slack, so the usual step trains all its rows
+/// and a straggler's is cut to the others' pace.
+const AUTO_SLACK: f64 = 1.25;
 
 /// How long a round's workers have to join before its acquisitions fail.
 pub const JOIN_GRACE: Duration = Duration::from_secs(10);
@@ -79,6 +84,8 @@ struct Round {
     holder: Vec<Option<usize>>,
     /// Its workers did not all join in time: the next join starts a new round.
     failed: bool,
+    /// Time control: how long a worker may hold a slice, in microseconds (0: no limit).
+    budget_us: u64,
 }
 
 impl Round {
@@ -100,16 +107,17 @@ impl Round {
             slices: self.slices(),
             round: self.number,
             slice: 0,
+            budget_us: self.budget_us,
         }
     }
 }
 
 impl Rotations {
-    /// Handles `request` of a worker of a model rotating among `workers` workers; see the
-    /// module documentation.
-    pub async fn rotate(&self, request: &RotateRequest, workers: u32) -> Result<RotateReply> {
+    /// Handles `request` of a worker of a model rotating as `sync` says (its workers and
+    /// time control); see the module documentation.
+    pub async fn rotate(&self, request: &RotateRequest, sync: &Sync) -> Result<RotateReply> {
         match request.phase() {
-            RotatePhase::Join => self.join(request, workers),
+            RotatePhase::Join => self.join(request, sync),
             RotatePhase::Acquire => self.acquire(request).await,
             RotatePhase::Release => self.release(request),
             RotatePhase::Leave => self.leave(request),
@@ -120,7 +128,8 @@ impl Rotations {
     }
 
     /// Joins the model's running round, or starts the next one when none runs.
-    fn join(&self, r: &RotateRequest, workers: u32) -> Result<RotateReply> {
+    fn join(&self, r: &RotateRequest, sync: &Sync) -> Result<RotateReply> {
+        let workers = sync.workers;
         if workers == 0 {
             return Err(PsError::InvalidArgument(format!(
                 "model '{}' rotates among 0 workers",
@@ -134,6 +143,11 @@ impl Rotations {
             !round.failed && (waiting || round.left.iter().any(|left| !left))
         });
         if !running {
+            let budget_us = match sync.rotation_step_ms {
+                0 => 0,
+                ms if ms > 0 => ms as u64 * 1000,
+                _ => auto_budget(&model.leases, model.rounds),
+            };
             model.rounds += 1;
             let mut order: Vec<u32> = (0..2 * workers).collect();
             let seed = u64::from(model.rounds) ^ hash(&r.model);
@@ -147,6 +161,7 @@ impl Rotations {
                 holder: vec![None; order.len()],
                 order,
                 failed: false,
+                budget_us,
             });
         }
         let round = model.round.as_mut().expect("made above");
@@ -241,6 +256,8 @@ impl Rotations {
             slice,
             start_us: now,
             end_us: 0,
+            rows: 0,
+            busy_us: 0,
         });
         let index = model.leases.len() - 1;
         let round = model.round.as_mut().expect("found above");
@@ -268,6 +285,8 @@ impl Rotations {
         let model = models.get_mut(&r.model).expect("found above");
         if let Some(lease) = model.leases.get_mut(index) {
             lease.end_us = now.max(lease.start_us);
+            lease.rows = r.rows;
+            lease.busy_us = r.busy_us;
         }
         drop(models);
         self.changed.notify_waiters();
@@ -343,6 +362,21 @@ fn hash(name: &str) -> u64 {
     })
 }
 
+/// The automatic step budget after round `round` (0: none yet): [`AUTO_SLACK`] times the
+/// lower median of the training times of that round's finished leases; 0 (no limit) when it
+/// has none.
+fn auto_budget(leases: &[Lease], round: u32) -> u64 {
+    let mut busy: Vec<u64> = (leases.iter())
+        .filter(|l| l.round == round && l.end_us > 0)
+        .map(|l| l.busy_us)
+        .collect();
+    busy.sort_unstable();
+    match busy.get(busy.len().saturating_sub(1) / 2) {
+        Some(&median) if round > 0 => ((median as f64 * AUTO_SLACK) as u64).max(1),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -356,6 +390,16 @@ mod tests {
             worker,
             phase: phase as i32,
             step,
+            rows: 0,
+            busy_us: 0,
+        }
+    }
+
+    fn sync(workers: u32) -> Sync {
+        Sync {
+            workers,
+            rotation_slices: 2 * workers,
+            ..Sync::default()
         }
     }
 
@@ -372,10 +416,10 @@ mod tests {
                     let id = round * 10 + w;
                     tokio::spawn(async move {
                         let join = request(id, RotatePhase::Join, 0);
-                        let slices = rotations.rotate(&join, 3).await.unwrap().slices;
+                        let slices = rotations.rotate(&join, &sync(3)).await.unwrap().slices;
                         // Each step's slice is fetched while the previous one trains.
                         let mut next = rotations
-                            .rotate(&request(id, RotatePhase::Acquire, 0), 3)
+                            .rotate(&request(id, RotatePhase::Acquire, 0), &sync(3))
                             .await
                             .unwrap();
                         for step in 0..slices {
@@ -383,16 +427,16 @@ mod tests {
                             assert!(current.ready);
                             if step + 1 < slices {
                                 let ask = request(id, RotatePhase::Acquire, step + 1);
-                                next = rotations.rotate(&ask, 3).await.unwrap();
+                                next = rotations.rotate(&ask, &sync(3)).await.unwrap();
                             }
                             let pause = (id * 7 + u64::from(step) * 3) % 5;
                             tokio::time::sleep(Duration::from_millis(pause)).await;
                             let back = request(id, RotatePhase::Release, step);
-                            let released = rotations.rotate(&back, 3).await.unwrap();
+                            let released = rotations.rotate(&back, &sync(3)).await.unwrap();
                             assert_eq!(released.slice, current.slice);
                         }
                         rotations
-                            .rotate(&request(id, RotatePhase::Leave, 0), 3)
+                            .rotate(&request(id, RotatePhase::Leave, 0), &sync(3))
                             .await
                             .unwrap();
                     })
@@ -442,6 +486,7 @@ mod tests {
             order: vec![5, 2, 7, 0, 1, 6, 3, 4],
             holder: vec![None; 8],
             failed: false,
+            budget_us: 0,
         };
         for step in 0..7 {
             let now: HashSet<u32> = (0..4).map(|w| round.slice(w, step)).collect();
@@ -455,7 +500,7 @@ mod tests {
     async fn a_round_whose_workers_cannot_all_run_fails_naming_why() {
         let rotations = Rotations::default();
         rotations
-            .rotate(&request(1, RotatePhase::Join, 0), 2)
+            .rotate(&request(1, RotatePhase::Join, 0), &sync(2))
             .await
             .unwrap();
         rotations
@@ -468,13 +513,13 @@ mod tests {
             .unwrap()
             .started = Instant::now() - JOIN_GRACE;
         let err = rotations
-            .rotate(&request(1, RotatePhase::Acquire, 0), 2)
+            .rotate(&request(1, RotatePhase::Acquire, 0), &sync(2))
             .await
             .unwrap_err()
             .to_string();
         assert!(err.contains("only 1 joined"), "{err}");
         let next = rotations
-            .rotate(&request(2, RotatePhase::Join, 0), 2)
+            .rotate(&request(2, RotatePhase::Join, 0), &sync(2))
             .await
             .unwrap();
         assert_eq!(
@@ -482,5 +527,69 @@ mod tests {
             (2, 0),
             "the failed round is not joined"
         );
+    }
+
+    /// A fixed budget is the option's; an automatic one follows the previous round's lower
+    /// median lease, so one slow worker's long leases do not set the pace.
+    #[tokio::test]
+    async fn time_control_budgets_come_from_the_option_or_the_last_round() {
+        let lease = |round, busy_us| Lease {
+            round,
+            start_us: 100,
+            end_us: 100 + 2 * busy_us,
+            busy_us,
+            ..Lease::default()
+        };
+        let leases: Vec<Lease> = [(1, 40), (1, 10), (1, 50), (1, 12), (2, 1000)]
+            .into_iter()
+            .map(|(r, h)| lease(r, h))
+            .collect();
+        assert_eq!(auto_budget(&leases, 1), 15, "1.25 x the lower median, 12");
+        assert_eq!(auto_budget(&leases, 0), 0, "no round before the first");
+        assert_eq!(auto_budget(&leases, 3), 0, "a round without leases");
+
+        let rotations = Rotations::default();
+        let fixed = Sync {
+            rotation_step_ms: 40,
+            ..sync(1)
+        };
+        let join = rotations
+            .rotate(&request(1, RotatePhase::Join, 0), &fixed)
+            .await;
+        assert_eq!(join.unwrap().budget_us, 40_000);
+        (rotations
+            .rotate(&request(1, RotatePhase::Leave, 0), &fixed)
+            .await)
+            .unwrap();
+        let auto = Sync {
+            rotation_step_ms: -1,
+            ..sync(1)
+        };
+        for round in 1..=2u64 {
+            let id = 10 + round;
+            let joined = rotations
+                .rotate(&request(id, RotatePhase::Join, 0), &auto)
+                .await;
+            let budget = joined.unwrap().budget_us;
+            match round {
+                1 => assert_eq!(budget, 0, "no lease of the first round yet"),
+                _ => assert_eq!(budget, 625, "1.25 x the first round's training times"),
+            }
+            for step in 0..2 {
+                (rotations
+                    .rotate(&request(id, RotatePhase::Acquire, step), &auto)
+                    .await)
+                    .unwrap();
+                let back = RotateRequest {
+                    busy_us: 500,
+                    ..request(id, RotatePhase::Release, step)
+                };
+                (rotations.rotate(&back, &auto).await).unwrap();
+            }
+            (rotations
+                .rotate(&request(id, RotatePhase::Leave, 0), &auto)
+                .await)
+                .unwrap();
+        }
     }
 }

@@ -783,7 +783,7 @@ impl Master for MasterService {
                 request.model
             )));
         }
-        answer(self.rotations.rotate(&request, sync.workers).await)
+        answer(self.rotations.rotate(&request, &sync).await)
     }
 
     async fn report_epoch(

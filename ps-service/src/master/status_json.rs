@@ -103,6 +103,8 @@ pub fn status_json(reply: &StatusReply) -> Value {
             "slice": l.slice,
             "start_us": l.start_us,
             "end_us": l.end_us,
+            "rows": l.rows,
+            "busy_us": l.busy_us,
         })).collect::<Vec<_>>(),
     })
 }

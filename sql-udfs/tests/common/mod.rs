@@ -1,9 +1,13 @@
-//! What the consistency tests share: a session over the a9a split, on a real in-process
-//! service, and the epoch table's columns.
+//! What the consistency and rotation tests share: sessions over the a9a split, generated
+//! click logs or synthetic ratings, on a real in-process service; the epoch table's columns;
+//! the record of rotation leases.
 
 // Each test binary uses part of these helpers.
 #![allow(dead_code)]
 
+use angel_client::PsClient;
+use angel_etl::ratings_data::RatingsSpec;
+use angel_proto::{Lease, StatusRequest};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use angel_sql::storage_level::TableStorage;
@@ -58,6 +62,39 @@ pub async fn ctr_job_keeping(rows: u64, tables: TableStorage) -> (Standalone, Jo
         .await
         .unwrap();
     (service, job)
+}
+
+/// Synthetic ratings of `spec` (`angel_etl::ratings_data`, seed 7) as tables `train` and
+/// `test` (`user, item, rating`), read in `partitions` partitions, with a service of two
+/// servers.
+pub async fn synthetic_ratings_job(spec: &RatingsSpec, partitions: usize) -> (Standalone, Job) {
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let config = SessionConfig::new().with_target_partitions(partitions);
+    let job = Job::new(
+        SessionContext::new_with_config(config),
+        &service.master_addr(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (dir.path().join("train.csv"), dir.path().join("test.csv"));
+    angel_etl::ratings_data::generate(&train, &test, spec, 7).unwrap();
+    for (table, file) in [("train", &train), ("test", &test)] {
+        let sql = format!(
+            "CREATE TABLE {table} AS SELECT * FROM read_csv('{}')",
+            file.display()
+        );
+        job.execute(&sql).await.unwrap();
+    }
+    (service, job)
+}
+
+/// The leases of model rotation the service at `master` recorded.
+pub async fn leases(master: &str) -> Vec<Lease> {
+    let client = PsClient::connect(master).await.unwrap();
+    let request = StatusRequest {
+        leases: true,
+        ..Default::default()
+    };
+    client.status_with(request).await.unwrap().leases
 }
 
 /// Column `name` of the epoch table, as numbers.

@@ -132,6 +132,12 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// How the kind ranks candidates for a subject (matrix factorization: items for a user),
+    /// for `ps_recommend`; `None`: it ranks nothing.
+    fn ranking(&self) -> Option<&dyn Ranking> {
+        None
+    }
+
     /// The weight rows drawn at random when the model is created, with their standard
     /// deviation (matrix factorization's factors; zero weights would never move).
     fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {
@@ -157,6 +163,20 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
 
     /// The holdout metrics the epoch table reports beside the loss.
     fn metrics(&self) -> &'static [Metric];
+}
+
+/// A kind that ranks one side of its model for the other (matrix factorization: items for a
+/// user), from the two columns' weights.
+pub trait Ranking {
+    /// The columns ranked for (every user's).
+    fn subjects(&self) -> std::ops::Range<u64>;
+
+    /// The columns ranked (every item's).
+    fn candidates(&self) -> std::ops::Range<u64>;
+
+    /// The score of `candidate` for `subject`, from their columns' weights (one per weight
+    /// row): higher ranks first.
+    fn score(&self, subject: &[f32], candidate: &[f32]) -> f64;
 }
 
 /// A holdout metric beside the loss.

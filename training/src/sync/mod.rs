@@ -36,6 +36,18 @@ pub enum ClockUnit {
     Epoch,
 }
 
+/// Model rotation's time control (Harp's): how long a worker trains on a slice before it
+/// hands it on, the rest of its rows of that slice training in a later round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepBudget {
+    /// Every step trains all its rows.
+    None,
+    /// A step stops after this many milliseconds.
+    Fixed(u32),
+    /// The master sets each round's budget from the previous round's lease times.
+    Auto,
+}
+
 /// A model's consistency options; see the module documentation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyncSpec {
@@ -56,7 +68,12 @@ pub struct SyncSpec {
     /// Model rotation (`parallelism = 'rotation'`, Harp's): the workers trade slices of the
     /// model's rotated part under exclusive leases instead of pulling per mini-batch.
     pub rotation: bool,
+    /// Model rotation's time control (option `step_ms`).
+    pub step_budget: StepBudget,
 }
+
+/// The longest step budget: a day.
+const MAX_STEP_MS: u32 = 24 * 3600 * 1000;
 
 /// SSP's staleness when `sync = 'ssp'` names none.
 const DEFAULT_STALENESS: u32 = 3;
@@ -74,6 +91,7 @@ impl Default for SyncSpec {
             slow_factor: 2.0,
             pull_ahead: false,
             rotation: false,
+            step_budget: StepBudget::None,
         }
     }
 }
@@ -122,6 +140,19 @@ impl SyncSpec {
             }
             "pull_ahead" => self.pull_ahead = option.one_of(&["true", "false"])? == "true",
             "parallelism" => self.rotation = option.one_of(&["data", "rotation"])? == "rotation",
+            "step_ms" => {
+                self.step_budget = match value.trim().eq_ignore_ascii_case("auto") {
+                    true => StepBudget::Auto,
+                    false => match whole(0, MAX_STEP_MS) {
+                        Ok(0) => StepBudget::None,
+                        Ok(ms) => StepBudget::Fixed(ms),
+                        Err(_) => option.refuse(&format!(
+                            "'auto', or a whole number of milliseconds from 0 (no limit) to \
+                             {MAX_STEP_MS}"
+                        ))?,
+                    },
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -168,6 +199,11 @@ impl SyncSpec {
                 true => 2 * self.workers.max(1),
                 false => 0,
             },
+            rotation_step_ms: match self.step_budget {
+                StepBudget::None => 0,
+                StepBudget::Fixed(ms) => i64::from(ms),
+                StepBudget::Auto => -1,
+            },
         }
     }
 
@@ -210,6 +246,11 @@ pub fn options(sync: &Sync, rule: UpdateRule, local_steps: u32) -> Vec<(&'static
     if staleness > 0 {
         options.push(("staleness", staleness.to_string()));
     }
+    match sync.rotation_step_ms {
+        0 => {}
+        ms if ms < 0 => options.push(("step_ms", "auto".to_string())),
+        ms => options.push(("step_ms", ms.to_string())),
+    }
     if sync.workers > 0 {
         options.push(("workers", sync.workers.to_string()));
     }
@@ -241,6 +282,7 @@ mod tests {
             ("clock", "batch"),
             ("pull_ahead", "TRUE"),
             ("parallelism", "rotation"),
+            ("step_ms", "Auto"),
         ] {
             assert!(spec.set(k, v).unwrap(), "{k}");
         }

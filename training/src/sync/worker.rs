@@ -183,7 +183,7 @@ pub fn set_slow_worker(hook: Option<(u32, f64)>) {
 
 /// The slow worker set by [`set_slow_worker`], else `ANGEL_SLOW_WORKER` (`rank:factor`,
 /// factor >= 1).
-fn slow_hook() -> Result<Option<(u32, f64)>> {
+pub(crate) fn slow_hook() -> Result<Option<(u32, f64)>> {
     if let Some(hook) = *SLOW_WORKER.lock().expect("slow worker") {
         return Ok(hook);
     }

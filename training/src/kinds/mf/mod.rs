@@ -13,10 +13,12 @@
 
 pub mod rows;
 
+use std::ops::Range;
+
 use arrow::array::ArrayRef;
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Inputs, Metric, ModelKind};
+use crate::kinds::{Inputs, Metric, ModelKind, Ranking};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
 
@@ -181,12 +183,16 @@ impl ModelKind for Mf {
         false
     }
 
-    fn rotated_columns(&self) -> Option<std::ops::Range<u64>> {
-        Some(self.users..self.users + self.items)
+    fn rotated_columns(&self) -> Option<Range<u64>> {
+        Some(self.candidates())
     }
 
-    fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {
+    fn random_rows(&self) -> Option<(Range<usize>, f64)> {
         Some((0..self.rank, self.init_std))
+    }
+
+    fn ranking(&self) -> Option<&dyn Ranking> {
+        Some(self)
     }
 
     fn loss(&self, label: f64, margins: &[f64], d: &mut [f64]) -> f64 {
@@ -204,6 +210,28 @@ impl ModelKind for Mf {
 
     fn metrics(&self) -> &'static [Metric] {
         &[Metric::Rmse]
+    }
+}
+
+impl Ranking for Mf {
+    fn subjects(&self) -> Range<u64> {
+        0..self.users
+    }
+
+    fn candidates(&self) -> Range<u64> {
+        self.users..self.users + self.items
+    }
+
+    /// The predicted rating.
+    fn score(&self, user: &[f32], item: &[f32]) -> f64 {
+        let dot: f64 = (0..self.rank)
+            .map(|f| f64::from(user[f]) * f64::from(item[f]))
+            .sum();
+        let biases = match self.biases {
+            true => f64::from(user[self.rank]) + f64::from(item[self.rank]),
+            false => 0.0,
+        };
+        self.offset() + biases + dot
     }
 }
 

@@ -1,0 +1,73 @@
+//! [`Local`]: a rotation worker's own columns (its users' factors), trained in place and
+//! pushed back as one change at the end of the round.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use crate::error::Result;
+use crate::model::Model;
+use crate::rows::SparseRows;
+
+use super::block::Block;
+
+/// The task's own (not rotated) columns: their values as pulled and as trained.
+pub struct Local {
+    keys: Vec<u64>,
+    pulled: Vec<f32>,
+    pub values: HashMap<u64, Vec<f32>>,
+}
+
+impl Local {
+    /// Pulls the columns of `rows` outside the `rotated` ones from `model`.
+    pub fn pull(model: &Model, rows: &SparseRows, rotated: &Range<u64>) -> Result<Self> {
+        let keys = own_keys(rows, rotated);
+        let pulled = match keys.is_empty() {
+            true => Vec::new(),
+            false => model.pull_all(&keys, None)?,
+        };
+        let rows = pulled.len() / keys.len().max(1);
+        let values = (keys.iter().enumerate())
+            .map(|(j, &k)| (k, (0..rows).map(|o| pulled[o * keys.len() + j]).collect()))
+            .collect();
+        Ok(Local {
+            keys,
+            pulled,
+            values,
+        })
+    }
+
+    /// Keeps the trained values of the task's keys among `block`'s `weights`.
+    pub fn keep(&mut self, block: &Block, weights: &[f32], weight_rows: usize) {
+        let n = block.gathered.keys.len();
+        for (slot, key) in block.gathered.keys.iter().enumerate() {
+            if let Some(values) = self.values.get_mut(key) {
+                (0..weight_rows).for_each(|o| values[o] = weights[o * n + slot]);
+            }
+        }
+    }
+
+    /// Adds the change since the pull to the model.
+    pub fn push(&self, model: &Model) -> Result<()> {
+        if self.keys.is_empty() {
+            return Ok(());
+        }
+        let n = self.keys.len();
+        let rows = self.pulled.len() / n;
+        let deltas: Vec<f32> = (0..rows)
+            .flat_map(|o| (0..n).map(move |j| (o, j)))
+            .map(|(o, j)| self.values[&self.keys[j]][o] - self.pulled[o * n + j])
+            .collect();
+        model.add(&self.keys, &deltas, None)
+    }
+}
+
+/// The distinct keys of `rows` outside the `rotated` columns, ascending.
+fn own_keys(rows: &SparseRows, rotated: &Range<u64>) -> Vec<u64> {
+    let mut keys: Vec<u64> = (0..rows.len())
+        .flat_map(|r| rows.keys(r).iter().copied())
+        .filter(|k| !rotated.contains(k))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}

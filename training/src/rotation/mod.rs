@@ -1,0 +1,254 @@
+//! [`RotationTask`]: one worker of model rotation (Harp's), for a model trained with
+//! `parallelism = 'rotation'`.
+//!
+//! The task keeps its rows (its users' ratings, the statement's rows being split by user) and
+//! its users' factors for the whole statement. The model's rotated part (the item factors) is
+//! cut into slices that the master hands out under exclusive leases
+//! (`ps-service`'s `master::rotation`): at each step the task pulls the columns of its slice
+//! that its rows use, trains the slice's rows with plain SGD in the rows' order, pushes the
+//! slice's change and hands the slice back. The next step's slice is leased and pulled while
+//! the current one trains (pipelining). Under time control a step stops when the lease's
+//! budget runs out and the block's other rows train in a later round ([`pace`]). At the end
+//! the users' change goes to the PS, so evaluation and `SAVE MODEL` see the whole model.
+//!
+//! - [`block`]: the rows of one slice; [`local`]: the task's users' factors; [`pace`]: time
+//!   control.
+
+pub mod block;
+pub mod local;
+pub mod pace;
+
+use std::ops::Range;
+use std::sync::{Arc, LazyLock};
+use std::time::Instant;
+
+use angel_client::runtime::{Started, block_on, start};
+use angel_client::{RotatePhase, RotateReply, RotateRequest};
+use angel_optim::{Optimizer, builtin};
+
+use crate::error::{Result, input_err};
+use crate::model::Model;
+use crate::rows::SparseRows;
+use crate::sync::worker::{fresh_id, slow_hook};
+use block::Block;
+use local::Local;
+use pace::{CHUNK, Cursors, Pace};
+
+/// Where each block's rows resume under time control, for this process's tasks.
+static CURSORS: LazyLock<Cursors> = LazyLock::new(Cursors::default);
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct RotationTask {
+    model: Model,
+    /// The rows of the task, batch after batch.
+    rows: Vec<SparseRows>,
+}
+
+/// A slice leased and pulled: its lease and the values of the block's rotated keys.
+type Fetched = (RotateReply, Vec<f32>);
+
+/// What a round trained: rows (each counted once per SGD step) and their summed loss.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Trained {
+    pub rows: u64,
+    pub loss: f64,
+}
+
+impl RotationTask {
+    /// A rotation worker of model `model`.
+    pub fn new(model: Model) -> Self {
+        RotationTask {
+            model,
+            rows: Vec::new(),
+        }
+    }
+
+    /// The model being trained.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Keeps `rows` for the statement's steps.
+    pub fn add(&mut self, rows: SparseRows) {
+        self.rows.push(rows);
+    }
+
+    /// Takes part in the statement's round: every step's slice, in the master's order;
+    /// `progress` hears the rows and summed loss of each step.
+    pub fn run(&mut self, progress: impl FnMut(u64, f64)) -> Result<Trained> {
+        let (rotated, optimizer) = self.plan()?;
+        let client = self.model.client().clone();
+        let id = fresh_id();
+        let joined = block_on(client.rotate(self.request(id, RotatePhase::Join, 0)))?;
+        let trained = self.steps(id, &joined, (&rotated, optimizer), progress);
+        // Left whatever happened, so the next statement starts a round of its own.
+        let left = block_on(client.rotate(self.request(id, RotatePhase::Leave, 0)));
+        let trained = trained?;
+        left?;
+        Ok(trained)
+    }
+
+    /// Every step of the round: see [`RotationTask::run`].
+    fn steps(
+        &mut self,
+        id: u64,
+        joined: &RotateReply,
+        (rotated, optimizer): (&Range<u64>, &dyn Optimizer),
+        mut progress: impl FnMut(u64, f64),
+    ) -> Result<Trained> {
+        let client = self.model.client().clone();
+        let rows = SparseRows::concat(std::mem::take(&mut self.rows));
+        let bias = self.model.spec.bias_key();
+        let blocks = Block::split(&rows, rotated, joined.slices as usize, bias);
+        let keys: Arc<Vec<Vec<u64>>> = Arc::new(blocks.iter().map(Block::rotated_keys).collect());
+        let mut users = Local::pull(&self.model, &rows, rotated)?;
+        let slowdown = match slow_hook()? {
+            Some((rank, factor)) if rank == joined.rank => factor,
+            _ => 1.0,
+        };
+        let mut total = Trained::default();
+        let mut ahead = Some(self.fetch(id, 0, keys.clone()));
+        for step in 0..joined.slices {
+            let (lease, items) = block_on(ahead.take().expect("started").join())?;
+            if step + 1 < joined.slices {
+                ahead = Some(self.fetch(id, step + 1, keys.clone()));
+            }
+            let block = &blocks[lease.slice as usize];
+            let pace = Pace::start(lease.budget_us, slowdown);
+            let busy = Instant::now();
+            let trained = self.train(block, (&mut users, &items), optimizer, pace)?;
+            progress(trained.rows, trained.loss);
+            total.rows += trained.rows;
+            total.loss += trained.loss;
+            let release = RotateRequest {
+                rows: trained.rows,
+                busy_us: busy.elapsed().as_micros() as u64,
+                ..self.request(id, RotatePhase::Release, step)
+            };
+            block_on(client.rotate(release))?;
+        }
+        users.push(&self.model)?;
+        Ok(total)
+    }
+
+    /// The columns the kind rotates and the optimizer the workers step with (plain SGD).
+    fn plan(&self) -> Result<(Range<u64>, &'static dyn Optimizer)> {
+        let spec = &self.model.spec;
+        let Some(rotated) = spec.kind.rotated_columns() else {
+            return input_err(format!(
+                "model '{}': a {} model cannot train with parallelism = 'rotation'",
+                self.model.name,
+                spec.kind.name()
+            ));
+        };
+        match (builtin::by_name(&spec.optimizer.name), self.model.group()) {
+            (Some(sgd), 1) if sgd.name() == "sgd" => Ok((rotated, sgd)),
+            _ => input_err(format!(
+                "model '{}': parallelism = 'rotation' trains with plain SGD on the workers \
+                 (Harp's), and the model's optimizer is '{}'; use optimizer = 'sgd'",
+                self.model.name, spec.optimizer.name
+            )),
+        }
+    }
+
+    /// Starts leasing the slice of `step` and pulling the columns of it that the task's rows
+    /// use (`keys`, per slice).
+    fn fetch(&self, id: u64, step: u32, keys: Arc<Vec<Vec<u64>>>) -> Started<Fetched> {
+        let client = self.model.client().clone();
+        let (name, rows) = (self.model.name.clone(), self.model.weight_row_ids());
+        let request = self.request(id, RotatePhase::Acquire, step);
+        start(async move {
+            let lease = client.rotate(request).await?;
+            let keys = &keys[lease.slice as usize];
+            let values = match keys.is_empty() {
+                true => Vec::new(),
+                false => client.pull_at(&name, &rows, keys, None).await?.0,
+            };
+            Ok((lease, values))
+        })
+    }
+
+    /// Trains `block`'s rows, one SGD step each, on the task's `users` and the slice's pulled
+    /// `items`, from where the block last stopped, until all are trained or `pace` stops the
+    /// step; pushes the slice's change.
+    fn train(
+        &self,
+        block: &Block,
+        (users, items): (&mut Local, &[f32]),
+        sgd: &dyn Optimizer,
+        pace: Pace,
+    ) -> Result<Trained> {
+        let weight_rows = self.model.spec.kind.weight_rows();
+        let mut weights = block.weights(weight_rows, users, items);
+        let name = &self.model.name;
+        let from = CURSORS.get(name, block.fingerprint);
+        let trained = self.sgd_rows(block, &mut weights, sgd, (from, pace));
+        let len = block.rows.len().max(1);
+        CURSORS.set(
+            name,
+            block.fingerprint,
+            (from + trained.rows as usize) % len,
+        );
+        users.keep(block, &weights, weight_rows);
+        let keys = block.rotated_keys();
+        if !keys.is_empty() {
+            let deltas = block.deltas(weight_rows, &weights, items);
+            self.model.add(&keys, &deltas, None)?;
+        }
+        Ok(trained)
+    }
+
+    /// One SGD step per row of `block` on `weights` (the block's gathered keys, weight row
+    /// after weight row), in order from row `from` and around, until every row had its step
+    /// or `pace` ends the step; each row's loss is taken before its step.
+    fn sgd_rows(
+        &self,
+        block: &Block,
+        weights: &mut [f32],
+        sgd: &dyn Optimizer,
+        (from, mut pace): (usize, Pace),
+    ) -> Trained {
+        let (kind, g) = (&*self.model.spec.kind, &block.gathered);
+        let (n, len) = (g.keys.len(), block.rows.len());
+        let (mut margins, mut d) = (vec![0.0; kind.outputs()], vec![0.0; kind.outputs()]);
+        let mut grads = vec![0.0f64; weights.len()];
+        let mut trained = Trained::default();
+        for r in (0..len).map(|k| (from + k) % len) {
+            kind.margins(&block.rows, r, g, weights, &mut margins);
+            trained.loss += kind.loss(block.rows.label(r), &margins, &mut d);
+            kind.backprop((&block.rows, r, g), weights, &d, &mut grads);
+            for (slot, _) in block.rows.row(r, g) {
+                for o in 0..kind.weight_rows() {
+                    let at = o * n + slot;
+                    let mut w = [f64::from(weights[at])];
+                    sgd.apply(
+                        &mut w,
+                        std::mem::take(&mut grads[at]),
+                        &self.model.spec.optimizer,
+                    );
+                    weights[at] = w[0] as f32;
+                }
+            }
+            trained.rows += 1;
+            if trained.rows % CHUNK as u64 == 0 && !pace.go_on() {
+                return trained;
+            }
+        }
+        if trained.rows % CHUNK as u64 != 0 {
+            pace.go_on();
+        }
+        trained
+    }
+
+    fn request(&self, worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
+        RotateRequest {
+            model: self.model.name.clone(),
+            worker,
+            phase: phase as i32,
+            step,
+            rows: 0,
+            busy_us: 0,
+        }
+    }
+}
