@@ -211,7 +211,7 @@ async fn options_out_of_range_are_named() {
     fails(
         &m,
         &model("counter = 'c'"),
-        &["counter = 'c'", "indexed no feature", "min_count = 5"],
+        &["counter = 'c'", "indexed no key", "min_count = 5"],
     )
     .await;
     fails(

@@ -69,8 +69,14 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
             plan.spec.set(key, value).map_err(train_error)?;
         }
     }
+    for (option, named, counter) in plan.spec.kind.counted_options() {
+        let size = sealed_size(binding, (named, &counter)).await?;
+        plan.spec
+            .set(option, &size.to_string())
+            .map_err(train_error)?;
+    }
     if let Some(counter) = plan.spec.counter.clone() {
-        let size = sealed_size(binding, &counter).await?;
+        let size = sealed_size(binding, ("counter", &counter)).await?;
         match plan.spec.dim {
             0 => plan.spec.dim = size,
             dim if dim < size => {
@@ -91,16 +97,16 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
     Ok(plan)
 }
 
-/// The number of features sealed counter `counter` indexed; an error saying what to do when
-/// it is missing, not sealed, or indexed nothing.
-async fn sealed_size(binding: &Binding, counter: &str) -> Result<u64> {
+/// The number of keys sealed counter `counter` (named by model option `option`) indexed; an
+/// error saying what to do when it is missing, not sealed, or indexed nothing.
+async fn sealed_size(binding: &Binding, (option, counter): (&str, &str)) -> Result<u64> {
     let client = binding.client()?;
     client.refresh().await.map_err(ps_error)?;
     let meta = match client.counter(counter).await {
         Ok(c) => c.meta.clone(),
         Err(PsError::NotFound(_)) => {
             return plan_err!(
-                "CREATE MODEL option counter = '{counter}': no counter of that name; create and \
+                "CREATE MODEL option {option} = '{counter}': no counter of that name; create and \
                  fill it with ps_counter_add, then seal it with ps_counter_seal"
             );
         }
@@ -108,14 +114,14 @@ async fn sealed_size(binding: &Binding, counter: &str) -> Result<u64> {
     };
     if meta.state != CounterState::Read as i32 {
         return plan_err!(
-            "CREATE MODEL option counter = '{counter}': the counter is not sealed; seal it with \
+            "CREATE MODEL option {option} = '{counter}': the counter is not sealed; seal it with \
              ps_counter_seal first"
         );
     }
     if meta.size == 0 {
         return plan_err!(
-            "CREATE MODEL option counter = '{counter}': the counter is sealed but indexed no \
-             feature (no key was counted min_count = {} times or more)",
+            "CREATE MODEL option {option} = '{counter}': the counter is sealed but indexed no \
+             key (no key was counted min_count = {} times or more)",
             meta.min_count
         );
     }

@@ -132,6 +132,13 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// Options whose value `CREATE MODEL` takes from a sealed counter's size, as
+    /// (option, the option naming the counter, the counter): matrix factorization's `users`
+    /// from `user_counter` when its ids come from `ps_index`.
+    fn counted_options(&self) -> Vec<(&'static str, &'static str, String)> {
+        Vec::new()
+    }
+
     /// How the kind ranks candidates for a subject (matrix factorization: items for a user),
     /// for `ps_recommend`; `None`: it ranks nothing.
     fn ranking(&self) -> Option<&dyn Ranking> {

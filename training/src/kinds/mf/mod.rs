@@ -27,6 +27,9 @@ pub const MAX_RANK: u64 = 4096;
 /// Most users, and most items (their columns must fit the model's key space).
 pub const MAX_IDS: u64 = 1 << 40;
 
+/// The options a counter's size can set, and the options naming the counters.
+const COUNTER_OPTIONS: [(&str, &str); 2] = [("users", "user_counter"), ("items", "item_counter")];
+
 /// See the module documentation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mf {
@@ -42,6 +45,9 @@ pub struct Mf {
     mean: Option<f64>,
     /// Standard deviation of the factors' random start (option `init_std`).
     init_std: f64,
+    /// Counters whose sizes give `users` and `items` (options `user_counter`,
+    /// `item_counter`): ids from `ps_index`.
+    counters: [Option<String>; 2],
 }
 
 impl Default for Mf {
@@ -54,6 +60,7 @@ impl Default for Mf {
             biases: true,
             mean: None,
             init_std: 0.1,
+            counters: [None, None],
         }
     }
 }
@@ -90,6 +97,8 @@ impl ModelKind for Mf {
             "biases" => self.biases = option.one_of(&["true", "false"])? == "true",
             "mean" => self.mean = Some(option.number(|_| true, "a finite number")?),
             "init_std" => self.init_std = option.number(|x| x > 0.0, "a finite number above 0")?,
+            "user_counter" => self.counters[0] = Some(option.value.to_string()),
+            "item_counter" => self.counters[1] = Some(option.value.to_string()),
             _ => return Ok(false),
         }
         Ok(true)
@@ -104,6 +113,9 @@ impl ModelKind for Mf {
             ("init_std", self.init_std.to_string()),
         ];
         options.extend(self.mean.map(|m| ("mean", m.to_string())));
+        for (key, counter) in COUNTER_OPTIONS.iter().zip(&self.counters) {
+            options.extend(counter.clone().map(|c| (key.1, c)));
+        }
         options
     }
 
@@ -111,7 +123,8 @@ impl ModelKind for Mf {
         match (self.users, self.items) {
             (0, _) | (_, 0) => option_err(
                 "a matrix factorization model needs the options users and items (user ids run \
-                 from 0 to users - 1, item ids from 0 to items - 1)",
+                 from 0 to users - 1, item ids from 0 to items - 1), or user_counter and \
+                 item_counter (sealed counters whose ps_index gives the ids)",
             ),
             _ => Ok(()),
         }
@@ -193,6 +206,12 @@ impl ModelKind for Mf {
 
     fn ranking(&self) -> Option<&dyn Ranking> {
         Some(self)
+    }
+
+    fn counted_options(&self) -> Vec<(&'static str, &'static str, String)> {
+        (COUNTER_OPTIONS.iter().zip(&self.counters))
+            .filter_map(|(&(option, named), c)| Some((option, named, c.clone()?)))
+            .collect()
     }
 
     fn loss(&self, label: f64, margins: &[f64], d: &mut [f64]) -> f64 {
