@@ -277,8 +277,8 @@ fn workers_table(status: &StatusReply) -> Option<Section> {
     Some(Section::new("workers", "training workers", Some(table)))
 }
 
-/// The leases of model rotation: model, round, step, rank, slice, how long it was held, and
-/// the rows trained on it and for how long.
+/// The leases of model rotation: model, round, step, group and rank in it, slice, how long
+/// it was held, and the rows trained on it and for how long.
 fn leases_table(status: &StatusReply) -> Section {
     let mut table = Table::new();
     let header = [
@@ -294,6 +294,7 @@ fn leases_table(status: &StatusReply) -> Section {
             l.model.clone(),
             l.round.to_string(),
             l.step.to_string(),
+            l.group.to_string(),
             l.rank.to_string(),
             l.slice.to_string(),
             held,

@@ -795,6 +795,60 @@ async fn rotation_leases_are_exclusive_and_visit_every_worker_once_an_epoch() {
     }
 }
 
+/// Angel's hybrid parallelism: four workers in two groups rotate within their group (leases
+/// exclusive within it, each slice meeting each member once an epoch) while the groups share
+/// the item factors through the PS; every rating trains once an epoch and the model learns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hybrid_groups_rotate_within_each_group_and_share_the_model() {
+    let batch = ratings(40, 30, 900);
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
+    ctx.register_batch("ratings", batch).unwrap();
+    let job = Job::new(ctx, &service.master_addr());
+    let table = job
+        .execute(
+            "CREATE MODEL recs OPTIONS (kind = 'mf', rank = 2, users = 40, items = 30, \
+             optimizer = 'sgd', learning_rate = 0.05, parallelism = 'rotation', workers = 4, \
+             groups = 2, epochs = 2) AS SELECT user, item, rating FROM ratings",
+        )
+        .await
+        .unwrap();
+    let rmse = epoch_column(&table[0], "train_rmse");
+    assert!(rmse[1] < rmse[0], "{rmse:?}");
+    let leases = leases(&service.master_addr()).await;
+    assert_eq!(
+        leases.len(),
+        2 * 2 * 2 * 4,
+        "rounds x groups x members x slices"
+    );
+    for a in &leases {
+        for b in &leases {
+            let overlap = a.start_us < b.end_us && b.start_us < a.end_us;
+            let shared = (a.round, a.group, a.slice) == (b.round, b.group, b.slice);
+            assert!(!(shared && a.rank != b.rank && overlap), "{a:?} and {b:?}");
+        }
+    }
+    for round in [1, 2] {
+        let of_round: Vec<_> = leases.iter().filter(|l| l.round == round).collect();
+        let visits: HashSet<(u32, u32, u32)> = of_round
+            .iter()
+            .map(|l| (l.group, l.rank, l.slice))
+            .collect();
+        assert_eq!(visits.len(), 16, "round {round}");
+        assert_eq!(of_round.iter().map(|l| l.rows).sum::<u64>(), 900);
+    }
+    let err = job
+        .execute(
+            "CREATE MODEL odd OPTIONS (kind = 'mf', users = 40, items = 30, optimizer = 'sgd', \
+             parallelism = 'rotation', workers = 3, groups = 2) AS SELECT user, item, rating \
+             FROM ratings",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("groups = 2 must divide workers = 3"), "{err}");
+}
+
 /// On synthetic ratings of a rank-4 model with noise sigma 0.1 (the floor no model goes
 /// below), two rotation workers reach a holdout RMSE within 10% of sigma. Sequential SGD with
 /// the same rank, rate and epochs reaches 0.1063 on data of this shape (a plain loop in

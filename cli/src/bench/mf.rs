@@ -1,8 +1,9 @@
 //! `angel-ps bench mf`: matrix factorization on synthetic ratings from a known low-rank model
-//! (`angel_etl::ratings_data`), trained by Angel's data-parallel mode (ASP and SSP) and by
-//! Harp's model rotation with the same rank, rate, regularisation and epochs. Per run: the
-//! seconds and epochs to a holdout RMSE target, the final train and holdout RMSE against the
-//! noise floor, ratings trained per second, and the bytes pushed per epoch.
+//! (`angel_etl::ratings_data`), trained by Angel's data-parallel mode (ASP and SSP), by Harp's
+//! model rotation and (with 4 workers or more) Angel's hybrid of the two, with the same rank,
+//! rate, regularisation and epochs; `--slow` adds a straggler, without and with time control.
+//! Per run: the seconds and epochs to a holdout RMSE target, the final train and holdout RMSE
+//! against the noise floor, ratings trained per second, and the bytes pushed per epoch.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -88,7 +89,14 @@ struct Outcome {
 /// Generates the ratings (once per size and seed), trains every variant and prints the table.
 pub async fn run(args: MfBenchArgs) -> Result<(), Box<dyn Error>> {
     let files = ratings(&args)?;
-    let variants = VARIANTS.map(|(label, options)| (label.to_string(), options));
+    let mut variants = VARIANTS
+        .map(|(label, options)| (label.to_string(), options))
+        .to_vec();
+    // Angel's hybrid: two groups rotating within, sharing through the PS.
+    if args.workers >= 4 && args.workers.is_multiple_of(2) {
+        let label = format!("hybrid, 2 groups of {} workers", args.workers / 2);
+        variants.push((label, "parallelism = 'rotation', groups = 2"));
+    }
     let mut outcomes = train(&args, &files, &variants).await?;
     if let Some(factor) = args.slow {
         let slow = format!("model rotation, worker 1 {factor}x slower");

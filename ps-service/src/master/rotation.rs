@@ -14,10 +14,16 @@
 //! for a worker further behind, whose own next slice was released one step before it, so the
 //! waits never form a cycle.
 //!
+//! Hybrid parallelism (Angel): with G groups, ranks are dealt to the groups in turn and each
+//! group of W/G workers rotates its own S = 2W/G slices as above, with leases exclusive within
+//! the group; the groups train the same slices at once and share them through the PS (each
+//! step pushes its change as an addition). G = 1 is pure rotation; G = W, data parallelism.
+//!
 //! A round's workers must train at once: one that joins finds the round of the model's
 //! running statement, and a round whose W workers have not all joined within [`JOIN_GRACE`]
 //! fails its acquisitions with an error saying so (fewer task slots than workers). Every
-//! lease is recorded (round, step, rank, slice, start, end) for the status and the tests.
+//! lease is recorded (round, step, group, rank, slice, start, end, rows and time trained) for
+//! the status and the tests.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -78,9 +84,10 @@ struct Round {
     joined: Vec<u64>,
     left: Vec<bool>,
     started: Instant,
-    /// The slices in this round's order.
-    order: Vec<u32>,
-    /// Per slice: the index in `leases` of its current lease, if held.
+    /// Per group: the slices in this round's order.
+    order: Vec<Vec<u32>>,
+    /// Per group and slice (`group * slices + slice`): the index in `leases` of its current
+    /// lease, if held.
     holder: Vec<Option<usize>>,
     /// Its workers did not all join in time: the next join starts a new round.
     failed: bool,
@@ -89,25 +96,67 @@ struct Round {
 }
 
 impl Round {
+    /// A round of `workers` in `groups` groups, each rotating `slices` slices in an order
+    /// drawn from `seed`.
+    fn new(number: u32, (workers, groups, slices): (u32, u32, u32), seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let order = (0..groups)
+            .map(|_| {
+                let mut order: Vec<u32> = (0..slices).collect();
+                order.shuffle(&mut rng);
+                order
+            })
+            .collect();
+        Round {
+            number,
+            workers,
+            joined: Vec::new(),
+            left: Vec::new(),
+            started: Instant::now(),
+            order,
+            holder: vec![None; (groups * slices) as usize],
+            failed: false,
+            budget_us: 0,
+        }
+    }
+
     fn slices(&self) -> u32 {
+        self.order[0].len() as u32
+    }
+
+    fn groups(&self) -> u32 {
         self.order.len() as u32
+    }
+
+    /// The group of rank `rank` (join order) and its rank in the group: ranks are dealt to
+    /// the groups in turn.
+    fn member(&self, rank: u32) -> (u32, u32) {
+        (rank % self.groups(), rank / self.groups())
     }
 
     /// The slice of rank `rank` at `step`.
     fn slice(&self, rank: u32, step: u32) -> u32 {
-        let index = (2 * rank + step) % self.slices();
-        self.order[index as usize]
+        let (group, member) = self.member(rank);
+        let index = (2 * member + step) % self.slices();
+        self.order[group as usize][index as usize]
+    }
+
+    /// Where the holder of rank `rank`'s group's `slice` is kept.
+    fn slot(&self, rank: u32, slice: u32) -> usize {
+        (self.member(rank).0 * self.slices() + slice) as usize
     }
 
     fn reply(&self, rank: u32) -> RotateReply {
+        let (group, member) = self.member(rank);
         RotateReply {
             ready: true,
-            rank,
-            workers: self.workers,
+            rank: member,
+            workers: self.workers / self.groups(),
             slices: self.slices(),
             round: self.number,
             slice: 0,
             budget_us: self.budget_us,
+            group,
         }
     }
 }
@@ -149,19 +198,16 @@ impl Rotations {
                 _ => auto_budget(&model.leases, model.rounds),
             };
             model.rounds += 1;
-            let mut order: Vec<u32> = (0..2 * workers).collect();
+            let groups = sync.rotation_groups.clamp(1, workers);
+            let slices = match sync.rotation_slices {
+                0 => 2 * (workers / groups).max(1),
+                s => s,
+            };
             let seed = u64::from(model.rounds) ^ hash(&r.model);
-            order.shuffle(&mut StdRng::seed_from_u64(seed));
+            let sizes = (workers, groups, slices);
             model.round = Some(Round {
-                number: model.rounds,
-                workers,
-                joined: Vec::new(),
-                left: Vec::new(),
-                started: Instant::now(),
-                holder: vec![None; order.len()],
-                order,
-                failed: false,
                 budget_us,
+                ..Round::new(model.rounds, sizes, seed)
             });
         }
         let round = model.round.as_mut().expect("made above");
@@ -233,7 +279,8 @@ impl Rotations {
             )));
         }
         let slice = round.slice(rank, r.step);
-        if round.holder[slice as usize].is_some() {
+        let slot = round.slot(rank, slice);
+        if round.holder[slot].is_some() {
             return Ok(None);
         }
         let (number, reply) = (round.number, round.reply(rank));
@@ -252,8 +299,9 @@ impl Rotations {
             model: r.model.clone(),
             round: number,
             step: r.step,
-            rank,
+            rank: reply.rank,
             slice,
+            group: reply.group,
             start_us: now,
             end_us: 0,
             rows: 0,
@@ -261,7 +309,7 @@ impl Rotations {
         });
         let index = model.leases.len() - 1;
         let round = model.round.as_mut().expect("found above");
-        round.holder[slice as usize] = Some(index);
+        round.holder[slot] = Some(index);
         Ok(Some(RotateReply { slice, ..reply }))
     }
 
@@ -275,7 +323,8 @@ impl Rotations {
             slice,
             ..round.reply(rank)
         };
-        let Some(index) = round.holder[slice as usize].take() else {
+        let slot = round.slot(rank, slice);
+        let Some(index) = round.holder[slot].take() else {
             return Err(PsError::WrongState(format!(
                 "rotate: rank {rank} of model '{}' hands back slice {slice} of step {}, which \
                  it does not hold",
@@ -304,8 +353,9 @@ impl Rotations {
         let model = models.get_mut(&r.model).expect("found above");
         let round = model.round.as_mut().expect("found above");
         for held in round.holder.iter_mut() {
+            let own = |l: &Lease| (l.group, l.rank) == (reply.group, reply.rank);
             if let Some(index) = *held
-                && model.leases.get(index).is_some_and(|l| l.rank == rank)
+                && model.leases.get(index).is_some_and(own)
             {
                 *held = None;
                 model.leases[index].end_us = now.max(model.leases[index].start_us);
@@ -474,20 +524,62 @@ mod tests {
         assert_ne!(orders[0], orders[1], "a fresh order each round");
     }
 
+    /// Hybrid parallelism: four workers in two groups. Within a group no slice is held by two
+    /// workers at once and every slice meets every member once; the groups rotate the same
+    /// slices side by side.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn groups_rotate_their_own_slices_side_by_side() {
+        let rotations = Arc::new(Rotations::default());
+        let grouped = Sync {
+            rotation_groups: 2,
+            rotation_slices: 4,
+            ..sync(4)
+        };
+        let tasks: Vec<_> = (0..4u64)
+            .map(|id| {
+                let (rotations, grouped) = (rotations.clone(), grouped);
+                tokio::spawn(async move {
+                    let join = request(id, RotatePhase::Join, 0);
+                    let joined = rotations.rotate(&join, &grouped).await.unwrap();
+                    assert_eq!((joined.workers, joined.slices), (2, 4));
+                    for step in 0..joined.slices {
+                        let ask = request(id, RotatePhase::Acquire, step);
+                        rotations.rotate(&ask, &grouped).await.unwrap();
+                        let pause = (id * 5 + u64::from(step) * 3) % 4;
+                        tokio::time::sleep(Duration::from_millis(pause)).await;
+                        let back = request(id, RotatePhase::Release, step);
+                        rotations.rotate(&back, &grouped).await.unwrap();
+                    }
+                    let leave = request(id, RotatePhase::Leave, 0);
+                    rotations.rotate(&leave, &grouped).await.unwrap();
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let leases = rotations.leases();
+        assert_eq!(leases.len(), 16);
+        for a in &leases {
+            for b in &leases {
+                let overlap = a.start_us < b.end_us && b.start_us < a.end_us;
+                let same_group = a.group == b.group && a.slice == b.slice && a.rank != b.rank;
+                assert!(!(same_group && overlap), "{a:?} and {b:?}");
+            }
+        }
+        let visits: HashSet<(u32, u32, u32)> =
+            leases.iter().map(|l| (l.group, l.rank, l.slice)).collect();
+        assert_eq!(
+            visits.len(),
+            16,
+            "every slice met each member of each group once"
+        );
+    }
+
     /// The slices held at one step are never those the workers ask for one step ahead.
     #[test]
     fn the_schedule_gives_distinct_slices_and_frees_the_next_ones() {
-        let round = Round {
-            number: 1,
-            workers: 4,
-            joined: vec![0, 1, 2, 3],
-            left: vec![false; 4],
-            started: Instant::now(),
-            order: vec![5, 2, 7, 0, 1, 6, 3, 4],
-            holder: vec![None; 8],
-            failed: false,
-            budget_us: 0,
-        };
+        let round = Round::new(1, (4, 1, 8), 5);
         for step in 0..7 {
             let now: HashSet<u32> = (0..4).map(|w| round.slice(w, step)).collect();
             let next: HashSet<u32> = (0..4).map(|w| round.slice(w, step + 1)).collect();

@@ -99,6 +99,7 @@ pub fn status_json(reply: &StatusReply) -> Value {
             "model": l.model,
             "round": l.round,
             "step": l.step,
+            "group": l.group,
             "rank": l.rank,
             "slice": l.slice,
             "start_us": l.start_us,

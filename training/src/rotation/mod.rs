@@ -103,8 +103,10 @@ impl RotationTask {
         let blocks = Block::split(&rows, rotated, joined.slices as usize, bias);
         let keys: Arc<Vec<Vec<u64>>> = Arc::new(blocks.iter().map(Block::rotated_keys).collect());
         let mut users = Local::pull(&self.model, &rows, rotated)?;
+        // The hook names a rank in join order; ranks are dealt to the groups in turn.
+        let groups = self.model.spec.sync.workers / joined.workers.max(1);
         let slowdown = match slow_hook()? {
-            Some((rank, factor)) if rank == joined.rank => factor,
+            Some((rank, factor)) if rank == joined.rank * groups.max(1) + joined.group => factor,
             _ => 1.0,
         };
         let mut total = Trained::default();

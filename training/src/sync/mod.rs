@@ -70,6 +70,9 @@ pub struct SyncSpec {
     pub rotation: bool,
     /// Model rotation's time control (option `step_ms`).
     pub step_budget: StepBudget,
+    /// Angel's hybrid parallelism (option `groups`): the workers rotate within this many
+    /// groups, which share the model through the PS.
+    pub groups: u32,
 }
 
 /// The longest step budget: a day.
@@ -92,6 +95,7 @@ impl Default for SyncSpec {
             pull_ahead: false,
             rotation: false,
             step_budget: StepBudget::None,
+            groups: 1,
         }
     }
 }
@@ -140,6 +144,7 @@ impl SyncSpec {
             }
             "pull_ahead" => self.pull_ahead = option.one_of(&["true", "false"])? == "true",
             "parallelism" => self.rotation = option.one_of(&["data", "rotation"])? == "rotation",
+            "groups" => self.groups = whole(1, 4096)?,
             "step_ms" => {
                 self.step_budget = match value.trim().eq_ignore_ascii_case("auto") {
                     true => StepBudget::Auto,
@@ -173,6 +178,20 @@ impl SyncSpec {
                 self.backup_workers, self.workers
             ));
         }
+        if self.groups > 1 && !self.rotation {
+            return option_err(format!(
+                "model option groups = {} is model rotation's hybrid parallelism: it needs \
+                 parallelism = 'rotation'",
+                self.groups
+            ));
+        }
+        if self.workers > 0 && !self.workers.is_multiple_of(self.groups) {
+            return option_err(format!(
+                "model option groups = {} must divide workers = {} (each group rotates among \
+                 as many workers)",
+                self.groups, self.workers
+            ));
+        }
         if self.pull_ahead && !self.pulls_ahead() {
             return option_err(
                 "model option pull_ahead = 'true' needs sync = 'asp' and an update rule other \
@@ -196,9 +215,10 @@ impl SyncSpec {
             slow_factor: self.slow_factor,
             pull_ahead: self.pull_ahead,
             rotation_slices: match self.rotation {
-                true => 2 * self.workers.max(1),
+                true => 2 * (self.workers / self.groups.max(1)).max(1),
                 false => 0,
             },
+            rotation_groups: self.groups,
             rotation_step_ms: match self.step_budget {
                 StepBudget::None => 0,
                 StepBudget::Fixed(ms) => i64::from(ms),
@@ -246,6 +266,9 @@ pub fn options(sync: &Sync, rule: UpdateRule, local_steps: u32) -> Vec<(&'static
     if staleness > 0 {
         options.push(("staleness", staleness.to_string()));
     }
+    if sync.rotation_groups > 1 {
+        options.push(("groups", sync.rotation_groups.to_string()));
+    }
     match sync.rotation_step_ms {
         0 => {}
         ms if ms < 0 => options.push(("step_ms", "auto".to_string())),
@@ -283,6 +306,7 @@ mod tests {
             ("pull_ahead", "TRUE"),
             ("parallelism", "rotation"),
             ("step_ms", "Auto"),
+            ("groups", "2"),
         ] {
             assert!(spec.set(k, v).unwrap(), "{k}");
         }
