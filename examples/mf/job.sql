@@ -4,7 +4,8 @@
 -- rating, by name.
 --   angel-ps run examples/mf/job.sql --var train=train.csv --var test=test.csv --var out=DIR
 -- The files have a header `user,item,rating`; `angel-ps bench mf` writes such a pair of
--- synthetic ratings. Variables: rank (8), epochs (6), workers (2), learning_rate (0.03).
+-- synthetic ratings. Variables: rank (8), epochs (6), workers (2), learning_rate (0.03),
+-- step_ms (auto; 0: every epoch trains every rating).
 
 CREATE TABLE train_raw AS SELECT CAST(user AS VARCHAR) AS user, CAST(item AS VARCHAR) AS item,
   rating FROM read_csv('${train}');
@@ -30,7 +31,7 @@ CREATE TABLE test AS SELECT u.id AS user, i.id AS item, rating
 CREATE OR REPLACE MODEL recs OPTIONS (
   kind = 'mf', rank = ${rank:-8}, user_counter = 'mf_users', item_counter = 'mf_items',
   optimizer = 'sgd', learning_rate = ${learning_rate:-0.03}, l2 = 0.02,
-  parallelism = 'rotation', step_ms = 'auto', workers = ${workers:-2},
+  parallelism = 'rotation', step_ms = '${step_ms:-auto}', workers = ${workers:-2},
   epochs = ${epochs:-6}, holdout = 'test'
 ) AS SELECT user, item, rating FROM train;
 
