@@ -292,18 +292,20 @@ fn holdout_auc(stdout: &str) -> f64 {
     result_value(stdout, "holdout_auc")
 }
 
-/// The CTR job is training: its model has taken more than 50 changes.
-fn training(status: &angel_proto::StatusReply) -> bool {
-    let map = status.map.clone().unwrap_or_default();
-    let Some(model) = map.matrices.iter().find(|m| m.name == "ctr/ctr") else {
-        return false;
-    };
-    let stats = status.servers.iter().flat_map(|s| &s.partitions);
-    let pushes: u64 = stats
-        .filter(|p| p.matrix_id == model.id)
-        .map(|p| p.version)
-        .sum();
-    pushes > 50
+/// Model `name` (namespaced) has taken more than `changes` changes: its job is training.
+fn has_taken(name: &'static str, changes: u64) -> impl Fn(&angel_proto::StatusReply) -> bool {
+    move |status| {
+        let map = status.map.clone().unwrap_or_default();
+        let Some(model) = map.matrices.iter().find(|m| m.name == name) else {
+            return false;
+        };
+        let stats = status.servers.iter().flat_map(|s| &s.partitions);
+        let pushes: u64 = stats
+            .filter(|p| p.matrix_id == model.id)
+            .map(|p| p.version)
+            .sum();
+        pushes > changes
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -320,7 +322,7 @@ async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_or_the_master_is_k
     let mut cluster = cluster(&snapshots, "3600", "3600");
     let job = ctr_job(&cluster.master.addr, &data);
     let c = cluster.client().await;
-    wait_for(&c, training, Duration::from_secs(300)).await;
+    wait_for(&c, has_taken("ctr/ctr", 50), Duration::from_secs(300)).await;
     cluster.servers[1].kill();
     let stdout = finished(job);
     let auc = holdout_auc(&stdout);
@@ -349,7 +351,7 @@ async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_or_the_master_is_k
     let _servers = [spawn(&server), spawn(&server)];
     let job = ctr_job(&bind, &data);
     let c = PsClient::connect(&bind).await.unwrap();
-    wait_for(&c, training, Duration::from_secs(300)).await;
+    wait_for(&c, has_taken("ctr/ctr", 50), Duration::from_secs(300)).await;
     master.kill();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let _master = spawn(&master_args);
@@ -388,20 +390,6 @@ fn mf_job(master: &str, dir: &std::path::Path) -> Job {
     start_job(&[&args[..], &files].concat(), &[])
 }
 
-/// The ratings job is training: its model has taken more than 100 changes.
-fn rotating(status: &angel_proto::StatusReply) -> bool {
-    let map = status.map.clone().unwrap_or_default();
-    let Some(model) = map.matrices.iter().find(|m| m.name == "mf/recs") else {
-        return false;
-    };
-    let stats = status.servers.iter().flat_map(|s| &s.partitions);
-    let pushes: u64 = stats
-        .filter(|p| p.matrix_id == model.id)
-        .map(|p| p.version)
-        .sum();
-    pushes > 100
-}
-
 /// Two runs of the ratings example differ by up to this much in holdout RMSE (0.002 here):
 /// its joins hand each worker its ratings in an order that changes from run to run, and SGD's
 /// result follows the order.
@@ -433,7 +421,7 @@ async fn a_rotation_job_ends_with_the_same_model_when_a_server_is_killed() {
     let mut cluster = cluster(&dir.path().join("snapshots"), "3600", "3600");
     let job = mf_job(&cluster.master.addr, dir.path());
     let c = cluster.client().await;
-    wait_for(&c, rotating, Duration::from_secs(300)).await;
+    wait_for(&c, has_taken("mf/recs", 100), Duration::from_secs(300)).await;
     cluster.servers[1].kill();
     let stdout = finished(job);
     let rmse = result_value(&stdout, "holdout_rmse");
