@@ -56,6 +56,9 @@ pub struct MfBenchArgs {
     /// without and with time control (`step_ms = 'auto'`).
     #[arg(long)]
     pub slow: Option<f64>,
+    /// Leave out the data-parallel runs (at the scale an epoch of them takes minutes).
+    #[arg(long)]
+    pub skip_data_parallel: bool,
     /// Also write the table, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -89,9 +92,10 @@ struct Outcome {
 /// Generates the ratings (once per size and seed), trains every variant and prints the table.
 pub async fn run(args: MfBenchArgs) -> Result<(), Box<dyn Error>> {
     let files = ratings(&args)?;
-    let mut variants = VARIANTS
-        .map(|(label, options)| (label.to_string(), options))
-        .to_vec();
+    let mut variants: Vec<(String, &str)> = (VARIANTS.iter())
+        .filter(|(_, options)| !(args.skip_data_parallel && options.contains("'data'")))
+        .map(|&(label, options)| (label.to_string(), options))
+        .collect();
     // Angel's hybrid: two groups rotating within, sharing through the PS.
     if args.workers >= 4 && args.workers.is_multiple_of(2) {
         let label = format!("hybrid, 2 groups of {} workers", args.workers / 2);
