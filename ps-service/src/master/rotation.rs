@@ -75,6 +75,23 @@ struct Model {
     leases: Vec<Lease>,
 }
 
+impl Model {
+    /// Forgets the oldest half of a full record of leases, but none still held: a slice's
+    /// holder must stay in the record, or the slice would look free.
+    fn trim_leases(&mut self) {
+        if self.leases.len() < MAX_LEASES {
+            return;
+        }
+        let holders = self.round.iter_mut().flat_map(|r| r.holder.iter_mut());
+        let oldest_held = holders.flatten().map(|i| *i).min();
+        let cut = oldest_held.unwrap_or(usize::MAX).min(MAX_LEASES / 2);
+        self.leases.drain(..cut);
+        for held in self.round.iter_mut().flat_map(|r| r.holder.iter_mut()) {
+            *held = held.map(|i| i - cut);
+        }
+    }
+}
+
 /// One statement's rotation.
 #[derive(Debug)]
 struct Round {
@@ -285,16 +302,7 @@ impl Rotations {
         }
         let (number, reply) = (round.number, round.reply(rank));
         let model = models.get_mut(&r.model).expect("found above");
-        if model.leases.len() >= MAX_LEASES {
-            model.leases.drain(..MAX_LEASES / 2);
-            for held in model
-                .round
-                .iter_mut()
-                .flat_map(|round| round.holder.iter_mut())
-            {
-                *held = held.and_then(|i| i.checked_sub(MAX_LEASES / 2));
-            }
-        }
+        model.trim_leases();
         model.leases.push(Lease {
             model: r.model.clone(),
             round: number,
@@ -574,6 +582,43 @@ mod tests {
             16,
             "every slice met each member of each group once"
         );
+    }
+
+    /// A full record forgets its oldest leases but keeps the held ones, whose slices stay
+    /// held.
+    #[test]
+    fn trimming_the_record_keeps_every_held_lease() {
+        let mut round = Round::new(1, (2, 1, 4), 3);
+        round.holder[2] = Some(10);
+        round.holder[3] = Some(MAX_LEASES - 1);
+        let lease = |step| Lease {
+            step,
+            ..Lease::default()
+        };
+        let mut model = Model {
+            round: Some(round),
+            rounds: 1,
+            leases: (0..MAX_LEASES as u32).map(lease).collect(),
+        };
+        model.trim_leases();
+        assert_eq!(
+            model.leases.len(),
+            MAX_LEASES - 10,
+            "cut at the oldest held"
+        );
+        let holder = &model.round.as_ref().unwrap().holder;
+        assert_eq!(model.leases[holder[2].unwrap()].step, 10);
+        assert_eq!(model.leases[holder[3].unwrap()].step, MAX_LEASES as u32 - 1);
+        model.round.as_mut().unwrap().holder[2] = None;
+        model.leases.extend((0..10).map(lease));
+        model.trim_leases();
+        assert_eq!(
+            model.leases.len(),
+            MAX_LEASES / 2,
+            "the oldest half once none is held"
+        );
+        let holder = &model.round.as_ref().unwrap().holder;
+        assert_eq!(model.leases[holder[3].unwrap()].step, MAX_LEASES as u32 - 1);
     }
 
     /// The slices held at one step are never those the workers ask for one step ahead.
