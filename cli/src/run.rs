@@ -79,10 +79,10 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// A job named `file` on an embedded service of two servers, with `partitions` target
-    /// partitions and every other flag at its default (the benchmarks' jobs).
-    pub fn embedded(file: &str, partitions: usize) -> Self {
+    /// partitions and every other flag at its default (the benchmarks' and example tests' jobs).
+    pub fn embedded(file: impl Into<PathBuf>, partitions: usize) -> Self {
         RunArgs {
-            file: PathBuf::from(file),
+            file: file.into(),
             vars: Vec::new(),
             master: None,
             namespace: None,

@@ -19,21 +19,11 @@ async fn run_example(
     partitions: usize,
 ) -> Vec<StatementReport> {
     let args = RunArgs {
-        file: Path::new(env!("CARGO_MANIFEST_DIR")).join(job),
         vars: vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
-        master: None,
-        servers: 2,
-        partitions,
-        ballista: None,
-        stage: None,
-        http: None,
-        memory: Default::default(),
-        output: Default::default(),
-        access: Default::default(),
-        namespace: None,
+        ..RunArgs::embedded(Path::new(env!("CARGO_MANIFEST_DIR")).join(job), partitions)
     };
     run_job(&args, |_| {})
         .await
