@@ -1,7 +1,8 @@
 //! [`Binding`]: what every PS-bound SQL function is bound to: the master of the service it
-//! talks to, and the [`Reports`] and [`KeyLists`] of the job that registered it. [`PsBound`] is the base those
-//! functions share; [`crate::bound_functions`] lists them once, for registration and for the
-//! Ballista codecs, which carry only the master across the network.
+//! talks to, and the [`Reports`], [`KeyLists`] and [`Kept`] rotation workers of the job that
+//! registered it. [`PsBound`] is the base those functions share; [`crate::bound_functions`]
+//! lists them once, for registration and for the Ballista codecs, which carry only the master
+//! across the network.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use datafusion::common::Result;
 
 use crate::reports::Reports;
 use angel_training::key_lists::KeyLists;
+use angel_training::rotation::kept::Kept;
 
 /// A service and the job reporting through it.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +22,7 @@ pub struct Binding {
     namespace: String,
     reports: Reports,
     key_lists: KeyLists,
+    kept: Kept,
 }
 
 impl Binding {
@@ -30,6 +33,7 @@ impl Binding {
             namespace: String::new(),
             reports,
             key_lists: KeyLists::default(),
+            kept: Kept::default(),
         }
     }
 
@@ -66,6 +70,11 @@ impl Binding {
     /// The training batches the job's `ps_train` keeps across epochs.
     pub fn key_lists(&self) -> &KeyLists {
         &self.key_lists
+    }
+
+    /// What the job's rotation workers keep from round to round of a statement.
+    pub fn kept(&self) -> &Kept {
+        &self.kept
     }
 
     /// The process-wide client of the service, for the job's namespace.

@@ -164,7 +164,11 @@ impl Train {
         if self.task.is_none() {
             let model = Model::open(self.binding.client()?, &self.name).map_err(train_error)?;
             self.task = Some(match model.spec.sync.rotation {
-                true => Pass::Rotation(Box::new(RotationTask::new(model))),
+                true => Pass::Rotation(Box::new(RotationTask::new(
+                    model,
+                    MODEL.function,
+                    self.binding.kept().clone(),
+                ))),
                 false => Pass::Steps(Box::new(TrainTask::new(model))),
             });
         }
@@ -209,11 +213,8 @@ impl Accumulator for Train {
             Pass::Steps(task) => train(&binding, &name, task, values)?,
             Pass::Rotation(task) => {
                 let (label, inputs) = columns(&task.model().spec, values)?;
-                let kind = &task.model().spec.kind;
-                let read = kind.read_rows(MODEL.function, Some(label), inputs);
-                let read = read.map_err(train_error)?;
-                task.add(read);
-                // Counted as they train: see `finish`.
+                task.add(label, inputs);
+                // Read and counted as they train: see `finish`.
                 (0, 0.0)
             }
         };

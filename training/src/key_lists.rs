@@ -110,7 +110,7 @@ impl KeyLists {
 }
 
 /// A hash of the arrays' lengths, offsets and first buffer addresses.
-fn fingerprint(arrays: &[ArrayData]) -> u64 {
+pub(crate) fn fingerprint(arrays: &[ArrayData]) -> u64 {
     let mut hasher = ahash::RandomState::with_seeds(1, 2, 3, 4).build_hasher();
     for a in arrays {
         (a.len(), a.offset()).hash(&mut hasher);
@@ -124,7 +124,7 @@ fn fingerprint(arrays: &[ArrayData]) -> u64 {
 }
 
 /// True when both lists hold arrays over the same buffers.
-fn same_arrays(a: &[ArrayData], b: &[ArrayData]) -> bool {
+pub(crate) fn same_arrays(a: &[ArrayData], b: &[ArrayData]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.ptr_eq(y))
 }
 

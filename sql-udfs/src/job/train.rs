@@ -363,7 +363,8 @@ async fn train(
     Ok(batch)
 }
 
-/// Key-list caching of a model's training batches, on while this lives.
+/// Key-list caching of a model's training batches, and keeping its rotation workers from
+/// epoch to epoch: on while this lives.
 struct Caching<'a> {
     binding: &'a Binding,
     model: &'a str,
@@ -374,6 +375,7 @@ struct Caching<'a> {
 impl<'a> Caching<'a> {
     fn on(binding: &'a Binding, model: &'a str) -> Self {
         binding.key_lists().enable(model);
+        binding.kept().enable(model);
         Caching {
             binding,
             model,
@@ -398,6 +400,7 @@ impl<'a> Caching<'a> {
 impl Drop for Caching<'_> {
     fn drop(&mut self) {
         self.binding.key_lists().disable(self.model);
+        self.binding.kept().disable(self.model);
     }
 }
 

@@ -1,5 +1,5 @@
 //! [`Local`]: a rotation worker's own columns (its users' factors), trained in place and
-//! pushed back as one change at the end of the round.
+//! pushed back as one change at the end of each round.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -10,9 +10,10 @@ use crate::rows::SparseRows;
 
 use super::block::Block;
 
-/// The task's own (not rotated) columns: their values as pulled and as trained.
+/// The task's own (not rotated) columns: their values as the PS has them and as trained.
 pub struct Local {
     keys: Vec<u64>,
+    /// The values on the PS, weight row after weight row.
     pulled: Vec<f32>,
     pub values: HashMap<u64, Vec<f32>>,
 }
@@ -46,8 +47,8 @@ impl Local {
         }
     }
 
-    /// Adds the change since the pull to the model.
-    pub fn push(&self, model: &Model) -> Result<()> {
+    /// Adds the change since the pull (or the last push) to the model.
+    pub fn push(&mut self, model: &Model) -> Result<()> {
         if self.keys.is_empty() {
             return Ok(());
         }
@@ -57,7 +58,12 @@ impl Local {
             .flat_map(|o| (0..n).map(move |j| (o, j)))
             .map(|(o, j)| self.values[&self.keys[j]][o] - self.pulled[o * n + j])
             .collect();
-        model.add(&self.keys, &deltas, None)
+        model.add(&self.keys, &deltas, None)?;
+        // The servers add in f32 as computed here: they now hold pulled + delta.
+        for (at, delta) in deltas.iter().enumerate() {
+            self.pulled[at] += delta;
+        }
+        Ok(())
     }
 }
 

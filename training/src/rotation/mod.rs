@@ -2,19 +2,21 @@
 //! `parallelism = 'rotation'`.
 //!
 //! The task keeps its rows (its users' ratings, the statement's rows being split by user) and
-//! its users' factors for the whole statement. The model's rotated part (the item factors) is
-//! cut into slices that the master hands out under exclusive leases
-//! (`ps-service`'s `master::rotation`): at each step the task pulls the columns of its slice
-//! that its rows use, trains the slice's rows with plain SGD in the rows' order, pushes the
-//! slice's change and hands the slice back. The next step's slice is leased and pulled while
-//! the current one trains (pipelining). Under time control a step stops when the lease's
-//! budget runs out and the block's other rows train in a later round ([`pace`]). At the end
-//! the users' change goes to the PS, so evaluation and `SAVE MODEL` see the whole model.
+//! its users' factors for the whole statement ([`kept`]: a round's task takes them from the
+//! previous round's). The model's rotated part (the item factors) is cut into slices that the
+//! master hands out under exclusive leases (`ps-service`'s `master::rotation`): at each step
+//! the task pulls the columns of its slice that its rows use, trains the slice's rows with
+//! plain SGD in the rows' order, pushes the slice's change and hands the slice back. The next
+//! step's slice is leased and pulled while the current one trains (pipelining). Under time
+//! control a step stops when the lease's budget runs out and the block's other rows train in a
+//! later round ([`pace`]). At the end of each round the users' change goes to the PS, so
+//! evaluation and `SAVE MODEL` see the whole model.
 //!
-//! - [`block`]: the rows of one slice; [`local`]: the task's users' factors; [`pace`]: time
-//!   control.
+//! - [`block`]: the rows of one slice; [`local`]: the task's users' factors; [`kept`]: both,
+//!   from round to round; [`pace`]: time control.
 
 pub mod block;
+pub mod kept;
 pub mod local;
 pub mod pace;
 
@@ -25,12 +27,14 @@ use std::time::Instant;
 use angel_client::runtime::{Started, block_on, start};
 use angel_client::{RotatePhase, RotateReply, RotateRequest};
 use angel_optim::{Optimizer, builtin};
+use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
 use crate::model::Model;
 use crate::rows::SparseRows;
 use crate::sync::worker::{fresh_id, slow_hook};
 use block::Block;
+use kept::{Kept, Worker};
 use local::Local;
 use pace::{CHUNK, Cursors, Pace};
 
@@ -41,8 +45,11 @@ static CURSORS: LazyLock<Cursors> = LazyLock::new(Cursors::default);
 #[derive(Debug)]
 pub struct RotationTask {
     model: Model,
-    /// The rows of the task, batch after batch.
-    rows: Vec<SparseRows>,
+    /// The function the rows come through, for errors in them.
+    function: &'static str,
+    /// The task's rows, batch after batch: each batch's label array, then its input arrays.
+    batches: Vec<Vec<ArrayRef>>,
+    kept: Kept,
 }
 
 /// A slice leased and pulled: its lease and the values of the block's rotated keys.
@@ -56,11 +63,14 @@ pub struct Trained {
 }
 
 impl RotationTask {
-    /// A rotation worker of model `model`.
-    pub fn new(model: Model) -> Self {
+    /// A rotation worker of model `model`, reading rows that come through `function`, taking
+    /// its state from (and leaving it in) `kept`.
+    pub fn new(model: Model, function: &'static str, kept: Kept) -> Self {
         RotationTask {
             model,
-            rows: Vec::new(),
+            function,
+            batches: Vec::new(),
+            kept,
         }
     }
 
@@ -69,9 +79,11 @@ impl RotationTask {
         &self.model
     }
 
-    /// Keeps `rows` for the statement's steps.
-    pub fn add(&mut self, rows: SparseRows) {
-        self.rows.push(rows);
+    /// Keeps a batch of rows (its `label` and `inputs` arrays, as the model's kind reads
+    /// them) for the round.
+    pub fn add(&mut self, label: &ArrayRef, inputs: &[ArrayRef]) {
+        let arrays = std::iter::once(label).chain(inputs).cloned().collect();
+        self.batches.push(arrays);
     }
 
     /// Takes part in the statement's round: every step's slice, in the master's order;
@@ -81,7 +93,7 @@ impl RotationTask {
         let client = self.model.client().clone();
         let id = fresh_id();
         let joined = block_on(client.rotate(self.request(id, RotatePhase::Join, 0)))?;
-        let trained = self.steps(id, &joined, (&rotated, optimizer), progress);
+        let trained = self.round(id, &joined, (&rotated, optimizer), progress);
         // Left whatever happened, so the next statement starts a round of its own.
         let left = block_on(client.rotate(self.request(id, RotatePhase::Leave, 0)));
         let trained = trained?;
@@ -89,20 +101,59 @@ impl RotationTask {
         Ok(trained)
     }
 
-    /// Every step of the round: see [`RotationTask::run`].
-    fn steps(
+    /// The round's steps with the task's worker state, kept for the next round after.
+    fn round(
         &mut self,
         id: u64,
         joined: &RotateReply,
         (rotated, optimizer): (&Range<u64>, &dyn Optimizer),
+        progress: impl FnMut(u64, f64),
+    ) -> Result<Trained> {
+        let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
+        let slices = joined.slices as usize;
+        let mut worker = match self.kept.take(&self.model.name, &arrays) {
+            Some(worker) if worker.slices == slices => worker,
+            _ => {
+                tracing::debug!(model = %self.model.name, "rotation worker reads its rows");
+                self.worker(rotated, slices)?
+            }
+        };
+        let trained = self.steps(id, joined, &mut worker, optimizer, progress)?;
+        worker.users.push(&self.model)?;
+        self.kept
+            .put(&self.model.name, joined.round, arrays, worker);
+        Ok(trained)
+    }
+
+    /// The task's state read afresh: its rows in blocks of `slices` slices of the `rotated`
+    /// columns, and its users' factors pulled.
+    fn worker(&self, rotated: &Range<u64>, slices: usize) -> Result<Worker> {
+        let kind = &self.model.spec.kind;
+        let read = (self.batches.iter())
+            .map(|b| kind.read_rows(self.function, Some(&b[0]), &b[1..]))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = SparseRows::concat(read);
+        let blocks = Block::split(&rows, rotated, slices, self.model.spec.bias_key());
+        let keys = Arc::new(blocks.iter().map(Block::rotated_keys).collect());
+        let users = Local::pull(&self.model, &rows, rotated)?;
+        Ok(Worker {
+            slices,
+            blocks,
+            keys,
+            users,
+        })
+    }
+
+    /// Every step of the round: see [`RotationTask::run`].
+    fn steps(
+        &self,
+        id: u64,
+        joined: &RotateReply,
+        worker: &mut Worker,
+        optimizer: &dyn Optimizer,
         mut progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
         let client = self.model.client().clone();
-        let rows = SparseRows::concat(std::mem::take(&mut self.rows));
-        let bias = self.model.spec.bias_key();
-        let blocks = Block::split(&rows, rotated, joined.slices as usize, bias);
-        let keys: Arc<Vec<Vec<u64>>> = Arc::new(blocks.iter().map(Block::rotated_keys).collect());
-        let mut users = Local::pull(&self.model, &rows, rotated)?;
         // The hook names a rank in join order; ranks are dealt to the groups in turn.
         let groups = self.model.spec.sync.workers / joined.workers.max(1);
         let slowdown = match slow_hook()? {
@@ -110,16 +161,16 @@ impl RotationTask {
             _ => 1.0,
         };
         let mut total = Trained::default();
-        let mut ahead = Some(self.fetch(id, 0, keys.clone()));
+        let mut ahead = Some(self.fetch(id, 0, worker.keys.clone()));
         for step in 0..joined.slices {
             let (lease, items) = block_on(ahead.take().expect("started").join())?;
             if step + 1 < joined.slices {
-                ahead = Some(self.fetch(id, step + 1, keys.clone()));
+                ahead = Some(self.fetch(id, step + 1, worker.keys.clone()));
             }
-            let block = &blocks[lease.slice as usize];
+            let block = &worker.blocks[lease.slice as usize];
             let pace = Pace::start(lease.budget_us, slowdown);
             let busy = Instant::now();
-            let trained = self.train(block, (&mut users, &items), optimizer, pace)?;
+            let trained = self.train(block, (&mut worker.users, &items), optimizer, pace)?;
             progress(trained.rows, trained.loss);
             total.rows += trained.rows;
             total.loss += trained.loss;
@@ -130,7 +181,6 @@ impl RotationTask {
             };
             block_on(client.rotate(release))?;
         }
-        users.push(&self.model)?;
         Ok(total)
     }
 

@@ -1,0 +1,158 @@
+//! [`Kept`]: what rotation workers keep from round to round of a statement: their rows split
+//! into blocks and their users' factors (Harp's long-lived workers with local state).
+//!
+//! `CREATE MODEL` runs one rotation round per epoch, and each round's tasks are new. Their rows
+//! come as the very same record batches every epoch (the statement holds them in memory), so a
+//! task finds what the previous round's task with those batches left, by the identity of the
+//! batches' arrays as [`crate::key_lists`] does: no decoding, no split into blocks, no pull of
+//! the users' factors. The job turns keeping on for a model for the statement and off at its
+//! end; an entry not taken back in the next round goes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow::array::ArrayData;
+
+use crate::key_lists::{fingerprint, same_arrays};
+
+use super::block::Block;
+use super::local::Local;
+
+/// One worker's state: its blocks (for a number of slices), the rotated keys of each, and its
+/// users' factors as last pushed.
+pub struct Worker {
+    pub slices: usize,
+    pub blocks: Vec<Block>,
+    pub keys: Arc<Vec<Vec<u64>>>,
+    pub users: Local,
+}
+
+/// The kept workers (`W`) of the models being trained, per model.
+pub struct Kept<W = Worker> {
+    models: Arc<Mutex<HashMap<String, Entries<W>>>>,
+}
+
+/// One model's workers, by a hash of their batches' arrays.
+type Entries<W> = HashMap<u64, Entry<W>>;
+
+struct Entry<W> {
+    arrays: Vec<ArrayData>,
+    /// The round that put it.
+    round: u32,
+    worker: W,
+}
+
+impl<W> Default for Kept<W> {
+    fn default() -> Self {
+        Kept {
+            models: Arc::default(),
+        }
+    }
+}
+
+impl<W> Clone for Kept<W> {
+    fn clone(&self) -> Self {
+        Kept {
+            models: self.models.clone(),
+        }
+    }
+}
+
+impl<W> std::fmt::Debug for Kept<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let models: Vec<String> = self.lock().keys().cloned().collect();
+        f.debug_struct("Kept").field("models", &models).finish()
+    }
+}
+
+impl<W> Kept<W> {
+    /// Starts keeping `model`'s workers.
+    pub fn enable(&self, model: &str) {
+        self.lock().insert(model.to_string(), Entries::default());
+    }
+
+    /// Stops keeping `model`'s workers and drops them.
+    pub fn disable(&self, model: &str) {
+        self.lock().remove(model);
+    }
+
+    /// The worker the previous round left for rows read from `arrays`, if any.
+    pub fn take(&self, model: &str, arrays: &[ArrayData]) -> Option<W> {
+        let mut models = self.lock();
+        let entries = models.get_mut(model)?;
+        let key = fingerprint(arrays);
+        match entries.get(&key) {
+            Some(e) if same_arrays(&e.arrays, arrays) => entries.remove(&key).map(|e| e.worker),
+            _ => None,
+        }
+    }
+
+    /// Keeps `worker`, of rows read from `arrays`, for the round after `round` (when `model`'s
+    /// workers are kept); drops what earlier rounds left and nobody took.
+    pub fn put(&self, model: &str, round: u32, arrays: Vec<ArrayData>, worker: W) {
+        if let Some(entries) = self.lock().get_mut(model) {
+            entries.retain(|_, e| e.round >= round);
+            let entry = Entry {
+                arrays,
+                round,
+                worker,
+            };
+            entries.insert(fingerprint(&entry.arrays), entry);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entries<W>>> {
+        // Every change is one insert or removal: a panic elsewhere leaves the map consistent.
+        self.models.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, Int64Array};
+
+    fn arrays(values: Vec<i64>) -> Vec<ArrayData> {
+        vec![Int64Array::from(values).to_data()]
+    }
+
+    #[test]
+    fn a_worker_is_found_by_the_very_arrays_it_was_read_from_once() {
+        let kept = Kept::<u32>::default();
+        let (a, b) = (arrays(vec![1, 2]), arrays(vec![1, 2]));
+        kept.put("m", 1, a.clone(), 7);
+        assert_eq!(
+            kept.take("m", &a),
+            None,
+            "not kept: the model is not enabled"
+        );
+        kept.enable("m");
+        kept.put("m", 1, a.clone(), 7);
+        assert_eq!(kept.take("m", &b), None, "equal values in other arrays");
+        assert_eq!(kept.take("other", &a), None);
+        assert_eq!(kept.take("m", &a), Some(7));
+        assert_eq!(kept.take("m", &a), None, "taken");
+        kept.put("m", 1, a.clone(), 8);
+        kept.disable("m");
+        assert_eq!(kept.take("m", &a), None);
+    }
+
+    #[test]
+    fn what_a_round_left_and_nobody_took_goes_with_the_next_round() {
+        let kept = Kept::<u32>::default();
+        kept.enable("m");
+        let (a, b, c) = (arrays(vec![1]), arrays(vec![2]), arrays(vec![3]));
+        kept.put("m", 1, a.clone(), 1);
+        kept.put("m", 1, b.clone(), 2);
+        assert_eq!(kept.take("m", &a), Some(1));
+        kept.put("m", 2, a.clone(), 1);
+        kept.put("m", 2, c.clone(), 3);
+        assert_eq!(
+            kept.take("m", &b),
+            None,
+            "left by round 1, not taken in round 2"
+        );
+        assert_eq!(kept.take("m", &a), Some(1));
+        assert_eq!(kept.take("m", &c), Some(3));
+    }
+}
