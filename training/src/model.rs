@@ -219,7 +219,7 @@ impl ModelSpec {
     /// optimizer than the workers' plain SGD, another update rule.
     fn check_rotation(&self) -> Result<()> {
         let kind = self.kind.name();
-        if self.kind.rotated_columns().is_none() {
+        if self.kind.rotating().is_none() {
             return option_err(format!(
                 "model option parallelism = 'rotation' is for kinds with a part to rotate \
                  (mf); a {kind} model trains with parallelism = 'data'"

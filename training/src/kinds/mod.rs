@@ -126,9 +126,9 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         true
     }
 
-    /// The columns model rotation trades among the workers in slices (matrix factorization:
-    /// the items'); `None`: the kind cannot rotate.
-    fn rotated_columns(&self) -> Option<std::ops::Range<u64>> {
+    /// How the kind trains under model rotation (matrix factorization); `None`: it cannot
+    /// rotate.
+    fn rotating(&self) -> Option<&dyn Rotating> {
         None
     }
 
@@ -184,6 +184,25 @@ pub trait Ranking {
     /// The score of `candidate` for `subject`, from their columns' weights (one per weight
     /// row): higher ranks first.
     fn score(&self, subject: &[f32], candidate: &[f32]) -> f64;
+}
+
+/// A kind trained by model rotation (Harp's): the columns the workers trade in slices and
+/// its SGD step, on the weights of a worker's block laid out key after key (a key's weight
+/// rows side by side), so a row's step touches a few cache lines whatever the block's size.
+pub trait Rotating {
+    /// The columns traded among the workers in slices (matrix factorization: the items').
+    fn rotated_columns(&self) -> std::ops::Range<u64>;
+
+    /// One step of `sgd` (with `params`) on row `r` of `rows` (`row`: rows, r, and `g`, where
+    /// its keys sit) on `weights` (slot `s`'s weight row `o` at `s * weight_rows + o`); every
+    /// gradient is taken before the step. Returns the row's loss before the step.
+    fn sgd_step(
+        &self,
+        row: (&SparseRows, usize, &Gathered),
+        weights: &mut [f32],
+        sgd: &dyn angel_optim::Optimizer,
+        params: &angel_optim::OptimizerParams,
+    ) -> f64;
 }
 
 /// A holdout metric beside the loss.

@@ -52,18 +52,20 @@ impl Block {
         self.rotated.iter().map(|&(_, k)| k).collect()
     }
 
-    /// The weights of the block's gathered keys, weight row after weight row: the task's
-    /// `users`' and the slice's pulled `items` (`weight_rows` rows each).
+    /// The weights of the block's gathered keys, key after key (`weight_rows` each, as
+    /// [`crate::kinds::Rotating::sgd_step`] takes them): the task's `users`' and the slice's
+    /// pulled `items` (weight row after weight row, as pulled).
     pub fn weights(&self, weight_rows: usize, users: &Local, items: &[f32]) -> Vec<f32> {
         let (n, m) = (self.gathered.keys.len(), self.rotated.len());
         let mut weights = vec![0f32; weight_rows * n];
         for (slot, key) in self.gathered.keys.iter().enumerate() {
             if let Some(values) = users.values.get(key) {
-                (0..weight_rows).for_each(|o| weights[o * n + slot] = values[o]);
+                weights[slot * weight_rows..][..weight_rows]
+                    .copy_from_slice(&values[..weight_rows]);
             }
         }
         for (j, &(slot, _)) in self.rotated.iter().enumerate() {
-            (0..weight_rows).for_each(|o| weights[o * n + slot] = items[o * m + j]);
+            (0..weight_rows).for_each(|o| weights[slot * weight_rows + o] = items[o * m + j]);
         }
         weights
     }
@@ -71,12 +73,12 @@ impl Block {
     /// The change of the slice's pulled `items` in the trained `weights`, weight row after
     /// weight row: what the step pushes.
     pub fn deltas(&self, weight_rows: usize, weights: &[f32], items: &[f32]) -> Vec<f32> {
-        let (n, m) = (self.gathered.keys.len(), self.rotated.len());
+        let m = self.rotated.len();
         (0..weight_rows)
             .flat_map(|o| {
                 (self.rotated.iter().enumerate()).map(move |(j, &(slot, _))| (o, j, slot))
             })
-            .map(|(o, j, slot)| weights[o * n + slot] - items[o * m + j])
+            .map(|(o, j, slot)| weights[slot * weight_rows + o] - items[o * m + j])
             .collect()
     }
 }

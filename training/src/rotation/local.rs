@@ -37,12 +37,12 @@ impl Local {
         })
     }
 
-    /// Keeps the trained values of the task's keys among `block`'s `weights`.
+    /// Keeps the trained values of the task's keys among `block`'s `weights` (key after key).
     pub fn keep(&mut self, block: &Block, weights: &[f32], weight_rows: usize) {
-        let n = block.gathered.keys.len();
         for (slot, key) in block.gathered.keys.iter().enumerate() {
             if let Some(values) = self.values.get_mut(key) {
-                (0..weight_rows).for_each(|o| values[o] = weights[o * n + slot]);
+                values[..weight_rows]
+                    .copy_from_slice(&weights[slot * weight_rows..][..weight_rows]);
             }
         }
     }

@@ -30,6 +30,7 @@ use angel_optim::{Optimizer, builtin};
 use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
+use crate::kinds::Rotating;
 use crate::model::Model;
 use crate::rows::SparseRows;
 use crate::sync::worker::{fresh_id, slow_hook};
@@ -51,6 +52,9 @@ pub struct RotationTask {
     batches: Vec<Vec<ArrayRef>>,
     kept: Kept,
 }
+
+/// How the task trains: the kind's rotation and the optimizer of its steps (plain SGD).
+type Plan<'a> = (&'a dyn Rotating, &'static dyn Optimizer);
 
 /// A slice leased and pulled: its lease and the values of the block's rotated keys.
 type Fetched = (RotateReply, Vec<f32>);
@@ -89,11 +93,11 @@ impl RotationTask {
     /// Takes part in the statement's round: every step's slice, in the master's order;
     /// `progress` hears the rows and summed loss of each step.
     pub fn run(&mut self, progress: impl FnMut(u64, f64)) -> Result<Trained> {
-        let (rotated, optimizer) = self.plan()?;
+        let plan = self.plan()?;
         let client = self.model.client().clone();
         let id = fresh_id();
         let joined = block_on(client.rotate(self.request(id, RotatePhase::Join, 0)))?;
-        let trained = self.round(id, &joined, (&rotated, optimizer), progress);
+        let trained = self.round(id, &joined, plan, progress);
         // Left whatever happened, so the next statement starts a round of its own.
         let left = block_on(client.rotate(self.request(id, RotatePhase::Leave, 0)));
         let trained = trained?;
@@ -103,10 +107,10 @@ impl RotationTask {
 
     /// The round's steps with the task's worker state, kept for the next round after.
     fn round(
-        &mut self,
+        &self,
         id: u64,
         joined: &RotateReply,
-        (rotated, optimizer): (&Range<u64>, &dyn Optimizer),
+        plan: Plan,
         progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
@@ -115,10 +119,10 @@ impl RotationTask {
             Some(worker) if worker.slices == slices => worker,
             _ => {
                 tracing::debug!(model = %self.model.name, "rotation worker reads its rows");
-                self.worker(rotated, slices)?
+                self.worker(&plan.0.rotated_columns(), slices)?
             }
         };
-        let trained = self.steps(id, joined, &mut worker, optimizer, progress)?;
+        let trained = self.steps(id, joined, &mut worker, plan, progress)?;
         worker.users.push(&self.model)?;
         self.kept
             .put(&self.model.name, joined.round, arrays, worker);
@@ -150,7 +154,7 @@ impl RotationTask {
         id: u64,
         joined: &RotateReply,
         worker: &mut Worker,
-        optimizer: &dyn Optimizer,
+        plan: Plan,
         mut progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
         let client = self.model.client().clone();
@@ -170,7 +174,7 @@ impl RotationTask {
             let block = &worker.blocks[lease.slice as usize];
             let pace = Pace::start(lease.budget_us, slowdown);
             let busy = Instant::now();
-            let trained = self.train(block, (&mut worker.users, &items), optimizer, pace)?;
+            let trained = self.train(block, (&mut worker.users, &items), plan, pace)?;
             progress(trained.rows, trained.loss);
             total.rows += trained.rows;
             total.loss += trained.loss;
@@ -184,10 +188,10 @@ impl RotationTask {
         Ok(total)
     }
 
-    /// The columns the kind rotates and the optimizer the workers step with (plain SGD).
-    fn plan(&self) -> Result<(Range<u64>, &'static dyn Optimizer)> {
+    /// How the kind rotates and the optimizer the workers step with (plain SGD).
+    fn plan(&self) -> Result<Plan<'_>> {
         let spec = &self.model.spec;
-        let Some(rotated) = spec.kind.rotated_columns() else {
+        let Some(rotating) = spec.kind.rotating() else {
             return input_err(format!(
                 "model '{}': a {} model cannot train with parallelism = 'rotation'",
                 self.model.name,
@@ -195,7 +199,7 @@ impl RotationTask {
             ));
         };
         match (builtin::by_name(&spec.optimizer.name), self.model.group()) {
-            (Some(sgd), 1) if sgd.name() == "sgd" => Ok((rotated, sgd)),
+            (Some(sgd), 1) if sgd.name() == "sgd" => Ok((rotating, sgd)),
             _ => input_err(format!(
                 "model '{}': parallelism = 'rotation' trains with plain SGD on the workers \
                  (Harp's), and the model's optimizer is '{}'; use optimizer = 'sgd'",
@@ -228,14 +232,14 @@ impl RotationTask {
         &self,
         block: &Block,
         (users, items): (&mut Local, &[f32]),
-        sgd: &dyn Optimizer,
+        plan: Plan,
         pace: Pace,
     ) -> Result<Trained> {
         let weight_rows = self.model.spec.kind.weight_rows();
         let mut weights = block.weights(weight_rows, users, items);
         let name = &self.model.name;
         let from = CURSORS.get(name, block.fingerprint);
-        let trained = self.sgd_rows(block, &mut weights, sgd, (from, pace));
+        let trained = self.sgd_rows(block, &mut weights, plan, (from, pace));
         let len = block.rows.len().max(1);
         CURSORS.set(
             name,
@@ -251,37 +255,21 @@ impl RotationTask {
         Ok(trained)
     }
 
-    /// One SGD step per row of `block` on `weights` (the block's gathered keys, weight row
-    /// after weight row), in order from row `from` and around, until every row had its step
-    /// or `pace` ends the step; each row's loss is taken before its step.
+    /// One SGD step per row of `block` on `weights` (the block's gathered keys, key after
+    /// key), in order from row `from` and around, until every row had its step or `pace`
+    /// ends the step.
     fn sgd_rows(
         &self,
         block: &Block,
         weights: &mut [f32],
-        sgd: &dyn Optimizer,
+        (rotating, sgd): Plan,
         (from, mut pace): (usize, Pace),
     ) -> Trained {
-        let (kind, g) = (&*self.model.spec.kind, &block.gathered);
-        let (n, len) = (g.keys.len(), block.rows.len());
-        let (mut margins, mut d) = (vec![0.0; kind.outputs()], vec![0.0; kind.outputs()]);
-        let mut grads = vec![0.0f64; weights.len()];
+        let (g, len) = (&block.gathered, block.rows.len());
+        let params = &self.model.spec.optimizer;
         let mut trained = Trained::default();
         for r in (0..len).map(|k| (from + k) % len) {
-            kind.margins(&block.rows, r, g, weights, &mut margins);
-            trained.loss += kind.loss(block.rows.label(r), &margins, &mut d);
-            kind.backprop((&block.rows, r, g), weights, &d, &mut grads);
-            for (slot, _) in block.rows.row(r, g) {
-                for o in 0..kind.weight_rows() {
-                    let at = o * n + slot;
-                    let mut w = [f64::from(weights[at])];
-                    sgd.apply(
-                        &mut w,
-                        std::mem::take(&mut grads[at]),
-                        &self.model.spec.optimizer,
-                    );
-                    weights[at] = w[0] as f32;
-                }
-            }
+            trained.loss += rotating.sgd_step((&block.rows, r, g), weights, sgd, params);
             trained.rows += 1;
             if trained.rows % CHUNK as u64 == 0 && !pace.go_on() {
                 return trained;

@@ -9,8 +9,10 @@
 //! `users + i` item `i`'s, one weight row per factor and one for the biases. A mini-batch
 //! pulls the columns of the users and items it rates, like the linear models' pruned pull.
 //!
-//! - [`rows`]: reading `(user, item [, rating])` columns as the rows training takes.
+//! - [`rows`]: reading `(user, item [, rating])` columns as the rows training takes;
+//!   [`rotating`]: the step of model rotation.
 
+pub mod rotating;
 pub mod rows;
 
 use std::ops::Range;
@@ -18,7 +20,7 @@ use std::ops::Range;
 use arrow::array::ArrayRef;
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Inputs, Metric, ModelKind, Ranking};
+use crate::kinds::{Inputs, Metric, ModelKind, Ranking, Rotating};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
 
@@ -72,6 +74,19 @@ impl Mf {
             true => self.mean.unwrap_or_default(),
             false => 0.0,
         }
+    }
+
+    /// The predicted rating of a user and an item from their weights (`user(o)`: weight row
+    /// `o` of the user's column): the one formula training, prediction and ranking share.
+    fn rating(&self, user: impl Fn(usize) -> f32, item: impl Fn(usize) -> f32) -> f64 {
+        let dot: f64 = (0..self.rank)
+            .map(|f| f64::from(user(f)) * f64::from(item(f)))
+            .sum();
+        let biases = match self.biases {
+            true => f64::from(user(self.rank)) + f64::from(item(self.rank)),
+            false => 0.0,
+        };
+        self.offset() + biases + dot
     }
 
     /// The number of users and of items.
@@ -163,13 +178,7 @@ impl ModelKind for Mf {
     fn margins(&self, rows: &SparseRows, r: usize, g: &Gathered, weights: &[f32], out: &mut [f64]) {
         let n = g.keys.len();
         let (u, i) = pair(rows, r, g);
-        let w = |row: usize, slot: usize| f64::from(weights[row * n + slot]);
-        let dot: f64 = (0..self.rank).map(|f| w(f, u) * w(f, i)).sum();
-        let biases = match self.biases {
-            true => w(self.rank, u) + w(self.rank, i),
-            false => 0.0,
-        };
-        out[0] = self.offset() + biases + dot;
+        out[0] = self.rating(|o| weights[o * n + u], |o| weights[o * n + i]);
     }
 
     fn backprop(
@@ -196,8 +205,8 @@ impl ModelKind for Mf {
         false
     }
 
-    fn rotated_columns(&self) -> Option<Range<u64>> {
-        Some(self.candidates())
+    fn rotating(&self) -> Option<&dyn Rotating> {
+        Some(self)
     }
 
     fn random_rows(&self) -> Option<(Range<usize>, f64)> {
@@ -243,19 +252,12 @@ impl Ranking for Mf {
 
     /// The predicted rating.
     fn score(&self, user: &[f32], item: &[f32]) -> f64 {
-        let dot: f64 = (0..self.rank)
-            .map(|f| f64::from(user[f]) * f64::from(item[f]))
-            .sum();
-        let biases = match self.biases {
-            true => f64::from(user[self.rank]) + f64::from(item[self.rank]),
-            false => 0.0,
-        };
-        self.offset() + biases + dot
+        self.rating(|o| user[o], |o| item[o])
     }
 }
 
 /// The slots of row `r`'s user and item among the gathered keys.
-fn pair(rows: &SparseRows, r: usize, g: &Gathered) -> (usize, usize) {
+pub(super) fn pair(rows: &SparseRows, r: usize, g: &Gathered) -> (usize, usize) {
     let mut slots = rows.row(r, g).map(|(s, _)| s);
     let user = slots.next().unwrap_or_default();
     (user, slots.next().unwrap_or(user))
@@ -318,6 +320,49 @@ mod tests {
                     "row {r} weight {j}: {analytic} vs {numeric}"
                 );
             }
+        }
+    }
+
+    /// Rotation's step on weights key after key is the generic path's: the loss and
+    /// gradient from `margins` and `backprop` (weights row after row), then plain SGD on the
+    /// rating's user and item, the other weights untouched.
+    #[test]
+    fn the_rotation_step_is_a_plain_sgd_step_on_the_ratings_gradient() {
+        let mf = model();
+        let users: ArrayRef = Arc::new(Int64Array::from(vec![2, 0]));
+        let items: ArrayRef = Arc::new(Int64Array::from(vec![1, 4]));
+        let ratings: ArrayRef = Arc::new(Float64Array::from(vec![4.0, 1.5]));
+        let rows = mf.read_rows("t", Some(&ratings), &[users, items]).unwrap();
+        let g = rows.gather(0..2, mf.dim().unwrap());
+        let (n, k) = (g.keys.len(), mf.weight_rows());
+        let by_row: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 37 % 11) as f32 - 5.0) / 7.0)
+            .collect();
+        let mut by_key: Vec<f32> = (0..k * n).map(|i| by_row[(i % k) * n + i / k]).collect();
+        let params = angel_optim::OptimizerParams {
+            learning_rate: 0.1,
+            l2: 0.05,
+            ..Default::default()
+        };
+        let sgd = angel_optim::builtin::by_name("sgd").unwrap();
+        let loss = mf.sgd_step((&rows, 1, &g), &mut by_key, sgd, &params);
+        let (mut m, mut d) = ([0.0], [0.0]);
+        mf.margins(&rows, 1, &g, &by_row, &mut m);
+        assert_eq!(loss, mf.loss(rows.label(1), &m, &mut d));
+        let mut grads = vec![0.0; by_row.len()];
+        mf.backprop((&rows, 1, &g), &by_row, &d, &mut grads);
+        let stepped: Vec<usize> = rows.row(1, &g).map(|(slot, _)| slot).collect();
+        for (at, (&w, &grad)) in by_row.iter().zip(&grads).enumerate() {
+            let (o, slot) = (at / n, at % n);
+            let expected = match stepped.contains(&slot) {
+                true => (f64::from(w) - 0.1 * (grad + 0.05 * f64::from(w))) as f32,
+                false => w,
+            };
+            assert_eq!(
+                by_key[slot * k + o],
+                expected,
+                "weight row {o}, slot {slot}"
+            );
         }
     }
 
