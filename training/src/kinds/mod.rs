@@ -193,14 +193,14 @@ pub trait Rotating {
     /// The columns traded among the workers in slices (matrix factorization: the items').
     fn rotated_columns(&self) -> std::ops::Range<u64>;
 
-    /// One step of `sgd` (with `params`) on row `r` of `rows` (`row`: rows, r, and `g`, where
-    /// its keys sit) on `weights` (slot `s`'s weight row `o` at `s * weight_rows + o`); every
-    /// gradient is taken before the step. Returns the row's loss before the step.
+    /// One plain-SGD step (`angel_optim`'s `Sgd`, with `params`) on row `r` of `rows`
+    /// (`row`: rows, r, and `g`, where its keys sit) on `weights` (slot `s`'s weight row `o`
+    /// at `s * weight_rows + o`); every gradient is taken before the step. Returns the row's
+    /// loss before the step.
     fn sgd_step(
         &self,
         row: (&SparseRows, usize, &Gathered),
         weights: &mut [f32],
-        sgd: &dyn angel_optim::Optimizer,
         params: &angel_optim::OptimizerParams,
     ) -> f64;
 }

@@ -26,7 +26,6 @@ use std::time::Instant;
 
 use angel_client::runtime::{Started, block_on, start};
 use angel_client::{RotatePhase, RotateReply, RotateRequest};
-use angel_optim::{Optimizer, builtin};
 use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
@@ -52,9 +51,6 @@ pub struct RotationTask {
     batches: Vec<Vec<ArrayRef>>,
     kept: Kept,
 }
-
-/// How the task trains: the kind's rotation and the optimizer of its steps (plain SGD).
-type Plan<'a> = (&'a dyn Rotating, &'static dyn Optimizer);
 
 /// A slice leased and pulled: its lease and the values of the block's rotated keys.
 type Fetched = (RotateReply, Vec<f32>);
@@ -93,11 +89,11 @@ impl RotationTask {
     /// Takes part in the statement's round: every step's slice, in the master's order;
     /// `progress` hears the rows and summed loss of each step.
     pub fn run(&mut self, progress: impl FnMut(u64, f64)) -> Result<Trained> {
-        let plan = self.plan()?;
+        let rotating = self.plan()?;
         let client = self.model.client().clone();
         let id = fresh_id();
         let joined = block_on(client.rotate(self.request(id, RotatePhase::Join, 0)))?;
-        let trained = self.round(id, &joined, plan, progress);
+        let trained = self.round(id, &joined, rotating, progress);
         // Left whatever happened, so the next statement starts a round of its own.
         let left = block_on(client.rotate(self.request(id, RotatePhase::Leave, 0)));
         let trained = trained?;
@@ -110,7 +106,7 @@ impl RotationTask {
         &self,
         id: u64,
         joined: &RotateReply,
-        plan: Plan,
+        rotating: &dyn Rotating,
         progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
@@ -119,10 +115,10 @@ impl RotationTask {
             Some(worker) if worker.slices == slices => worker,
             _ => {
                 tracing::debug!(model = %self.model.name, "rotation worker reads its rows");
-                self.worker(&plan.0.rotated_columns(), slices)?
+                self.worker(&rotating.rotated_columns(), slices)?
             }
         };
-        let trained = self.steps(id, joined, &mut worker, plan, progress)?;
+        let trained = self.steps(id, joined, &mut worker, rotating, progress)?;
         worker.users.push(&self.model)?;
         self.kept
             .put(&self.model.name, joined.round, arrays, worker);
@@ -154,7 +150,7 @@ impl RotationTask {
         id: u64,
         joined: &RotateReply,
         worker: &mut Worker,
-        plan: Plan,
+        rotating: &dyn Rotating,
         mut progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
         let client = self.model.client().clone();
@@ -174,7 +170,7 @@ impl RotationTask {
             let block = &worker.blocks[lease.slice as usize];
             let pace = Pace::start(lease.budget_us, slowdown);
             let busy = Instant::now();
-            let trained = self.train(block, (&mut worker.users, &items), plan, pace)?;
+            let trained = self.train(block, (&mut worker.users, &items), rotating, pace)?;
             progress(trained.rows, trained.loss);
             total.rows += trained.rows;
             total.loss += trained.loss;
@@ -188,8 +184,9 @@ impl RotationTask {
         Ok(total)
     }
 
-    /// How the kind rotates and the optimizer the workers step with (plain SGD).
-    fn plan(&self) -> Result<Plan<'_>> {
+    /// How the kind rotates, once the model is known to train with plain SGD (the steps'
+    /// optimizer).
+    fn plan(&self) -> Result<&dyn Rotating> {
         let spec = &self.model.spec;
         let Some(rotating) = spec.kind.rotating() else {
             return input_err(format!(
@@ -198,8 +195,8 @@ impl RotationTask {
                 spec.kind.name()
             ));
         };
-        match (builtin::by_name(&spec.optimizer.name), self.model.group()) {
-            (Some(sgd), 1) if sgd.name() == "sgd" => Ok((rotating, sgd)),
+        match (spec.optimizer.name.as_str(), self.model.group()) {
+            ("sgd", 1) => Ok(rotating),
             _ => input_err(format!(
                 "model '{}': parallelism = 'rotation' trains with plain SGD on the workers \
                  (Harp's), and the model's optimizer is '{}'; use optimizer = 'sgd'",
@@ -232,14 +229,14 @@ impl RotationTask {
         &self,
         block: &Block,
         (users, items): (&mut Local, &[f32]),
-        plan: Plan,
+        rotating: &dyn Rotating,
         pace: Pace,
     ) -> Result<Trained> {
         let weight_rows = self.model.spec.kind.weight_rows();
         let mut weights = block.weights(weight_rows, users, items);
         let name = &self.model.name;
         let from = CURSORS.get(name, block.fingerprint);
-        let trained = self.sgd_rows(block, &mut weights, plan, (from, pace));
+        let trained = self.sgd_rows(block, &mut weights, rotating, (from, pace));
         let len = block.rows.len().max(1);
         CURSORS.set(
             name,
@@ -262,14 +259,14 @@ impl RotationTask {
         &self,
         block: &Block,
         weights: &mut [f32],
-        (rotating, sgd): Plan,
+        rotating: &dyn Rotating,
         (from, mut pace): (usize, Pace),
     ) -> Trained {
         let (g, len) = (&block.gathered, block.rows.len());
         let params = &self.model.spec.optimizer;
         let mut trained = Trained::default();
         for r in (0..len).map(|k| (from + k) % len) {
-            trained.loss += rotating.sgd_step((&block.rows, r, g), weights, sgd, params);
+            trained.loss += rotating.sgd_step((&block.rows, r, g), weights, params);
             trained.rows += 1;
             if trained.rows % CHUNK as u64 == 0 && !pace.go_on() {
                 return trained;

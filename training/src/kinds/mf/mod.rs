@@ -344,8 +344,7 @@ mod tests {
             l2: 0.05,
             ..Default::default()
         };
-        let sgd = angel_optim::builtin::by_name("sgd").unwrap();
-        let loss = mf.sgd_step((&rows, 1, &g), &mut by_key, sgd, &params);
+        let loss = mf.sgd_step((&rows, 1, &g), &mut by_key, &params);
         let (mut m, mut d) = ([0.0], [0.0]);
         mf.margins(&rows, 1, &g, &by_row, &mut m);
         assert_eq!(loss, mf.loss(rows.label(1), &m, &mut d));

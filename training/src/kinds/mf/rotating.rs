@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use angel_optim::builtin::Sgd;
 use angel_optim::{Optimizer, OptimizerParams};
 
 use crate::kinds::{ModelKind, Ranking, Rotating};
@@ -21,7 +22,6 @@ impl Rotating for Mf {
         &self,
         (rows, r, g): (&SparseRows, usize, &Gathered),
         weights: &mut [f32],
-        sgd: &dyn Optimizer,
         params: &OptimizerParams,
     ) -> f64 {
         let stride = self.weight_rows();
@@ -30,7 +30,7 @@ impl Rotating for Mf {
         let e = self.rating(|o| weights[u + o], |o| weights[i + o]) - rows.label(r);
         let step = |w: &mut f32, g: f64| {
             let mut slot = [f64::from(*w)];
-            sgd.apply(&mut slot, g, params);
+            Sgd.apply(&mut slot, g, params);
             *w = slot[0] as f32;
         };
         for f in 0..self.rank {
