@@ -34,9 +34,14 @@ pub struct MfBenchArgs {
     /// Ratings generated (10% of them held out).
     #[arg(long, default_value_t = 1_000_000)]
     pub ratings: u64,
-    /// Rank of the hidden model and of the trained ones.
+    /// Rank of the trained models (and of the hidden one, unless `--hidden-rank`).
     #[arg(long, default_value_t = 16)]
     pub rank: usize,
+    /// Rank of the hidden model the ratings come from: below the trained rank when the
+    /// ratings are too few to pin down a hidden model of that rank (about rank x (users +
+    /// items) x log(users + items) ratings are needed).
+    #[arg(long)]
+    pub hidden_rank: Option<usize>,
     /// Standard deviation of the ratings' noise: the floor of any model's RMSE.
     #[arg(long, default_value_t = 0.1)]
     pub noise: f64,
@@ -156,9 +161,10 @@ async fn train(
 
 /// The generated train and holdout files, made unless files of that size and seed exist.
 fn ratings(args: &MfBenchArgs) -> Result<(PathBuf, PathBuf), Box<dyn Error>> {
+    let hidden_rank = args.hidden_rank.unwrap_or(args.rank);
     let name = format!(
         "angel-ps-ratings-{}x{}-{}-r{}-n{}",
-        args.users, args.items, args.ratings, args.rank, args.noise
+        args.users, args.items, args.ratings, hidden_rank, args.noise
     );
     let dir = std::env::temp_dir();
     let (train, test) = (
@@ -172,7 +178,7 @@ fn ratings(args: &MfBenchArgs) -> Result<(PathBuf, PathBuf), Box<dyn Error>> {
         users: args.users,
         items: args.items,
         ratings: args.ratings,
-        rank: args.rank,
+        rank: hidden_rank,
         noise: args.noise,
         holdout: 0.1,
     };
@@ -272,11 +278,13 @@ fn table(args: &MfBenchArgs, outcomes: &[Outcome]) -> String {
         rows,
     );
     let heading = format!(
-        "{} users x {} items, {} ratings (10% held out), rank {}, noise sigma {} (the RMSE \
-         floor), {} epochs, {} workers, learning rate {}, target holdout RMSE {target:.4}",
+        "{} users x {} items, {} ratings (10% held out), hidden rank {}, rank {}, noise sigma \
+         {} (the RMSE floor), {} epochs, {} workers, learning rate {}, target holdout RMSE \
+         {target:.4}",
         args.users,
         args.items,
         args.ratings,
+        args.hidden_rank.unwrap_or(args.rank),
         args.rank,
         args.noise,
         args.epochs,
