@@ -264,14 +264,7 @@ async fn the_ratings_example_trains_by_rotation_and_recommends_unrated_items() {
         dir.path().join("test.csv"),
         dir.path().join("recs"),
     );
-    let spec = RatingsSpec {
-        users: 300,
-        items: 100,
-        ratings: 30_000,
-        rank: 4,
-        noise: 0.1,
-        holdout: 0.1,
-    };
+    let spec = RatingsSpec::small();
     generate(&train, &test, &spec, 3).unwrap();
     let path = |p: &Path| p.display().to_string();
     let vars = [

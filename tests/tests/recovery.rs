@@ -401,14 +401,7 @@ const SAME_RMSE: f64 = 0.005;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotation_job_ends_with_the_same_model_when_a_server_is_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = angel_etl::ratings_data::RatingsSpec {
-        users: 300,
-        items: 100,
-        ratings: 30_000,
-        rank: 4,
-        noise: 0.1,
-        holdout: 0.1,
-    };
+    let spec = angel_etl::ratings_data::RatingsSpec::small();
     let (train, test) = (dir.path().join("train.csv"), dir.path().join("test.csv"));
     angel_etl::ratings_data::generate(&train, &test, &spec, 5).unwrap();
 

@@ -159,36 +159,50 @@ impl PsClient {
     }
 
     /// A training worker's clock report (see [`ClockRequest`]): returns when the model's
-    /// consistency model lets the worker go on. The master bounds each wait; this asks again
-    /// until the answer is ready.
+    /// consistency model lets the worker go on.
     pub async fn clock(&self, request: ClockRequest) -> Result<ClockReply> {
         let request = ClockRequest {
             model: self.qualify(&request.model),
             ..request
         };
-        loop {
-            let reply = self
-                .on_master(request.clone(), |mut m, r| async move { m.clock(r).await })
-                .await?;
-            if reply.ready {
-                return Ok(reply);
-            }
-        }
+        self.until_ready(
+            request,
+            |r: &ClockReply| r.ready,
+            |mut m, r| async move { m.clock(r).await },
+        )
+        .await
     }
 
     /// A rotating model's worker joins its round, acquires or hands back a slice, or leaves
-    /// (see [`RotateRequest`]). The master bounds an acquisition's wait; this asks again until
-    /// the slice is granted.
+    /// (see [`RotateRequest`]); an acquisition returns when the slice is granted.
     pub async fn rotate(&self, request: RotateRequest) -> Result<RotateReply> {
         let request = RotateRequest {
             model: self.qualify(&request.model),
             ..request
         };
+        self.until_ready(
+            request,
+            |r: &RotateReply| r.ready,
+            |mut m, r| async move { m.rotate(r).await },
+        )
+        .await
+    }
+
+    /// Calls the master with `request` until its reply is `ready`: the master bounds each
+    /// wait (so no call outlives a connection's timeouts), and this asks again.
+    async fn until_ready<R, T, Fut>(
+        &self,
+        request: R,
+        ready: impl Fn(&T) -> bool,
+        call: impl Fn(MasterClient<AuthChannel>, R) -> Fut,
+    ) -> Result<T>
+    where
+        R: Clone,
+        Fut: Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
         loop {
-            let reply = self
-                .on_master(request.clone(), |mut m, r| async move { m.rotate(r).await })
-                .await?;
-            if reply.ready {
+            let reply = self.on_master(request.clone(), &call).await?;
+            if ready(&reply) {
                 return Ok(reply);
             }
         }

@@ -284,19 +284,24 @@ mod tests {
         mf
     }
 
-    /// The factors' and biases' gradients against central differences of the loss.
-    #[test]
-    fn the_gradient_of_a_rating_is_that_of_its_loss() {
+    /// Two ratings of the test model, gathered, and weights for their keys (row after row).
+    fn two_ratings() -> (Mf, SparseRows, Gathered, Vec<f32>) {
         let mf = model();
         let users: ArrayRef = Arc::new(Int64Array::from(vec![2, 0]));
         let items: ArrayRef = Arc::new(Int64Array::from(vec![1, 4]));
         let ratings: ArrayRef = Arc::new(Float64Array::from(vec![4.0, 1.5]));
         let rows = mf.read_rows("t", Some(&ratings), &[users, items]).unwrap();
         let g = rows.gather(0..2, mf.dim().unwrap());
-        let n = g.keys.len();
-        let weights: Vec<f32> = (0..mf.weight_rows() * n)
+        let weights = (0..mf.weight_rows() * g.keys.len())
             .map(|i| ((i * 37 % 11) as f32 - 5.0) / 7.0)
             .collect();
+        (mf, rows, g, weights)
+    }
+
+    /// The factors' and biases' gradients against central differences of the loss.
+    #[test]
+    fn the_gradient_of_a_rating_is_that_of_its_loss() {
+        let (mf, rows, g, weights) = two_ratings();
         let loss_at = |w: &[f32], r: usize| {
             let mut m = [0.0];
             mf.margins(&rows, r, &g, w, &mut m);
@@ -328,16 +333,8 @@ mod tests {
     /// rating's user and item, the other weights untouched.
     #[test]
     fn the_rotation_step_is_a_plain_sgd_step_on_the_ratings_gradient() {
-        let mf = model();
-        let users: ArrayRef = Arc::new(Int64Array::from(vec![2, 0]));
-        let items: ArrayRef = Arc::new(Int64Array::from(vec![1, 4]));
-        let ratings: ArrayRef = Arc::new(Float64Array::from(vec![4.0, 1.5]));
-        let rows = mf.read_rows("t", Some(&ratings), &[users, items]).unwrap();
-        let g = rows.gather(0..2, mf.dim().unwrap());
+        let (mf, rows, g, by_row) = two_ratings();
         let (n, k) = (g.keys.len(), mf.weight_rows());
-        let by_row: Vec<f32> = (0..k * n)
-            .map(|i| ((i * 37 % 11) as f32 - 5.0) / 7.0)
-            .collect();
         let mut by_key: Vec<f32> = (0..k * n).map(|i| by_row[(i % k) * n + i / k]).collect();
         let params = angel_optim::OptimizerParams {
             learning_rate: 0.1,
