@@ -6,7 +6,7 @@
 //!   typed columns.
 //! - [`libsvm`]: sparse `label index:value ...` files.
 //! - [`features`]: SQL functions for feature extraction: `ps_feature`, `ps_bucket`,
-//!   `ps_quantile_bucket`, `ps_cross`.
+//!   `ps_quantile_bucket`, `ps_cross`, `ps_tokens`.
 //! - [`ctr_data`]: a generator of Criteo-like click logs for demos and benchmarks.
 //! - [`ratings_data`]: a generator of ratings from a known low-rank model (matrix
 //!   factorization tests, `bench mf`).

@@ -4,6 +4,7 @@
 //! - [`ps_bucket`]: `ps_bucket(x, width)` (fixed width) or `ps_bucket(x, 'log2')`.
 //! - [`ps_quantile_bucket`]: `ps_quantile_bucket(x, splits)`, buckets between quantiles.
 //! - [`ps_cross`]: `ps_cross(f1, f2, ...)` -> `'f1&f2&...'`, a cross feature.
+//! - [`ps_tokens`]: `ps_tokens(text [, options])` -> a text's words, for bags of words.
 //!
 //! All return NULL where an input is NULL, and feature lists drop NULLs, so missing values
 //! simply contribute no feature.
@@ -14,6 +15,7 @@ pub mod ps_bucket;
 pub mod ps_cross;
 pub mod ps_feature;
 pub mod ps_quantile_bucket;
+pub mod ps_tokens;
 
 use datafusion::logical_expr::{DocSection, ScalarUDF};
 
@@ -23,7 +25,7 @@ pub const DOC_SECTION: DocSection = DocSection {
     label: "angel-ps feature functions",
     description: Some(
         "Feature extraction in SQL: categorical features, fixed-width, logarithmic and \
-         quantile buckets, cross features.",
+         quantile buckets, cross features, a text's words.",
     ),
 };
 
@@ -34,6 +36,7 @@ pub fn functions() -> Vec<ScalarUDF> {
         ScalarUDF::from(ps_bucket::PsBucket::default()),
         ScalarUDF::from(ps_quantile_bucket::PsQuantileBucket::default()),
         ScalarUDF::from(ps_cross::PsCross::default()),
+        ScalarUDF::from(ps_tokens::PsTokens::default()),
     ]
 }
 
