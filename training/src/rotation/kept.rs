@@ -18,10 +18,9 @@ use crate::key_lists::{fingerprint, same_arrays};
 use super::block::Block;
 use super::local::Local;
 
-/// One worker's state: its blocks (for a number of slices), the rotated keys of each, and its
-/// users' factors as last pushed.
+/// One worker's state: its blocks (one per slice), the rotated keys of each, and its users'
+/// factors as last pushed.
 pub struct Worker {
-    pub slices: usize,
     pub blocks: Vec<Block>,
     pub keys: Arc<Vec<Vec<u64>>>,
     pub users: Local,

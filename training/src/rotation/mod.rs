@@ -112,7 +112,7 @@ impl RotationTask {
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
         let slices = joined.slices as usize;
         let mut worker = match self.kept.take(&self.model.name, &arrays) {
-            Some(worker) if worker.slices == slices => worker,
+            Some(worker) if worker.blocks.len() == slices => worker,
             _ => {
                 tracing::debug!(model = %self.model.name, "rotation worker reads its rows");
                 self.worker(&rotating.rotated_columns(), slices)?
@@ -137,7 +137,6 @@ impl RotationTask {
         let keys = Arc::new(blocks.iter().map(Block::rotated_keys).collect());
         let users = Local::pull(&self.model, &rows, rotated)?;
         Ok(Worker {
-            slices,
             blocks,
             keys,
             users,
