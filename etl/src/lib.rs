@@ -10,11 +10,14 @@
 //! - [`ctr_data`]: a generator of Criteo-like click logs for demos and benchmarks.
 //! - [`ratings_data`]: a generator of ratings from a known low-rank model (matrix
 //!   factorization tests, `bench mf`).
+//! - [`corpus_data`]: a generator of documents from known topics (topic model tests, `bench
+//!   lda`).
 //! - [`bad_rows`]: what happens to rows that do not parse (fail, or skip and report).
 //! - [`source`]: text input as numbered lines, each valid UTF-8 or the reason it is not.
 //! - [`udf_args`]: argument checks and planning errors shared by every SQL function.
 
 pub mod bad_rows;
+pub mod corpus_data;
 pub mod csv;
 pub mod ctr_data;
 pub mod features;

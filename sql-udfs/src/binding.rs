@@ -1,6 +1,6 @@
 //! [`Binding`]: what every PS-bound SQL function is bound to: the master of the service it
-//! talks to, and the [`Reports`], [`KeyLists`] and [`Kept`] rotation workers of the job that
-//! registered it. [`PsBound`] is the base those functions share; [`crate::bound_functions`]
+//! talks to, and the [`Reports`], [`KeyLists`], [`Kept`] rotation workers and topic model
+//! workers of the job that registered it. [`PsBound`] is the base those functions share; [`crate::bound_functions`]
 //! lists them once, for registration and for the Ballista codecs, which carry only the master
 //! across the network.
 
@@ -12,6 +12,7 @@ use datafusion::common::Result;
 
 use crate::reports::Reports;
 use angel_training::key_lists::KeyLists;
+use angel_training::kinds::lda::worker::Worker as TopicWorker;
 use angel_training::rotation::kept::Kept;
 
 /// A service and the job reporting through it.
@@ -23,6 +24,7 @@ pub struct Binding {
     reports: Reports,
     key_lists: KeyLists,
     kept: Kept,
+    topic_workers: Kept<TopicWorker>,
 }
 
 impl Binding {
@@ -34,6 +36,7 @@ impl Binding {
             reports,
             key_lists: KeyLists::default(),
             kept: Kept::default(),
+            topic_workers: Kept::default(),
         }
     }
 
@@ -75,6 +78,12 @@ impl Binding {
     /// What the job's rotation workers keep from round to round of a statement.
     pub fn kept(&self) -> &Kept {
         &self.kept
+    }
+
+    /// What the job's topic model workers keep from round to round of a statement: their
+    /// documents' topics.
+    pub fn topic_workers(&self) -> &Kept<TopicWorker> {
+        &self.topic_workers
     }
 
     /// The process-wide client of the service, for the job's namespace.

@@ -89,21 +89,23 @@ impl ModelRows {
             .map(|v| v.to_array(args.number_rows))
             .collect::<Result<Vec<_>>>()?;
         let pairs = inputs[0].data_type().is_integer();
-        let kind = &model.spec.kind;
-        if pairs != (kind.inputs() == Inputs::Pairs) {
+        let function = self.model.function;
+        let kind = (model.spec.gradient(function, &name)).map_err(train_error)?;
+        let spec_kind = &model.spec.kind;
+        if pairs != (spec_kind.inputs() == Inputs::Pairs) {
             return exec_err!(
                 "{}: model '{name}' is a {} model, which takes {}; see {}",
                 self.model.function,
-                kind.name(),
-                match kind.inputs() {
+                spec_kind.name(),
+                match spec_kind.inputs() {
                     Inputs::Pairs => "a user and an item (integers)",
-                    Inputs::Features => "a list of feature indices",
+                    Inputs::Features | Inputs::Documents => "a list of feature indices",
                 },
                 self.syntax
             );
         }
         let labels = self.label.map(|l| l.array(args)).transpose()?;
-        let rows = kind.read_rows(self.model.function, labels.as_ref(), &inputs);
-        Ok((model, rows.map_err(train_error)?))
+        let rows = (kind.read_rows(function, labels.as_ref(), &inputs)).map_err(train_error)?;
+        Ok((model, rows))
     }
 }

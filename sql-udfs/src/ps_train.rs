@@ -1,7 +1,8 @@
-//! `ps_train(model, label, indices[, values]) -> Float64`, or `ps_train(model, user, item,
-//! rating)` for a matrix factorization model: one pass of training over the rows it
-//! aggregates, returning their mean loss (each row's loss taken before the update it joins,
-//! i.e. progressive validation).
+//! `ps_train(model, label, indices[, values]) -> Float64`, `ps_train(model, user, item,
+//! rating)` for a matrix factorization model, or `ps_train(model, words[, counts])` for a topic
+//! model: one pass of training over the rows it aggregates, returning their mean loss (each
+//! row's loss taken before the update it joins, i.e. progressive validation; a topic model:
+//! its documents' part of the log-likelihood per token).
 //!
 //! An aggregate, so rows stay in the task that read them: each record batch is cut into
 //! mini-batches of the model's `batch_size` rows and trained by the task's
@@ -12,6 +13,7 @@
 use std::sync::LazyLock;
 
 use angel_training::kinds::Inputs;
+use angel_training::kinds::lda::task::TopicTask;
 use angel_training::{Model, ModelSpec, RotationTask, TrainTask};
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
@@ -36,8 +38,10 @@ const VALUES: Arg = Arg::new("ps_train", 3, "values");
 const USER: Arg = Arg::new("ps_train", 1, "user");
 const ITEM: Arg = Arg::new("ps_train", 2, "item");
 const RATING: Arg = Arg::new("ps_train", 3, "rating");
-const SYNTAX: &str =
-    "ps_train(model, label, indices[, values]) or ps_train(model, user, item, rating)";
+const WORDS: Arg = Arg::new("ps_train", 1, "words");
+const COUNTS: Arg = Arg::new("ps_train", 2, "counts");
+const SYNTAX: &str = "ps_train(model, label, indices[, values]), ps_train(model, user, item, \
+                      rating) or ps_train(model, words[, counts])";
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -69,6 +73,18 @@ impl AggregateUDFImpl for PsTrain {
     }
 
     fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
+        arity(self.name(), SYNTAX, args, 2..=4)?;
+        if matches!(
+            args[1],
+            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+        ) {
+            arity(self.name(), SYNTAX, args, 2..=3)?;
+            let mut types = vec![name_type(MODEL, &args[0])?, indices_type(WORDS, &args[1])?];
+            if let Some(counts) = args.get(2) {
+                types.push(COUNTS.numbers(counts)?);
+            }
+            return Ok(types);
+        }
         arity(self.name(), SYNTAX, args, 3..=4)?;
         if args[2].is_integer() {
             arity(self.name(), SYNTAX, args, 4..=4)?;
@@ -126,6 +142,11 @@ impl AggregateUDFImpl for PsTrain {
             .with_argument("values", VALUES_DOC)
             .with_argument("user, item", USER_ITEM_DOC)
             .with_argument("rating", "A matrix factorization model's rating: a number.")
+            .with_argument(
+                "words, counts",
+                "A topic model's document: a list of word indices (with repeats), or the \
+                 distinct words and a list of their counts.",
+            )
             .with_sql_example("SELECT ps_train('a9a', label, idx, val) AS loss FROM train")
             .with_related_udf("ps_predict")
             .build()
@@ -151,11 +172,12 @@ struct Train {
 }
 
 /// How the task trains: mini-batch after mini-batch as its rows come, or, under model
-/// rotation, all its rows once they are all in.
+/// rotation and for a topic model, all its rows once they are all in.
 #[derive(Debug)]
 enum Pass {
     Steps(Box<TrainTask>),
     Rotation(Box<RotationTask>),
+    Topics(Box<TopicTask>),
 }
 
 impl Train {
@@ -163,13 +185,18 @@ impl Train {
     fn task(&mut self) -> Result<&mut Pass> {
         if self.task.is_none() {
             let model = Model::open(self.binding.client()?, &self.name).map_err(train_error)?;
-            self.task = Some(match model.spec.sync.rotation {
-                true => Pass::Rotation(Box::new(RotationTask::new(
+            let topics = model.spec.kind.topics().is_some();
+            self.task = Some(match (topics, model.spec.sync.rotation) {
+                (true, _) => Pass::Topics(Box::new(
+                    TopicTask::new(model, MODEL.function, self.binding.topic_workers().clone())
+                        .map_err(train_error)?,
+                )),
+                (false, true) => Pass::Rotation(Box::new(RotationTask::new(
                     model,
                     MODEL.function,
                     self.binding.kept().clone(),
                 ))),
-                false => Pass::Steps(Box::new(TrainTask::new(model))),
+                (false, false) => Pass::Steps(Box::new(TrainTask::new(model))),
             });
         }
         Ok(self.task.as_mut().expect("opened above"))
@@ -198,6 +225,15 @@ impl Train {
                 self.task = None;
                 Ok(())
             }
+            Some(Pass::Topics(task)) => {
+                let round = task
+                    .run(|tokens, _| progress.add(tokens, 0.0))
+                    .map_err(train_error)?;
+                self.mean.rows += round.tokens as i64;
+                self.mean.sum += round.doc_likelihood;
+                self.task = None;
+                Ok(())
+            }
             None => Ok(()),
         }
     }
@@ -215,6 +251,10 @@ impl Accumulator for Train {
                 let (label, inputs) = columns(&task.model().spec, values)?;
                 task.add(label, inputs);
                 // Read and counted as they train: see `finish`.
+                (0, 0.0)
+            }
+            Pass::Topics(task) => {
+                task.add(values.get(WORDS.index..).unwrap_or_default());
                 (0, 0.0)
             }
         };
@@ -251,6 +291,12 @@ fn columns<'a>(spec: &ModelSpec, values: &'a [ArrayRef]) -> Result<(&'a ArrayRef
     Ok(match spec.kind.inputs() {
         Inputs::Features => (LABEL.column(values)?, &rows[1..]),
         Inputs::Pairs => (RATING.column(values)?, &rows[..2]),
+        Inputs::Documents => {
+            return datafusion::common::exec_err!(
+                "ps_train: a topic model's rows are its documents (ps_train(model, words[, \
+                 counts]))"
+            );
+        }
     })
 }
 

@@ -22,7 +22,7 @@ use angel_optim::{Optimizer, builtin, rule};
 use arrow::array::ArrayRef;
 
 use crate::error::{Error, Result, input_err, option_err};
-use crate::kinds::{self, Kind, ModelKind};
+use crate::kinds::{self, Gradient, Kind};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
 use crate::sync::{self, StepBudget, SyncSpec};
@@ -80,10 +80,21 @@ impl ModelSpec {
         if self.sync.set(key, value)? {
             return Ok(());
         }
+        if key == "kind" {
+            if !value.trim().eq_ignore_ascii_case(self.kind.name()) {
+                self.kind = kinds::by_name(value)?;
+            }
+            return Ok(());
+        }
+        // The kind's own options first: the topic model's alpha and beta are its priors.
+        if self.kind.set(&option)? {
+            if let Some(dim) = self.kind.dim() {
+                self.dim = dim;
+            }
+            return Ok(());
+        }
         let u = &mut self.optimizer;
         match key.as_str() {
-            "kind" if value.trim().eq_ignore_ascii_case(self.kind.name()) => {}
-            "kind" => self.kind = kinds::by_name(value)?,
             "dim" => self.dim = option.whole(1, MAX_DIM)?,
             "optimizer" => u.name = value.trim().to_ascii_lowercase(),
             "learning_rate" | "lr" | "alpha" => {
@@ -107,7 +118,6 @@ impl ModelSpec {
                     .parse()
                     .map_err(|e| Error::Option(format!("model option {e}")))?
             }
-            _ if self.kind.set(&option)? => {}
             _ => return option_err(format!("unknown model option '{key}'")),
         }
         if let Some(dim) = self.kind.dim() {
@@ -126,7 +136,8 @@ impl ModelSpec {
             dim: self.dim,
             batch_size: self.batch_size as u64,
             counter: self.counter.clone().unwrap_or_default(),
-            optimizer: Some(self.optimizer.clone()),
+            // The servers apply it to gradient pushes; a kind without gradients has none.
+            optimizer: self.kind.gradient().map(|_| self.optimizer.clone()),
             sync: Some(self.sync.to_proto()),
             update: self.sync.rule as i32,
             local_steps: self.sync.local_steps,
@@ -138,13 +149,19 @@ impl ModelSpec {
     /// Reads a spec back from model `model`'s training description, checking every option as
     /// `CREATE MODEL` does.
     pub fn from_training(model: &str, training: &Training) -> Result<Self> {
-        if training.kind.is_empty() || training.optimizer.is_none() {
-            return input_err(format!(
+        let spec = match training.kind.is_empty() {
+            true => None,
+            false => Some(Self::from_options(model, &options(training))?),
+        };
+        match spec {
+            Some(spec) if spec.kind.gradient().is_none() || training.optimizer.is_some() => {
+                Ok(spec)
+            }
+            _ => input_err(format!(
                 "matrix '{model}' is not a model (its training description names no kind or \
                  no optimizer)"
-            ));
+            )),
         }
-        Self::from_options(model, &options(training))
     }
 
     /// The spec of model `name`, from its matrix's training description.
@@ -178,8 +195,12 @@ impl ModelSpec {
     /// Creates the model's matrix on the service, with the rows of state the servers report
     /// for its optimizer (built-in or registered by a user on the servers).
     pub async fn create(&self, client: &PsClient, name: &str) -> Result<Arc<Matrix>> {
-        let optimizer = client.optimizer(&self.optimizer.name).await?;
-        let spec = self.matrix(name, optimizer.state_rows)?;
+        // A kind without gradients (the topic model's counts) keeps no optimizer state.
+        let state_rows = match self.kind.gradient() {
+            Some(_) => client.optimizer(&self.optimizer.name).await?.state_rows,
+            None => 0,
+        };
+        let spec = self.matrix(name, state_rows)?;
         Ok(client.create_matrix(spec).await?)
     }
 
@@ -262,9 +283,10 @@ impl ModelSpec {
         }
         let weight_rows = self.kind.weight_rows() as u64;
         let (rows, cols) = (weight_rows * (1 + u64::from(state_rows)), self.dim + 1);
-        let spec = match cols <= MAX_DENSE_DIM {
-            true => MatrixSpec::dense(name, rows, cols),
-            false => MatrixSpec::sparse(name, rows, cols),
+        let spec = match (self.kind.topics(), cols <= MAX_DENSE_DIM) {
+            (Some(_), _) => topic_counts(name, rows, self.dim)?,
+            (None, true) => MatrixSpec::dense(name, rows, cols),
+            (None, false) => MatrixSpec::sparse(name, rows, cols),
         };
         Ok(spec.block_shape(rows, 0).training(self.to_training()))
     }
@@ -277,16 +299,48 @@ impl ModelSpec {
         name: &str,
         (label, inputs): (&ArrayRef, &[ArrayRef]),
     ) -> Result<MiniBatches> {
-        let rows = self.kind.read_rows(function, Some(label), inputs)?;
+        let gradient = self.gradient(function, name)?;
+        let rows = gradient.read_rows(function, Some(label), inputs)?;
         rows.check(function, name, self.dim)?;
-        rows.check_labels(function, name, &*self.kind)?;
+        rows.check_labels(function, name, gradient)?;
         Ok(rows.into_mini_batches(self.batch_size, self.bias_key()))
+    }
+
+    /// How the model's kind learns by gradients and predicts, for `function` on model
+    /// `name`; an error naming both for a kind that does not (the topic model).
+    pub fn gradient(&self, function: &str, name: &str) -> Result<&dyn Gradient> {
+        match self.kind.gradient() {
+            Some(gradient) => Ok(gradient),
+            None => input_err(format!(
+                "{function}: model '{name}' is a {} model, which is not trained by gradients \
+                 and predicts no label{}",
+                self.kind.name(),
+                match self.kind.topics() {
+                    Some(_) => "; ps_topics infers a document's topics",
+                    None => "",
+                }
+            )),
+        }
     }
 
     /// The column of the intercept.
     pub fn bias_key(&self) -> u64 {
         self.dim
     }
+}
+
+/// The topic model's counts: `topics` rows of whole numbers, a column per word of a
+/// vocabulary of `words` words and one for the topic totals, stored sparsely (a word's
+/// topics without tokens take no room: a dense word-topic matrix is what runs Angel's LDA out
+/// of memory).
+fn topic_counts(name: &str, topics: u64, words: u64) -> Result<MatrixSpec> {
+    if words > u64::from(u32::MAX) {
+        return option_err(format!(
+            "model '{name}': a topic model's vocabulary has at most {} words, got dim = {words}",
+            u32::MAX
+        ));
+    }
+    Ok(MatrixSpec::sparse(name, topics, words + 1).value_type(angel_client::ValueType::I64))
 }
 
 /// The options of training description `t` as `key = value` text, as `CREATE MODEL` takes
@@ -326,6 +380,8 @@ fn options(t: &Training) -> Vec<(String, String)> {
         text.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let mut own: Vec<_> = t.kind_options.clone().into_iter().collect();
     own.sort();
+    // A kind's option of a generic option's name (the topic model's beta) is the kind's.
+    text.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
     text.extend(own);
     text
 }
@@ -476,9 +532,10 @@ impl Model {
         range: Range<usize>,
         g: &Gathered,
         weights: &[f32],
-    ) -> (f64, Vec<f32>) {
-        let kind = &*self.spec.kind;
-        let (mut margins, mut d) = (vec![0.0; kind.outputs()], vec![0.0; kind.outputs()]);
+    ) -> Result<(f64, Vec<f32>)> {
+        let kind = self.spec.gradient("ps_train", &self.name)?;
+        let outputs = self.spec.kind.outputs();
+        let (mut margins, mut d) = (vec![0.0; outputs], vec![0.0; outputs]);
         let mut grads = vec![0.0f64; weights.len()];
         let mut loss = 0.0;
         for r in range.clone() {
@@ -490,7 +547,7 @@ impl Model {
             true => 1.0 / range.len() as f64,
             false => 1.0,
         };
-        (loss, grads.iter().map(|&x| (x * scale) as f32).collect())
+        Ok((loss, grads.iter().map(|&x| (x * scale) as f32).collect()))
     }
 
     /// `each(kind, margins)` of every row of `rows`, after one pruned pull of the weights of
@@ -499,13 +556,13 @@ impl Model {
         &self,
         function: &str,
         rows: &SparseRows,
-        mut each: impl FnMut(&dyn ModelKind, usize, &[f64]) -> T,
+        mut each: impl FnMut(&dyn Gradient, usize, &[f64]) -> T,
     ) -> Result<Vec<T>> {
+        let kind = self.spec.gradient(function, &self.name)?;
         rows.check(function, &self.name, self.spec.dim)?;
         let g = rows.gather(0..rows.len(), self.spec.bias_key());
         let weights = self.weights(&g.keys)?;
-        let kind = &*self.spec.kind;
-        let mut margins = vec![0.0; kind.outputs()];
+        let mut margins = vec![0.0; self.spec.kind.outputs()];
         Ok((0..rows.len())
             .map(|r| {
                 kind.margins(rows, r, &g, &weights, &mut margins);
@@ -523,9 +580,8 @@ impl Model {
     /// The class probabilities of every row of `rows` (`ps_predict_proba`); an error naming
     /// the kind when it predicts none.
     pub fn probabilities(&self, function: &str, rows: &SparseRows) -> Result<Vec<Vec<f64>>> {
-        if self
-            .spec
-            .kind
+        let kind = self.spec.gradient(function, &self.name)?;
+        if kind
             .probabilities(&vec![0.0; self.spec.kind.outputs()])
             .is_none()
         {
@@ -543,7 +599,8 @@ impl Model {
 
     /// The loss of every row of `rows` (labelled) under the model (`ps_loss`).
     pub fn losses(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
-        rows.check_labels(function, &self.name, &*self.spec.kind)?;
+        let kind = self.spec.gradient(function, &self.name)?;
+        rows.check_labels(function, &self.name, kind)?;
         let mut d = vec![0.0; self.spec.kind.outputs()];
         self.per_row(function, rows, |kind, r, m| {
             kind.loss(rows.label(r), m, &mut d)

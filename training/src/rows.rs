@@ -16,7 +16,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Float64Type, UInt32Type, UInt64Type};
 
 use crate::error::{Result, input_err};
-use crate::kinds::ModelKind;
+use crate::kinds::Gradient;
 
 /// Feature rows: indices per row, with values (1.0 when absent) and labels.
 #[derive(Debug, Default)]
@@ -160,6 +160,13 @@ impl SparseRows {
         &self.indices[self.offsets[r]..self.offsets[r + 1]]
     }
 
+    /// The value of row `r`'s key number `at` (1 without a values column).
+    pub fn value(&self, r: usize, at: usize) -> f64 {
+        self.values
+            .as_ref()
+            .map_or(1.0, |v| v[self.offsets[r] + at])
+    }
+
     /// Refuses what a model of dimension `dim` cannot use, naming the row: a NaN or infinite
     /// label, an index at or past `dim` (column `dim` is the intercept, so it would alias it),
     /// a NaN or infinite value. One pass over the batch; a NaN reaching the servers would
@@ -294,7 +301,7 @@ impl SparseRows {
     }
 
     /// Refuses a label model `model`'s kind cannot learn, naming the row.
-    pub fn check_labels(&self, function: &str, model: &str, kind: &dyn ModelKind) -> Result<()> {
+    pub fn check_labels(&self, function: &str, model: &str, kind: &dyn Gradient) -> Result<()> {
         for (r, &label) in self.labels.iter().enumerate() {
             if let Some(why) = kind.refuse_label(label) {
                 return input_err(format!(

@@ -1,4 +1,5 @@
-//! Reductions: sum, nnz, norm2, min, max over one row, and dot of two rows.
+//! Reductions: sum, nnz, norm2, min, max over one row, dot of two rows, and `lgamma_sum`
+//! over any rows (the topic model's log-likelihood, summed where its counts are).
 
 use angel_proto::{Merge, Result};
 
@@ -59,6 +60,41 @@ impl PsFunction for Dot {
     }
 }
 
+/// `sum over the operands' stored elements x > 0 in columns below args[1] of lgamma(x + a) -
+/// lgamma(a)`, `a = args[0]`: the word side of the topic model's joint log-likelihood
+/// (`sum_k sum_w lgamma(n_wk + beta) - lgamma(beta)`) over its topics' rows, left out of it the
+/// topic totals column; Angel's LDA sums it on its servers too, so no count crosses the
+/// network.
+struct LgammaSum;
+
+impl PsFunction for LgammaSum {
+    fn name(&self) -> &str {
+        "lgamma_sum"
+    }
+
+    fn apply(&self, ctx: &PsfContext<'_>) -> Result<Vec<f64>> {
+        let a = ctx.arg(0, "the offset a, above 0")?;
+        let below = ctx.arg(1, "the first column left out")?;
+        if !(a > 0.0 && a.is_finite()) {
+            return Err(angel_proto::PsError::InvalidArgument(format!(
+                "PS function 'lgamma_sum': the offset a must be a finite number above 0, got {a}"
+            )));
+        }
+        let base = libm::lgamma(a);
+        let mut sum = 0.0;
+        for i in 0..ctx.operand_count() {
+            ctx.read(i, |row| {
+                row.for_each(&mut |c, x| {
+                    if x > 0.0 && (c as f64) < below {
+                        sum += libm::lgamma(x + a) - base;
+                    }
+                })
+            });
+        }
+        Ok(vec![sum])
+    }
+}
+
 pub(super) fn register(registry: &mut PsfRegistry) {
     let reductions = [
         (
@@ -89,4 +125,5 @@ pub(super) fn register(registry: &mut PsfRegistry) {
         });
     }
     registry.register(Dot);
+    registry.register(LgammaSum);
 }

@@ -6,7 +6,7 @@
 //! the function's [`Merge`]. Users add functions by registering them in a [`PsfRegistry`] when
 //! they build a server: no server code changes.
 //!
-//! - [`aggregate`]: sum, nnz, norm2, min, max, dot.
+//! - [`aggregate`]: sum, nnz, norm2, min, max, dot, lgamma_sum.
 //! - [`elementwise`]: axpy, copy, add, sub, mul, div, scale.
 //! - [`init`]: fill, zero, random uniform and normal initialisation.
 
@@ -94,6 +94,11 @@ impl<'a> PsfContext<'a> {
                 self.name
             ))
         })
+    }
+
+    /// Number of operands.
+    pub fn operand_count(&self) -> usize {
+        self.operands.len()
     }
 
     /// Column range of this block.

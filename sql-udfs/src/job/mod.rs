@@ -12,6 +12,7 @@ pub mod counters;
 pub mod saved;
 pub mod script;
 pub mod statement;
+pub mod topics;
 pub mod train;
 
 use std::collections::HashMap;

@@ -25,15 +25,16 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
 use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::topics;
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 use crate::reports::Progress;
 
 /// What `CREATE MODEL` asks for beyond the model itself.
-struct Plan {
-    spec: ModelSpec,
-    epochs: usize,
-    holdout: Option<String>,
+pub(super) struct Plan {
+    pub(super) spec: ModelSpec,
+    pub(super) epochs: usize,
+    pub(super) holdout: Option<String>,
 }
 
 impl Plan {
@@ -174,6 +175,9 @@ pub async fn create_model(
         }
     }
     let matrix = plan.spec.create(&client, name).await.map_err(train_error)?;
+    if plan.spec.kind.topics().is_some() {
+        return topics::train(ctx, binding, (name, matrix.meta.id), &plan, rows).await;
+    }
     (plan.spec.randomize(&client, name, RANDOM_SEED).await).map_err(train_error)?;
     train(ctx, binding, (name, matrix.meta.id), &plan, rows).await
 }
@@ -231,6 +235,12 @@ pub async fn train_model(
         epochs: 1,
         holdout: None,
     };
+    if plan.spec.kind.topics().is_some() {
+        return plan_err!(
+            "TRAIN MODEL {name}: a topic model's token topics live only for the statement that \
+             samples them; train it for more epochs with CREATE OR REPLACE MODEL"
+        );
+    }
     for (key, value) in options {
         if !plan.run_option(key, value)? {
             return plan_err!(
@@ -247,11 +257,11 @@ pub async fn train_model(
 }
 
 /// The training rows of a statement, read and checked.
-struct Rows {
+pub(super) struct Rows {
     /// Where every epoch reads them from.
-    rows: TrainRows,
+    pub(super) rows: TrainRows,
     /// How many there are.
-    count: u64,
+    pub(super) count: u64,
     /// The query's columns, quoted, for the holdout query.
     columns: Columns,
 }
@@ -297,17 +307,16 @@ async fn train(
     let workers = plan.spec.sync.workers as usize;
     // Rows held in memory reach ps_train as the same batches every epoch: read them once.
     let caching = matches!(train_rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
-    let bar = bar(rows * plan.epochs as u64);
+    let bar = bar(rows * plan.epochs as u64, "rows");
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {
         let started = Instant::now();
         let before = push_traffic(&client.status().await.map_err(ps_error)?, id);
-        let epoch_frame = train_rows.epoch(ctx, name, workers)?;
+        let epoch_frame = train_rows.epoch(ctx, (name, workers), 0)?;
         let (loss, n) = watch(
             &bar,
             &binding.reports().progress,
-            epoch,
-            plan.epochs,
+            (epoch, plan.epochs, true),
             first_row(epoch_frame),
         )
         .await?;
@@ -343,7 +352,7 @@ async fn train(
             );
         }
         // Half the squared error is the loss of the kinds that report RMSE.
-        let rmse = (plan.spec.kind.metrics().contains(&Metric::Rmse))
+        let rmse = (metrics(&*plan.spec.kind).contains(&Metric::Rmse))
             .then(|| float(&loss).map(|l| (2.0 * l).sqrt()))
             .flatten();
         table.push(
@@ -365,7 +374,7 @@ async fn train(
 
 /// Key-list caching of a model's training batches, and keeping its rotation workers from
 /// epoch to epoch: on while this lives.
-struct Caching<'a> {
+pub(super) struct Caching<'a> {
     binding: &'a Binding,
     model: &'a str,
     /// Batches found cached before the current epoch.
@@ -373,9 +382,10 @@ struct Caching<'a> {
 }
 
 impl<'a> Caching<'a> {
-    fn on(binding: &'a Binding, model: &'a str) -> Self {
+    pub(super) fn on(binding: &'a Binding, model: &'a str) -> Self {
         binding.key_lists().enable(model);
         binding.kept().enable(model);
+        binding.topic_workers().enable(model);
         Caching {
             binding,
             model,
@@ -401,12 +411,13 @@ impl Drop for Caching<'_> {
     fn drop(&mut self) {
         self.binding.key_lists().disable(self.model);
         self.binding.kept().disable(self.model);
+        self.binding.topic_workers().disable(self.model);
     }
 }
 
 /// (bytes sent, raw bytes) of every push to matrix `id` so far, from the master's status:
 /// what every executor or task pushed, compressed or not.
-fn push_traffic(status: &StatusReply, id: u32) -> (u64, u64) {
+pub(super) fn push_traffic(status: &StatusReply, id: u32) -> (u64, u64) {
     angel_proto::pushes::totals(status)
         .iter()
         .filter(|p| p.matrix_id == id)
@@ -414,7 +425,7 @@ fn push_traffic(status: &StatusReply, id: u32) -> (u64, u64) {
 }
 
 /// Where every epoch reads the training rows from, as `workers` partitions: one task each.
-enum TrainRows {
+pub(super) enum TrainRows {
     /// Embedded: the query's rows, computed once, cut into contiguous runs of nearly equal
     /// rows (slices sharing the query's batches, so a table scan costs no copy).
     Spread(Arc<MemTable>),
@@ -456,9 +467,15 @@ impl TrainRows {
         Ok((TrainRows::Spread(Arc::new(table)), rows))
     }
 
-    /// One epoch: `ps_train` and `count(*)` over the rows, on a session with `workers` target
-    /// partitions (so no repartitioning adds or merges workers).
-    fn epoch(&self, ctx: &SessionContext, name: &str, workers: usize) -> Result<DataFrame> {
+    /// One epoch: `ps_train` (of every column but the first `skip`) and `count(*)` over the
+    /// rows of model `name`, on a session with `workers` target partitions (so no
+    /// repartitioning adds or merges workers).
+    pub(super) fn epoch(
+        &self,
+        ctx: &SessionContext,
+        (name, workers): (&str, usize),
+        skip: usize,
+    ) -> Result<DataFrame> {
         let mut state = ctx.state();
         let options = state.config_mut().options_mut();
         options.execution.target_partitions = workers;
@@ -479,7 +496,7 @@ impl TrainRows {
             .map(Expr::Column)
             .collect();
         let mut args = vec![lit(name)];
-        args.extend(columns);
+        args.extend(columns.into_iter().skip(skip));
         let train = ctx.udaf("ps_train")?.call(args);
         df.aggregate(vec![], vec![train, count_all()])
     }
@@ -587,9 +604,10 @@ impl Columns {
         let (expected, label) = match kind.inputs() {
             Inputs::Features => ("label, indices [, values]", 0),
             Inputs::Pairs => ("user, item, rating", 2),
+            Inputs::Documents => ("doc, words [, counts]", 0),
         };
         let count = match kind.inputs() {
-            Inputs::Features => 2..=3,
+            Inputs::Features | Inputs::Documents => 2..=3,
             Inputs::Pairs => 3..=3,
         };
         if !count.contains(&names.len()) {
@@ -626,7 +644,7 @@ async fn evaluate(
     holdout: &str,
 ) -> Result<Holdout> {
     let (label, features) = (&columns.label, &columns.inputs);
-    let metric = |m: Metric, sql: &'static str| match kind.metrics().contains(&m) {
+    let metric = |m: Metric, sql: &'static str| match metrics(kind).contains(&m) {
         true => sql,
         false => "CAST(NULL AS DOUBLE)",
     };
@@ -651,8 +669,13 @@ async fn evaluate(
     })
 }
 
+/// The holdout metrics of a kind trained by gradients (none for the others).
+fn metrics(kind: &dyn ModelKind) -> &'static [Metric] {
+    kind.gradient().map_or(&[], |g| g.metrics())
+}
+
 /// The first two values of the frame's first row.
-async fn first_row(df: DataFrame) -> Result<(ScalarValue, ScalarValue)> {
+pub(super) async fn first_row(df: DataFrame) -> Result<(ScalarValue, ScalarValue)> {
     let batches = df.collect().await?;
     let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) else {
         return plan_err!("a query that answers one row answered none");
@@ -663,31 +686,31 @@ async fn first_row(df: DataFrame) -> Result<(ScalarValue, ScalarValue)> {
     ))
 }
 
-fn float(v: &ScalarValue) -> Option<f64> {
+pub(super) fn float(v: &ScalarValue) -> Option<f64> {
     match v.cast_to(&DataType::Float64) {
         Ok(ScalarValue::Float64(f)) => f,
         _ => None,
     }
 }
 
-fn bar(total: u64) -> ProgressBar {
+pub(super) fn bar(total: u64, unit: &str) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{msg} [{bar:30}] {human_pos}/{human_len} rows, {per_sec}, ETA {eta}",
-        )
+        ProgressStyle::with_template(&format!(
+            "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit}, {{per_sec}}, ETA {{eta}}"
+        ))
         .expect("valid template")
         .progress_chars("=> "),
     );
     bar
 }
 
-/// Drives `work` while moving the bar with the rows `ps_train` reports, showing the loss.
-async fn watch<T>(
+/// Drives `work` while moving the bar with the rows `ps_train` reports, showing the loss
+/// (when `loss`: the topic model reports none as it goes).
+pub(super) async fn watch<T>(
     bar: &ProgressBar,
     progress: &Progress,
-    epoch: usize,
-    epochs: usize,
+    (epoch, epochs, shows_loss): (usize, usize, bool),
     work: impl Future<Output = Result<T>>,
 ) -> Result<T> {
     let (rows0, loss0) = progress.snapshot();
@@ -701,7 +724,10 @@ async fn watch<T>(
             f64::NAN
         };
         bar.set_position(base + n);
-        bar.set_message(format!("epoch {epoch}/{epochs} loss {mean:.4}"));
+        bar.set_message(match shows_loss {
+            true => format!("epoch {epoch}/{epochs} loss {mean:.4}"),
+            false => format!("epoch {epoch}/{epochs}"),
+        });
     };
     tokio::pin!(work);
     loop {

@@ -3,18 +3,20 @@
 //!
 //! - [`linear`]: logistic regression, linear regression, the linear SVM;
 //! - [`softmax`]: multinomial logistic regression over `classes` classes;
-//! - [`mf`]: matrix factorization of (user, item, rating) rows.
+//! - [`mf`]: matrix factorization of (user, item, rating) rows;
+//! - [`lda`]: the topic model (latent Dirichlet allocation), trained by Gibbs sampling.
 //!
 //! # Adding a kind
 //!
 //! 1. A folder `kinds/<name>/` with a type implementing [`ModelKind`] (its options, its
-//!    outputs, its loss and the loss's derivative per output, its prediction, its metrics) and
-//!    its tests.
+//!    matrix) and, for a kind trained by gradients, [`Gradient`] (its loss and the loss's
+//!    derivative per output, its prediction, its metrics), and its tests.
 //! 2. One line in [`KINDS`].
 //!
 //! `CREATE MODEL`, `ps_train`, `ps_predict`, `ps_predict_proba`, `ps_loss`, `SAVE MODEL` and
 //! `LOAD MODEL` then work with it: they dispatch through the interface.
 
+pub mod lda;
 pub mod linear;
 pub mod mf;
 pub mod softmax;
@@ -28,11 +30,10 @@ use crate::error::{Result, option_err};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
 
-/// One kind of model, as training sees it. A model of `dim` features has
-/// [`ModelKind::outputs`] rows of `dim + 1` weights (the last one the intercept); a row's
-/// margin per output is `w_o . x + b_o`. A training step pulls the weights of the keys a
-/// mini-batch uses, asks the kind for each row's loss and its derivative with respect to each
-/// margin, and pushes the gradients that follow to the servers' optimizer.
+/// One kind of model, as training sees it: its options, its matrix's shape, its inputs, and
+/// how it trains ([`Gradient`], or the topic model's sampling). A model of `dim` features has
+/// [`ModelKind::weight_rows`] rows of `dim + 1` columns (the last one the intercept's, or the
+/// topic model's topic totals).
 pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
     /// The name `kind = '...'` selects it by, stored with the model.
     fn name(&self) -> &'static str;
@@ -85,6 +86,47 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         false
     }
 
+    /// How the kind trains under model rotation (matrix factorization); `None`: it cannot
+    /// rotate.
+    fn rotating(&self) -> Option<&dyn Rotating> {
+        None
+    }
+
+    /// Options whose value `CREATE MODEL` takes from a sealed counter's size, as
+    /// (option, the option naming the counter, the counter): matrix factorization's `users`
+    /// from `user_counter` when its ids come from `ps_index`.
+    fn counted_options(&self) -> Vec<(&'static str, &'static str, String)> {
+        Vec::new()
+    }
+
+    /// How the kind ranks candidates for a subject (matrix factorization: items for a user),
+    /// for `ps_recommend`; `None`: it ranks nothing.
+    fn ranking(&self) -> Option<&dyn Ranking> {
+        None
+    }
+
+    /// The weight rows drawn at random when the model is created, with their standard
+    /// deviation (matrix factorization's factors; zero weights would never move).
+    fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {
+        None
+    }
+
+    /// How the kind learns by gradients, predicts and reports its holdout metrics; `None`:
+    /// it does not (the topic model, trained by sampling).
+    fn gradient(&self) -> Option<&dyn Gradient>;
+
+    /// The topic model, trained by Gibbs sampling instead of gradients; `None` for the other
+    /// kinds.
+    fn topics(&self) -> Option<&lda::Lda> {
+        None
+    }
+}
+
+/// A kind trained by gradients: how it reads its rows, turns weights into a row's margins
+/// and its loss into gradients, and what it predicts. A training step pulls the weights of
+/// the keys a mini-batch uses, asks the kind for each row's loss and its derivative with
+/// respect to each margin, and pushes the gradients that follow to the servers' optimizer.
+pub trait Gradient {
     /// Reads the rows of a call: the `label` column (training, loss) and the `inputs`
     /// columns, as [`ModelKind::inputs`] says.
     fn read_rows(
@@ -124,31 +166,6 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
     /// (matrix factorization: each rating one SGD step, as its users expect).
     fn mean_gradient(&self) -> bool {
         true
-    }
-
-    /// How the kind trains under model rotation (matrix factorization); `None`: it cannot
-    /// rotate.
-    fn rotating(&self) -> Option<&dyn Rotating> {
-        None
-    }
-
-    /// Options whose value `CREATE MODEL` takes from a sealed counter's size, as
-    /// (option, the option naming the counter, the counter): matrix factorization's `users`
-    /// from `user_counter` when its ids come from `ps_index`.
-    fn counted_options(&self) -> Vec<(&'static str, &'static str, String)> {
-        Vec::new()
-    }
-
-    /// How the kind ranks candidates for a subject (matrix factorization: items for a user),
-    /// for `ps_recommend`; `None`: it ranks nothing.
-    fn ranking(&self) -> Option<&dyn Ranking> {
-        None
-    }
-
-    /// The weight rows drawn at random when the model is created, with their standard
-    /// deviation (matrix factorization's factors; zero weights would never move).
-    fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {
-        None
     }
 
     /// Why `label` cannot be learnt, if it cannot (softmax labels are classes `0..N-1`).
@@ -224,6 +241,9 @@ pub enum Inputs {
     Features,
     /// A user and an item (integers): `user, item, rating` (the label last).
     Pairs,
+    /// A document: `doc, words [, counts]`, its id (any type, unused by training) and a list
+    /// of word indices, with repeats or with their counts.
+    Documents,
 }
 
 /// Cloning a boxed kind (a [`crate::ModelSpec`] is cloned with its kind).
@@ -284,6 +304,7 @@ pub const KINDS: &[(&[&str], Make)] = &[
     (&["mf", "matrix_factorization"], || {
         Box::new(mf::Mf::default())
     }),
+    (&["lda", "topics"], || Box::new(lda::Lda::default())),
 ];
 
 /// The kind named `name` (any case), with its default options.
@@ -319,6 +340,9 @@ mod tests {
             })
             .unwrap();
             let k = kind.outputs();
+            let Some(kind) = kind.gradient() else {
+                continue;
+            };
             for (label, base) in [(1.0, 0.3), (0.0, -1.7), (2.0, 2.5), (1.0, -0.2)] {
                 let margins: Vec<f64> = (0..k).map(|o| base * (o as f64 + 1.0) - 0.4).collect();
                 let mut d = vec![0.0; k];

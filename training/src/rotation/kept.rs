@@ -31,8 +31,20 @@ pub struct Kept<W = Worker> {
     models: Arc<Mutex<HashMap<String, Entries<W>>>>,
 }
 
-/// One model's workers, by a hash of their batches' arrays.
-type Entries<W> = HashMap<u64, Entry<W>>;
+/// One model's workers, by a hash of their batches' arrays, and the round being run.
+struct Entries<W> {
+    round: u32,
+    workers: HashMap<u64, Entry<W>>,
+}
+
+impl<W> Default for Entries<W> {
+    fn default() -> Self {
+        Entries {
+            round: 0,
+            workers: HashMap::new(),
+        }
+    }
+}
 
 struct Entry<W> {
     arrays: Vec<ArrayData>,
@@ -75,13 +87,26 @@ impl<W> Kept<W> {
         self.lock().remove(model);
     }
 
+    /// Sets the round `model`'s workers run now (for workers that count rounds themselves:
+    /// the topic model's).
+    pub fn start_round(&self, model: &str, round: u32) {
+        if let Some(entries) = self.lock().get_mut(model) {
+            entries.round = round;
+        }
+    }
+
+    /// The round set by [`Kept::start_round`]; `None` when `model`'s workers are not kept.
+    pub fn round(&self, model: &str) -> Option<u32> {
+        self.lock().get(model).map(|e| e.round)
+    }
+
     /// The worker the previous round left for rows read from `arrays`, if any.
     pub fn take(&self, model: &str, arrays: &[ArrayData]) -> Option<W> {
         let mut models = self.lock();
-        let entries = models.get_mut(model)?;
+        let workers = &mut models.get_mut(model)?.workers;
         let key = fingerprint(arrays);
-        match entries.get(&key) {
-            Some(e) if same_arrays(&e.arrays, arrays) => entries.remove(&key).map(|e| e.worker),
+        match workers.get(&key) {
+            Some(e) if same_arrays(&e.arrays, arrays) => workers.remove(&key).map(|e| e.worker),
             _ => None,
         }
     }
@@ -90,13 +115,13 @@ impl<W> Kept<W> {
     /// workers are kept); drops what earlier rounds left and nobody took.
     pub fn put(&self, model: &str, round: u32, arrays: Vec<ArrayData>, worker: W) {
         if let Some(entries) = self.lock().get_mut(model) {
-            entries.retain(|_, e| e.round >= round);
+            entries.workers.retain(|_, e| e.round >= round);
             let entry = Entry {
                 arrays,
                 round,
                 worker,
             };
-            entries.insert(fingerprint(&entry.arrays), entry);
+            entries.workers.insert(fingerprint(&entry.arrays), entry);
         }
     }
 
@@ -139,7 +164,10 @@ mod tests {
     #[test]
     fn what_a_round_left_and_nobody_took_goes_with_the_next_round() {
         let kept = Kept::<u32>::default();
+        assert_eq!(kept.round("m"), None);
         kept.enable("m");
+        kept.start_round("m", 3);
+        assert_eq!(kept.round("m"), Some(3));
         let (a, b, c) = (arrays(vec![1]), arrays(vec![2]), arrays(vec![3]));
         kept.put("m", 1, a.clone(), 1);
         kept.put("m", 1, b.clone(), 2);

@@ -128,7 +128,7 @@ impl RotationTask {
     /// The task's state read afresh: its rows in blocks of `slices` slices of the `rotated`
     /// columns, and its users' factors pulled.
     fn worker(&self, rotated: &Range<u64>, slices: usize) -> Result<Worker> {
-        let kind = &self.model.spec.kind;
+        let kind = (self.model.spec).gradient(self.function, &self.model.name)?;
         let read = (self.batches.iter())
             .map(|b| kind.read_rows(self.function, Some(&b[0]), &b[1..]))
             .collect::<Result<Vec<_>>>()?;

@@ -54,7 +54,7 @@ impl LocalModel {
             .flat_map(|o| g.keys.iter().map(move |k| (k, o)))
             .map(|(k, o)| self.slots[k].local[o * group] as f32)
             .collect();
-        let (loss, grads) = model.gradients(rows, range, g, &current);
+        let (loss, grads) = model.gradients(rows, range, g, &current)?;
         let optimizer = model.spec.local_optimizer()?;
         let n = g.keys.len();
         for (i, grad) in grads.into_iter().enumerate() {

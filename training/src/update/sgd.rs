@@ -37,7 +37,7 @@ pub fn step(
     {
         *ahead = Some(model.pull_ahead(next.keys.clone(), step));
     }
-    let (loss, grads) = model.gradients(rows, range, g, &weights);
+    let (loss, grads) = model.gradients(rows, range, g, &weights)?;
     worker.before_push()?;
     let bases = match angel_optim::rule::of(model.spec.sync.rule).needs_bases() {
         true => &versions[..],

@@ -2,7 +2,7 @@
 //! per feature and an intercept (one output); they differ only in the loss of a row's margin
 //! `w . x + b` and in what they predict from it.
 
-use crate::kinds::{Metric, ModelKind};
+use crate::kinds::{Gradient, Metric, ModelKind};
 
 /// The loss a linear model minimises, and how it turns a margin into a prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,12 @@ impl ModelKind for Linear {
         }
     }
 
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        Some(self)
+    }
+}
+
+impl Gradient for Linear {
     fn loss(&self, label: f64, margins: &[f64], d: &mut [f64]) -> f64 {
         let (y, m) = (self.target(label), margins[0]);
         let (loss, dm) = match self {

@@ -20,7 +20,7 @@ use std::ops::Range;
 use arrow::array::ArrayRef;
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Inputs, Metric, ModelKind, Ranking, Rotating};
+use crate::kinds::{Gradient, Inputs, Metric, ModelKind, Ranking, Rotating};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
 
@@ -161,6 +161,30 @@ impl ModelKind for Mf {
         self.biases && self.mean.is_none()
     }
 
+    fn rotating(&self) -> Option<&dyn Rotating> {
+        Some(self)
+    }
+
+    fn random_rows(&self) -> Option<(Range<usize>, f64)> {
+        Some((0..self.rank, self.init_std))
+    }
+
+    fn ranking(&self) -> Option<&dyn Ranking> {
+        Some(self)
+    }
+
+    fn counted_options(&self) -> Vec<(&'static str, &'static str, String)> {
+        (COUNTER_OPTIONS.iter().zip(&self.counters))
+            .filter_map(|(&(option, named), c)| Some((option, named, c.clone()?)))
+            .collect()
+    }
+
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        Some(self)
+    }
+}
+
+impl Gradient for Mf {
     fn read_rows(
         &self,
         function: &str,
@@ -203,24 +227,6 @@ impl ModelKind for Mf {
 
     fn mean_gradient(&self) -> bool {
         false
-    }
-
-    fn rotating(&self) -> Option<&dyn Rotating> {
-        Some(self)
-    }
-
-    fn random_rows(&self) -> Option<(Range<usize>, f64)> {
-        Some((0..self.rank, self.init_std))
-    }
-
-    fn ranking(&self) -> Option<&dyn Ranking> {
-        Some(self)
-    }
-
-    fn counted_options(&self) -> Vec<(&'static str, &'static str, String)> {
-        (COUNTER_OPTIONS.iter().zip(&self.counters))
-            .filter_map(|(&(option, named), c)| Some((option, named, c.clone()?)))
-            .collect()
     }
 
     fn loss(&self, label: f64, margins: &[f64], d: &mut [f64]) -> f64 {

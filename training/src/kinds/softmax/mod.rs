@@ -4,7 +4,7 @@
 //! `softmax(margins)`. Labels are the classes `0..classes-1`.
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Metric, ModelKind};
+use crate::kinds::{Gradient, Metric, ModelKind};
 use crate::options::OptionValue;
 
 /// Most classes a softmax model may have: every mini-batch pulls and pushes one row of weights
@@ -53,6 +53,12 @@ impl ModelKind for Softmax {
         self.classes
     }
 
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        Some(self)
+    }
+}
+
+impl Gradient for Softmax {
     fn refuse_label(&self, label: f64) -> Option<String> {
         let class = label.fract() == 0.0 && (0.0..self.classes as f64).contains(&label);
         (!class).then(|| {

@@ -1,0 +1,154 @@
+//! `CREATE MODEL ... OPTIONS (kind = 'lda', ...)`: a topic model's statement. Round 0 draws
+//! every token's topic at random and pushes the counts; then each epoch draws every token's
+//! topic once (`ps_train` over the documents, whose workers keep their tokens' topics from
+//! round to round). The epoch table has a row per round: epoch (0: the random start),
+//! documents, tokens, the joint log-likelihood `log p(w, z)` (its words' part summed on the
+//! servers) and the perplexity `exp(-log p(w, z) / tokens)` that follows, seconds, tokens per
+//! second, push traffic and workers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use angel_client::EpochReport;
+use angel_training::kinds::lda::likelihood;
+use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::{Result, plan_err};
+use datafusion::prelude::SessionContext;
+
+use super::train::{Caching, Plan, Rows, TrainRows, bar, first_row, float, push_traffic, watch};
+use crate::binding::Binding;
+use crate::bridge::{ps_error, train_error};
+
+/// Trains topic model `name` (matrix `id`) for `plan`'s epochs over `rows`; returns the
+/// epoch table.
+pub(super) async fn train(
+    ctx: &SessionContext,
+    binding: &Binding,
+    (name, id): (&str, u32),
+    plan: &Plan,
+    rows: Rows,
+) -> Result<RecordBatch> {
+    if let Some(holdout) = &plan.holdout {
+        return plan_err!(
+            "CREATE MODEL {name}: option holdout = '{holdout}': a topic model reports its \
+             training log-likelihood; score held-out documents with ps_topics"
+        );
+    }
+    let Some(lda) = plan.spec.kind.topics() else {
+        return plan_err!("CREATE MODEL {name}: not a topic model");
+    };
+    let priors = lda.priors(plan.spec.dim);
+    let client = binding.client()?;
+    let workers = plan.spec.sync.workers as usize;
+    let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
+    let kept = binding.topic_workers();
+    let bar = bar(0, "tokens");
+    let mut table = Table::default();
+    for round in 0..=plan.epochs {
+        kept.start_round(name, round as u32);
+        let started = Instant::now();
+        let before = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
+        let (mean, documents) = watch(
+            &bar,
+            &binding.reports().progress,
+            (round, plan.epochs, false),
+            first_row(frame),
+        )
+        .await?;
+        let seconds = started.elapsed().as_secs_f64();
+        let after = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        let (model_side, tokens) =
+            (likelihood::model(&client, name, &priors).await).map_err(train_error)?;
+        if round == 0 {
+            bar.set_length(tokens * (plan.epochs as u64 + 1));
+        }
+        // ps_train answers the documents' part per token.
+        let log_likelihood = model_side + float(&mean).unwrap_or_default() * tokens as f64;
+        let report = EpochReport {
+            model: name.to_string(),
+            epoch: round as u32,
+            rows: tokens,
+            train_loss: Some(-log_likelihood / tokens.max(1) as f64).filter(|l| l.is_finite()),
+            seconds,
+            ..Default::default()
+        };
+        if let Err(e) = client.report_epoch(report).await {
+            tracing::warn!(
+                model = name,
+                round,
+                "the master did not take the epoch report: {e}"
+            );
+        }
+        table.push(Row {
+            epoch: round as i64,
+            documents: float(&documents).unwrap_or_default() as i64,
+            tokens: tokens as i64,
+            log_likelihood,
+            seconds,
+            push_mb: (after.0 - before.0) as f64 / 1e6,
+            workers: workers as i64,
+        });
+    }
+    bar.finish_and_clear();
+    drop(caching);
+    let batch = table.finish()?;
+    let epochs_table = format!("{name}_epochs");
+    ctx.deregister_table(&epochs_table)?;
+    ctx.register_batch(&epochs_table, batch.clone())?;
+    Ok(batch)
+}
+
+/// One round's figures.
+struct Row {
+    epoch: i64,
+    documents: i64,
+    tokens: i64,
+    log_likelihood: f64,
+    seconds: f64,
+    push_mb: f64,
+    workers: i64,
+}
+
+/// The epoch table being built.
+#[derive(Default)]
+struct Table(Vec<Row>);
+
+impl Table {
+    fn push(&mut self, row: Row) {
+        self.0.push(row);
+    }
+
+    fn finish(self) -> Result<RecordBatch> {
+        let rows = &self.0;
+        let ints = |f: fn(&Row) -> i64| Arc::new(Int64Array::from_iter_values(rows.iter().map(f)));
+        let floats =
+            |f: fn(&Row) -> f64| Arc::new(Float64Array::from_iter_values(rows.iter().map(f)));
+        let schema = Schema::new(vec![
+            Field::new("epoch", DataType::Int64, false),
+            Field::new("documents", DataType::Int64, false),
+            Field::new("tokens", DataType::Int64, false),
+            Field::new("log_likelihood", DataType::Float64, false),
+            Field::new("perplexity", DataType::Float64, false),
+            Field::new("seconds", DataType::Float64, false),
+            Field::new("tokens_per_second", DataType::Float64, false),
+            Field::new("push_mb", DataType::Float64, false),
+            Field::new("workers", DataType::Int64, false),
+        ]);
+        Ok(RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                ints(|r| r.epoch),
+                ints(|r| r.documents),
+                ints(|r| r.tokens),
+                floats(|r| r.log_likelihood),
+                floats(|r| (-r.log_likelihood / r.tokens.max(1) as f64).exp()),
+                floats(|r| r.seconds),
+                floats(|r| r.tokens as f64 / r.seconds.max(1e-9)),
+                floats(|r| r.push_mb),
+                ints(|r| r.workers),
+            ],
+        )?)
+    }
+}

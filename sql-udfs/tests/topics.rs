@@ -1,0 +1,307 @@
+//! The topic model (`kind = 'lda'`) on a real in-process service: one worker against its
+//! sampler's chain run without a service, its counts on the servers against its workers'
+//! topics, recovery of a generated corpus's topics, and its refusals.
+
+mod common;
+
+use std::sync::Arc;
+
+use angel_client::PsClient;
+use angel_etl::corpus_data::{self, CorpusSpec, Truth};
+use angel_ps_service::{Standalone, StandaloneConfig};
+use angel_sql::job::Job;
+use angel_training::kinds::lda::Lda;
+use angel_training::kinds::lda::corpus::Corpus as TopicCorpus;
+use angel_training::kinds::lda::likelihood;
+use angel_training::kinds::lda::task::TopicTask;
+use angel_training::kinds::lda::worker::Worker;
+use angel_training::rotation::kept::Kept;
+use angel_training::{Model, ModelSpec, kinds};
+use common::column;
+use datafusion::arrow::array::{ArrayRef, Float64Builder, ListBuilder, UInt64Builder};
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+/// The generated corpus, its documents as token lists (as the job reads them), and the files.
+struct Corpus {
+    truth: Truth,
+    docs: Vec<Vec<u32>>,
+    _dir: tempfile::TempDir,
+    train: std::path::PathBuf,
+}
+
+fn corpus(spec: &CorpusSpec, seed: u64) -> Corpus {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (dir.path().join("train.txt"), dir.path().join("test.txt"));
+    let truth = corpus_data::generate(&train, &test, spec, seed).unwrap();
+    let docs = (std::fs::read_to_string(&train).unwrap().lines())
+        .map(|line| {
+            let pairs = line.split(' ').skip(1).map(|p| p.split_once(':').unwrap());
+            pairs
+                .flat_map(|(w, c)| std::iter::repeat_n(w.parse().unwrap(), c.parse().unwrap()))
+                .collect()
+        })
+        .collect();
+    Corpus {
+        truth,
+        docs,
+        _dir: dir,
+        train,
+    }
+}
+
+/// A job over `corpus` as table `corpus (doc, words, counts)`, in `partitions` partitions,
+/// with a service of two servers.
+async fn corpus_job(corpus: &Corpus, partitions: usize) -> (Standalone, Job) {
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let config = SessionConfig::new().with_target_partitions(partitions);
+    let job = Job::new(
+        SessionContext::new_with_config(config),
+        &service.master_addr(),
+    );
+    let sql = format!(
+        "CREATE TABLE corpus AS SELECT label AS doc, idx AS words, val AS counts FROM \
+         read_libsvm('{}', 'index_base=0')",
+        corpus.train.display()
+    );
+    job.execute(&sql).await.unwrap();
+    (service, job)
+}
+
+/// `CREATE OR REPLACE MODEL topics` of the small corpus's shape with `options`.
+fn create(options: &str) -> String {
+    let spec = CorpusSpec::small();
+    format!(
+        "CREATE OR REPLACE MODEL topics OPTIONS (kind = 'lda', topics = {}, dim = {}, alpha = \
+         0.1, beta = 0.01, {options}) AS SELECT doc, words, counts FROM corpus",
+        spec.topics, spec.words
+    )
+}
+
+/// Every count of model `name` (topic after topic: the words, then the totals).
+async fn counts(master: &str, name: &str) -> Vec<i64> {
+    let spec = CorpusSpec::small();
+    let client = PsClient::connect(master).await.unwrap();
+    let rows: Vec<u64> = (0..spec.topics as u64).collect();
+    let keys: Vec<u64> = (0..=spec.words).collect();
+    client
+        .pull_at::<i64>(name, &rows, &keys, None)
+        .await
+        .unwrap()
+        .0
+}
+
+/// The same worker's chain run here without a service: its counts kept by adding each step's
+/// change, as the servers add them; the log-likelihood after the start and each sweep.
+fn local_chain(docs: &[ArrayRef], lda: &Lda, sweeps: usize) -> Vec<f64> {
+    let spec = CorpusSpec::small();
+    let corpus = TopicCorpus::read("test", "local", (&docs[0], docs.get(1)), spec.words).unwrap();
+    let mut worker = Worker::for_model(lda, spec.words, &corpus);
+    let p = lda.priors(spec.words);
+    let (mut totals, mut words) = worker.counts(0);
+    let joint = |t: &[i64], w: &[i64], worker: &Worker| {
+        likelihood::totals(&p, t)
+            + likelihood::words(&p, w.iter().copied())
+            + worker.doc_likelihood()
+    };
+    let mut trajectory = vec![joint(&totals, &words, &worker)];
+    for _ in 0..sweeps {
+        let (dt, dw) = worker.sample(0, &totals, &words);
+        totals.iter_mut().zip(dt).for_each(|(a, b)| *a += b);
+        words.iter_mut().zip(dw).for_each(|(a, b)| *a += b);
+        trajectory.push(joint(&totals, &words, &worker));
+    }
+    trajectory
+}
+
+/// One SQL worker is the worker's sequential chain: for three seeds, the epoch table's
+/// log-likelihood (words' part summed on the servers, documents' part by the worker) equals,
+/// after the start and each sweep, that of the same chain run here without a service, within
+/// 1e-9 (the sums' order differs). So pulls, pushes, the pipelined next pull and the state kept
+/// between rounds change nothing; the chain itself is collapsed Gibbs sampling in
+/// distribution (`angel_training`'s worker tests compare it with a plain sampler).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_is_the_sequential_chain_of_its_sampler() {
+    let spec = CorpusSpec::small();
+    let corpus = corpus(&spec, 11);
+    let (service, job) = corpus_job(&corpus, 1).await;
+    let sweeps = 6;
+    let docs = documents(&corpus.docs);
+    for seed in 1..=3 {
+        let options = format!("epochs = {sweeps}, workers = 1, seed = {seed}");
+        let table = job.execute(&create(&options)).await.unwrap();
+        let ours = column(&table[0], "log_likelihood");
+        let lda = Lda {
+            topics: spec.topics,
+            seed,
+            ..Default::default()
+        };
+        let local = local_chain(&docs, &lda, sweeps);
+        for (e, (a, b)) in ours.iter().zip(&local).enumerate() {
+            assert!(
+                (a - b).abs() < 1e-9 * b.abs(),
+                "seed {seed} sweep {e}: {a} vs {b}"
+            );
+        }
+        assert!(ours[sweeps] > ours[0] + 1000.0, "{ours:?}");
+    }
+    let n = counts(&service.master_addr(), "topics").await;
+    let width = spec.words as usize + 1;
+    let tokens: i64 = corpus.docs.iter().map(|d| d.len() as i64).sum();
+    let totals: i64 = (0..spec.topics).map(|t| n[t * width + width - 1]).sum();
+    assert_eq!(totals, tokens);
+}
+
+/// The counts on the servers are the sum of the workers' tokens' topics after every round
+/// (three workers, three epochs, counted word by word and topic by topic): nothing lost or
+/// doubled. The workers run here as `ps_train` runs them, one thread each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
+    let spec = CorpusSpec::small();
+    let corpus = corpus(&spec, 5);
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let client = PsClient::connect(&service.master_addr()).await.unwrap();
+    let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
+    model.set("topics", &spec.topics.to_string()).unwrap();
+    model.create(&client, "topics").await.unwrap();
+    let parts: Vec<Vec<ArrayRef>> = (corpus.docs.chunks(corpus.docs.len().div_ceil(3)))
+        .map(documents)
+        .collect();
+    let kept = Kept::<Worker>::default();
+    kept.enable("topics");
+    for round in 0..=3 {
+        kept.start_round("topics", round);
+        let runs: Vec<_> = (parts.iter().cloned())
+            .map(|arrays| {
+                let (kept, client) = (kept.clone(), client.clone());
+                std::thread::spawn(move || {
+                    let model = Model::open(client, "topics").unwrap();
+                    let mut task = TopicTask::new(model, "test", kept).unwrap();
+                    task.add(&arrays);
+                    task.run(|_, _| {}).unwrap()
+                })
+            })
+            .collect();
+        let done: u64 = runs.into_iter().map(|r| r.join().unwrap().tokens).sum();
+        assert_eq!(
+            done as usize,
+            corpus.docs.iter().map(Vec::len).sum::<usize>()
+        );
+        let width = spec.words as usize + 1;
+        let mut expected = vec![0i64; spec.topics * width];
+        for arrays in &parts {
+            let data: Vec<_> = arrays.iter().map(|a| a.to_data()).collect();
+            let worker = kept
+                .take("topics", &data)
+                .expect("each worker's state is kept");
+            for (w, &t) in worker.words().zip(&worker.topics) {
+                expected[t as usize * width + w as usize] += 1;
+                expected[t as usize * width + width - 1] += 1;
+            }
+            kept.put("topics", round, data, worker);
+        }
+        let on_servers = counts(&service.master_addr(), "topics").await;
+        assert_eq!(on_servers, expected, "round {round}");
+    }
+}
+
+/// A part of the corpus as `ps_train`'s arguments: the words and their counts per document.
+fn documents(docs: &[Vec<u32>]) -> Vec<ArrayRef> {
+    let (mut words, mut counts) = (
+        ListBuilder::new(UInt64Builder::new()),
+        ListBuilder::new(Float64Builder::new()),
+    );
+    for doc in docs {
+        // Each distinct word once with its count, as a bag of words.
+        let mut bag = std::collections::BTreeMap::<u32, f64>::new();
+        doc.iter().for_each(|&w| *bag.entry(w).or_default() += 1.0);
+        words.append_value(bag.keys().map(|&w| Some(u64::from(w))));
+        counts.append_value(bag.values().map(|&c| Some(c)));
+    }
+    vec![Arc::new(words.finish()), Arc::new(counts.finish())]
+}
+
+/// On a corpus drawn from 5 known topics, two workers' log-likelihood rises to a plateau (half
+/// its gain in the first 10 of 40 epochs, under 5% in the last 10) and the learned topics match the true ones: after the best one-to-one matching (all 120
+/// permutations tried), the mean L1 distance between a learned topic's word distribution and
+/// its true topic's is below 0.25, where a wrong matching is above 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_recover_the_topics_of_a_generated_corpus() {
+    let spec = CorpusSpec::small();
+    let corpus = corpus(&spec, 3);
+    let (service, job) = corpus_job(&corpus, 2).await;
+    let table = job
+        .execute(&create("epochs = 40, workers = 2"))
+        .await
+        .unwrap();
+    let ll = column(&table[0], "log_likelihood");
+    let gain = ll[40] - ll[0];
+    assert!(gain > 0.0 && ll[10] - ll[0] > 0.5 * gain, "{ll:?}");
+    assert!((ll[40] - ll[30]).abs() < 0.05 * gain, "no plateau: {ll:?}");
+
+    let n = counts(&service.master_addr(), "topics").await;
+    let (k, v) = (spec.topics, spec.words as usize);
+    let learned: Vec<Vec<f64>> = (0..k)
+        .map(|t| {
+            let row = &n[t * (v + 1)..][..v + 1];
+            let total = row[v] as f64 + v as f64 * 0.01;
+            (0..v).map(|w| (row[w] as f64 + 0.01) / total).collect()
+        })
+        .collect();
+    let l1 = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum::<f64>();
+    let mut best = f64::INFINITY;
+    let mut worst = 0.0f64;
+    permutations(k, &mut |p| {
+        let d = (0..k)
+            .map(|t| l1(&learned[t], &corpus.truth.topics[p[t]]))
+            .sum::<f64>()
+            / k as f64;
+        best = best.min(d);
+        worst = worst.max(d);
+    });
+    eprintln!("mean L1 to the true topics: {best:.3} matched, {worst:.3} at worst");
+    assert!(best < 0.25 && worst > 1.0, "{best} (worst {worst})");
+}
+
+/// Calls `each` with every permutation of `0..n`.
+fn permutations(n: usize, each: &mut impl FnMut(&[usize])) {
+    fn go(p: &mut Vec<usize>, at: usize, each: &mut impl FnMut(&[usize])) {
+        if at == p.len() {
+            return each(p);
+        }
+        for i in at..p.len() {
+            p.swap(at, i);
+            go(p, at + 1, each);
+            p.swap(at, i);
+        }
+    }
+    go(&mut (0..n).collect(), 0, each);
+}
+
+/// What a topic model cannot do is refused with the option, the row or the function named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_model_refuses_what_it_cannot_do() {
+    let corpus = corpus(&CorpusSpec::small(), 2);
+    let (_service, job) = corpus_job(&corpus, 2).await;
+    let err = |sql: String| {
+        let job = &job;
+        async move { job.execute(&sql).await.unwrap_err().to_string() }
+    };
+    let no_topics = create("epochs = 1").replace("topics = 5, ", "");
+    let said = err(no_topics).await;
+    assert!(said.contains("option topics"), "{said}");
+    let said = err(create("epochs = 1").replace("dim = 100", "dim = 50")).await;
+    assert!(said.contains("dim = 50") && said.contains("row"), "{said}");
+    let said = err(create("epochs = 1, holdout = 'corpus'")).await;
+    assert!(
+        said.contains("holdout") && said.contains("ps_topics"),
+        "{said}"
+    );
+    job.execute(&create("epochs = 1")).await.unwrap();
+    let said = err("TRAIN MODEL topics AS SELECT doc, words, counts FROM corpus".into()).await;
+    assert!(said.contains("CREATE OR REPLACE MODEL"), "{said}");
+    let said = err("SELECT ps_predict('topics', words, counts) FROM corpus".into()).await;
+    assert!(
+        said.contains("lda model") && said.contains("ps_topics"),
+        "{said}"
+    );
+}

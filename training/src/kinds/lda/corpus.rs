@@ -1,0 +1,138 @@
+//! [`Corpus`]: a worker's documents, read from a call's `words [, counts]` columns: a list of
+//! word indices per document, with repeats (`ps_index` of `ps_tokens`), or a bag of words
+//! (`read_libsvm`'s `word:count` pairs: the indices and their counts).
+
+use arrow::array::ArrayRef;
+
+use crate::error::{Result, input_err};
+use crate::rows::SparseRows;
+
+/// Most tokens one (word, count) pair may stand for.
+const MAX_COUNT: f64 = 1e9;
+
+/// Documents as token lists of word indices.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Corpus {
+    /// Document `d`'s tokens are `words[offsets[d]..offsets[d + 1]]`.
+    pub offsets: Vec<usize>,
+    pub words: Vec<u32>,
+}
+
+impl Corpus {
+    /// The documents of `words` (a list of indices per row) and optional `counts` (a list of
+    /// whole numbers per row, as long), checked against a vocabulary of `vocabulary` words of
+    /// model `model`; errors name the row and the value.
+    pub fn read(
+        function: &str,
+        model: &str,
+        (words, counts): (&ArrayRef, Option<&ArrayRef>),
+        vocabulary: u64,
+    ) -> Result<Self> {
+        let rows = SparseRows::from_arrays(function, None, words, counts)?;
+        rows.check(function, model, vocabulary)?;
+        let mut corpus = Corpus {
+            offsets: vec![0],
+            words: Vec::new(),
+        };
+        for r in 0..rows.len() {
+            for (at, &word) in rows.keys(r).iter().enumerate() {
+                let count = rows.value(r, at);
+                if !(count >= 0.0 && count.fract() == 0.0 && count <= MAX_COUNT) {
+                    return input_err(format!(
+                        "{function}: row {r} of the batch counts word {word} {count} times; a \
+                         count must be a whole number from 0 to {MAX_COUNT}"
+                    ));
+                }
+                let word = word as u32;
+                (0..count as usize).for_each(|_| corpus.words.push(word));
+            }
+            corpus.offsets.push(corpus.words.len());
+        }
+        Ok(corpus)
+    }
+
+    /// The documents of `parts`, one after the other.
+    pub fn concat(parts: Vec<Corpus>) -> Corpus {
+        let mut all = Corpus {
+            offsets: vec![0],
+            words: Vec::new(),
+        };
+        for part in parts {
+            for d in 0..part.docs() {
+                all.words.extend_from_slice(part.doc(d));
+                all.offsets.push(all.words.len());
+            }
+        }
+        all
+    }
+
+    /// Number of documents.
+    pub fn docs(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Document `d`'s tokens.
+    pub fn doc(&self, d: usize) -> &[u32] {
+        &self.words[self.offsets[d]..self.offsets[d + 1]]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Float64Builder, ListBuilder, UInt64Builder};
+
+    use super::*;
+
+    fn list(rows: &[&[u64]]) -> ArrayRef {
+        let mut b = ListBuilder::new(UInt64Builder::new());
+        for row in rows {
+            b.append_value(row.iter().map(|&x| Some(x)));
+        }
+        Arc::new(b.finish())
+    }
+
+    fn counts(rows: &[&[f64]]) -> ArrayRef {
+        let mut b = ListBuilder::new(Float64Builder::new());
+        for row in rows {
+            b.append_value(row.iter().map(|&x| Some(x)));
+        }
+        Arc::new(b.finish())
+    }
+
+    #[test]
+    fn tokens_keep_repeats_and_counts_expand_into_tokens() {
+        let words = list(&[&[3, 1, 3], &[], &[0, 2]]);
+        let corpus = Corpus::read("f", "m", (&words, None), 4).unwrap();
+        assert_eq!(corpus.offsets, [0, 3, 3, 5]);
+        assert_eq!(corpus.words, [3, 1, 3, 0, 2]);
+        let bag = Corpus::read(
+            "f",
+            "m",
+            (&list(&[&[1, 2]]), Some(&counts(&[&[2.0, 1.0]]))),
+            4,
+        )
+        .unwrap();
+        assert_eq!(bag.words, [1, 1, 2]);
+        let both = Corpus::concat(vec![corpus, bag]);
+        assert_eq!((both.docs(), both.doc(3)), (4, &[1, 1, 2][..]));
+    }
+
+    #[test]
+    fn bad_words_and_counts_are_refused_naming_the_row() {
+        let err = Corpus::read("f", "m", (&list(&[&[0], &[9]]), None), 4)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row 1") && err.contains('9'), "{err}");
+        let err = Corpus::read(
+            "f",
+            "m",
+            (&list(&[&[0, 1]]), Some(&counts(&[&[1.0, 2.5]]))),
+            4,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("row 0") && err.contains("2.5"), "{err}");
+    }
+}

@@ -1,0 +1,162 @@
+//! The topic model: latent Dirichlet allocation trained by collapsed Gibbs sampling, as Angel,
+//! FlexPS and Harp train it on a parameter server. A document is a bag of word indices
+//! (`0..dim`, a vocabulary); each of its tokens has a topic, and the model is the counts those
+//! assignments make: per word and topic `n_wk`, per topic `n_k`.
+//!
+//! The counts live on the PS as one integer matrix of `topics` rows: column `w` holds word
+//! `w`'s counts (sparse storage: a word's topics without tokens take no room), and column
+//! `dim` (the other kinds' intercept) the topic totals. The assignments and each document's
+//! counts stay with the worker that holds the document for the whole statement ([`task`]).
+//!
+//! - [`corpus`]: a worker's documents read from `words [, counts]` columns;
+//! - [`sampler`]: SparseLDA's draw of a token's topic;
+//! - [`worker`]: a worker's tokens in sampling order, their topics, and one pass over them;
+//! - [`likelihood`]: the joint log-likelihood log p(w, z) the epoch table reports;
+//! - [`task`]: a worker's pass in a statement (`ps_train`).
+
+pub mod corpus;
+pub mod likelihood;
+pub mod sampler;
+pub mod task;
+pub mod worker;
+
+use crate::error::{Result, option_err};
+use crate::kinds::{Gradient, Inputs, ModelKind};
+use crate::options::OptionValue;
+
+/// Most topics a model may have.
+pub const MAX_TOPICS: u64 = 1 << 16;
+
+/// See the module documentation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lda {
+    /// Number of topics (option `topics`); 0 until set.
+    pub topics: usize,
+    /// The documents' Dirichlet prior on topics (option `alpha`).
+    pub alpha: f64,
+    /// The topics' Dirichlet prior on words (option `beta`).
+    pub beta: f64,
+    /// Seed of the random topics and draws (option `seed`), so a job samples the same chain at
+    /// every run.
+    pub seed: u64,
+}
+
+impl Default for Lda {
+    /// The priors of the `lda` package (alpha 0.1, beta 0.01).
+    fn default() -> Self {
+        Lda {
+            topics: 0,
+            alpha: 0.1,
+            beta: 0.01,
+            seed: 1,
+        }
+    }
+}
+
+impl ModelKind for Lda {
+    fn name(&self) -> &'static str {
+        "lda"
+    }
+
+    fn loss_name(&self) -> &'static str {
+        "log-likelihood"
+    }
+
+    fn set(&mut self, option: &OptionValue) -> Result<bool> {
+        let positive = |o: &OptionValue| o.number(|x| x > 0.0, "a finite number above 0");
+        match option.key.to_ascii_lowercase().as_str() {
+            "topics" => self.topics = option.whole(2, MAX_TOPICS)? as usize,
+            "alpha" => self.alpha = positive(option)?,
+            "beta" => self.beta = positive(option)?,
+            "seed" => self.seed = option.whole(0, u64::MAX)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn options(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("topics", self.topics.to_string()),
+            ("alpha", self.alpha.to_string()),
+            ("beta", self.beta.to_string()),
+            ("seed", self.seed.to_string()),
+        ]
+    }
+
+    fn check(&self) -> Result<()> {
+        match self.topics {
+            0 => option_err(
+                "an lda model needs the option topics (the number of topics, from 2 to 65536)",
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn weight_rows(&self) -> usize {
+        self.topics
+    }
+
+    fn inputs(&self) -> Inputs {
+        Inputs::Documents
+    }
+
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        None
+    }
+
+    fn topics(&self) -> Option<&Lda> {
+        Some(self)
+    }
+}
+
+/// The priors of a model of `topics` topics over `words` words, as the sampler and the
+/// likelihood use them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Priors {
+    pub topics: usize,
+    pub words: u64,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+impl Lda {
+    /// Its priors over a vocabulary of `words` words.
+    pub fn priors(&self, words: u64) -> Priors {
+        Priors {
+            topics: self.topics,
+            words,
+            alpha: self.alpha,
+            beta: self.beta,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked_and_give_one_row_per_topic() {
+        let mut lda = Lda::default();
+        let err = lda.check().unwrap_err().to_string();
+        assert!(err.contains("option topics"), "{err}");
+        for (key, value) in [("topics", "7"), ("alpha", "0.5"), ("beta", "0.1")] {
+            assert!(lda.set(&OptionValue { key, value }).unwrap());
+        }
+        assert_eq!((lda.weight_rows(), lda.alpha, lda.beta), (7, 0.5, 0.1));
+        let err = (lda.set(&OptionValue {
+            key: "topics",
+            value: "1",
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("topics = '1'"), "{err}");
+        assert!(
+            !lda.set(&OptionValue {
+                key: "rank",
+                value: "3"
+            })
+            .unwrap()
+        );
+    }
+}
