@@ -7,7 +7,7 @@ use datafusion::logical_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, Scalar
 use crate::binding::{Binding, PsBound};
 use crate::{
     ps_counter_add, ps_counter_clean, ps_counter_seal, ps_index, ps_loss, ps_predict,
-    ps_predict_proba, ps_recommend, ps_train,
+    ps_predict_proba, ps_recommend, ps_topics, ps_train,
 };
 
 /// One PS-bound function of kind `U` (scalar or aggregate): how to build it for a binding,
@@ -40,7 +40,7 @@ fn aggregate<T: AggregateUDFImpl + PsBound + 'static>() -> Bound<AggregateUDF> {
 }
 
 /// The PS-bound scalar functions.
-pub fn scalars() -> [Bound<ScalarUDF>; 7] {
+pub fn scalars() -> [Bound<ScalarUDF>; 8] {
     [
         scalar::<ps_counter_seal::PsCounterSeal>(),
         scalar::<ps_counter_clean::PsCounterClean>(),
@@ -49,6 +49,7 @@ pub fn scalars() -> [Bound<ScalarUDF>; 7] {
         scalar::<ps_predict_proba::PsPredictProba>(),
         scalar::<ps_recommend::PsRecommend>(),
         scalar::<ps_loss::PsLoss>(),
+        scalar::<ps_topics::PsTopics>(),
     ]
 }
 

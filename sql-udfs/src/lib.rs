@@ -9,11 +9,13 @@
 //! - [`ps_index`]: `ps_index(counter, features)`, features to compact indices.
 //! - [`ps_counter_clean`]: `ps_counter_clean(counter)`, frees the counter's keys.
 //! - [`ps_train`]: `ps_train(model, label, indices[, values])` (matrix factorization:
-//!   `(model, user, item, rating)`), one training pass.
+//!   `(model, user, item, rating)`; topic models: `(model, words[, counts])`), one training
+//!   pass.
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions;
 //!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
 //!   [`model_rows`]: the arguments those three share; [`ps_recommend`]: a matrix
-//!   factorization model's top-k items for a user.
+//!   factorization model's top-k items for a user; [`ps_topics`]: a document's topic mixture
+//!   under a topic model.
 //! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`], [`ps_rmse`]: evaluation aggregates; all but
 //!   `ps_auc` are a [`scored_aggregate::ScoredAggregate`], a mean of a term of (label, score).
 //! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
@@ -64,6 +66,7 @@ pub mod ps_predict;
 pub mod ps_predict_proba;
 pub mod ps_recommend;
 pub mod ps_rmse;
+pub mod ps_topics;
 pub mod ps_train;
 pub mod read_file;
 pub mod read_model;

@@ -8,10 +8,12 @@
 //! - [`chaos`]: fault injection on real processes, values lost and doubled per scenario.
 //! - [`scale`]: the CTR job at several sizes, time and peak memory per size and phase.
 //! - [`mf`]: matrix factorization on synthetic ratings, data-parallel against model rotation.
+//! - [`lda`]: the topic model on a generated corpus against the Python `lda` package.
 
 pub mod chaos;
 pub mod codec;
 pub mod e2e;
+pub mod lda;
 pub mod link;
 pub mod mf;
 pub mod ps;
@@ -49,6 +51,9 @@ pub enum BenchCommand {
     /// Matrix factorization on synthetic ratings: data-parallel (ASP, SSP) against model
     /// rotation, time to a holdout RMSE, ratings/s, bytes pushed.
     Mf(mf::MfBenchArgs),
+    /// The topic model on a corpus drawn from known topics, at several numbers of topics:
+    /// log-likelihood after the sweeps and tokens/s, against the Python `lda` package.
+    Lda(lda::LdaBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -62,6 +67,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::Sync(args) => sync::run(args).await,
         BenchCommand::Chaos(args) => chaos::run(args).await,
         BenchCommand::Mf(args) => mf::run(args).await,
+        BenchCommand::Lda(args) => lda::run(args).await,
     }
 }
 

@@ -112,10 +112,11 @@ impl<W> Kept<W> {
     }
 
     /// Keeps `worker`, of rows read from `arrays`, for the round after `round` (when `model`'s
-    /// workers are kept); drops what earlier rounds left and nobody took.
+    /// workers are kept); drops what rounds before the previous one left and nobody took (the
+    /// previous round's stay: a slower worker of this round may not have taken its own yet).
     pub fn put(&self, model: &str, round: u32, arrays: Vec<ArrayData>, worker: W) {
         if let Some(entries) = self.lock().get_mut(model) {
-            entries.workers.retain(|_, e| e.round >= round);
+            entries.workers.retain(|_, e| e.round + 1 >= round);
             let entry = Entry {
                 arrays,
                 round,
@@ -162,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn what_a_round_left_and_nobody_took_goes_with_the_next_round() {
+    fn what_a_round_left_and_nobody_took_goes_after_the_next_round() {
         let kept = Kept::<u32>::default();
         assert_eq!(kept.round("m"), None);
         kept.enable("m");
@@ -174,12 +175,17 @@ mod tests {
         assert_eq!(kept.take("m", &a), Some(1));
         kept.put("m", 2, a.clone(), 1);
         kept.put("m", 2, c.clone(), 3);
+        assert_eq!(kept.take("m", &a), Some(1));
+        kept.put("m", 3, a.clone(), 1);
         assert_eq!(
             kept.take("m", &b),
             None,
             "left by round 1, not taken in round 2"
         );
-        assert_eq!(kept.take("m", &a), Some(1));
-        assert_eq!(kept.take("m", &c), Some(3));
+        assert_eq!(
+            kept.take("m", &c),
+            Some(3),
+            "left by round 2, taken in round 3"
+        );
     }
 }

@@ -12,9 +12,11 @@
 //! - [`sampler`]: SparseLDA's draw of a token's topic;
 //! - [`worker`]: a worker's tokens in sampling order, their topics, and one pass over them;
 //! - [`likelihood`]: the joint log-likelihood log p(w, z) the epoch table reports;
+//! - [`infer`]: a new document's topics under the trained model (`ps_topics`);
 //! - [`task`]: a worker's pass in a statement (`ps_train`).
 
 pub mod corpus;
+pub mod infer;
 pub mod likelihood;
 pub mod sampler;
 pub mod task;

@@ -134,25 +134,29 @@ impl TopicTask {
     /// One draw of every token, slice after slice.
     fn sample(&self, worker: &mut Worker, progress: &mut impl FnMut(u64, f64)) -> Result<()> {
         let k = self.lda.topics;
-        let steps: Vec<usize> = (0..worker.slices.len())
+        let steps: Vec<usize> = (worker.round_order().into_iter())
             .filter(|&s| !worker.slices[s].keys.is_empty())
             .collect();
         let dim = self.model.spec.dim;
         let keys = |w: &Worker, s: usize| with_totals(&w.slices[s].keys, dim);
-        let mut ahead = steps.first().map(|&s| self.fetch(keys(worker, s)));
-        // The totals' change of the last step, which the pull in flight did not see.
+        let mut pulled = match steps.first() {
+            Some(&s) => block_on(self.fetch(keys(worker, s)).join())?,
+            None => return Ok(()),
+        };
+        // The totals' change of the last step, which the pull of the current one did not see.
         let mut own: Option<Vec<i64>> = None;
         for (i, &s) in steps.iter().enumerate() {
-            let pulled = block_on(ahead.take().expect("started").join())?;
-            if let Some(&next) = steps.get(i + 1) {
-                ahead = Some(self.fetch(keys(worker, next)));
-            }
+            let ahead = steps.get(i + 1).map(|&next| self.fetch(keys(worker, next)));
             let n = worker.slices[s].keys.len();
             let (mut totals, words) = word_major(&pulled, k, n);
             if let Some(own) = own.take() {
                 totals.iter_mut().zip(own).for_each(|(t, d)| *t += d);
             }
             let change = worker.sample(s, &totals, &words);
+            // The next pull ends before this push starts, so it lacks exactly this change.
+            if let Some(ahead) = ahead {
+                pulled = block_on(ahead.join())?;
+            }
             self.push(&worker.slices[s].keys, (change.0.clone(), change.1))?;
             own = Some(change.0);
             progress(worker.slices[s].tokens(), 0.0);

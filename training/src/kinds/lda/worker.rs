@@ -19,6 +19,9 @@ use super::{Lda, Priors};
 
 /// Values one slice's dense pull may hold (topics x words): a pull of 8 MB.
 const SLICE_VALUES: u64 = 1 << 20;
+/// Fewest slices: each step's pull brings the other workers' moves of its words since their
+/// own step on them, so more steps mean fresher counts.
+const MIN_SLICES: u64 = 16;
 
 /// One slice's part of the worker: the words it uses, and its tokens by document.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +147,15 @@ impl Worker {
         (minus(after_totals, totals), minus(after_words, words))
     }
 
+    /// The order of the worker's slices in a round: from one drawn at random, around. The
+    /// workers start at different slices, so a step's pull finds the others' moves of its
+    /// words from earlier in the round, not only from the round before.
+    pub fn round_order(&mut self) -> Vec<usize> {
+        let n = self.slices.len();
+        let first = rand::Rng::random_range(&mut self.rng, 0..n.max(1));
+        (0..n).map(|i| (first + i) % n).collect()
+    }
+
     /// The documents' side of the joint log-likelihood (see [`likelihood`]).
     pub fn doc_likelihood(&self) -> f64 {
         let p = &self.priors;
@@ -170,10 +182,10 @@ impl Worker {
 }
 
 /// Slices for a model of `topics` topics over `words` words: as few as keep a slice's dense
-/// pull within [`SLICE_VALUES`] values.
+/// pull within [`SLICE_VALUES`] values, and at least [`MIN_SLICES`] (or one per word).
 pub fn data_slices(topics: usize, words: u64) -> usize {
     let per_slice = (SLICE_VALUES / topics.max(1) as u64).max(1);
-    words.div_ceil(per_slice).max(1) as usize
+    words.div_ceil(per_slice).max(MIN_SLICES.min(words)).max(1) as usize
 }
 
 /// The slice of word `w` among `slices` slices of `words` words.
@@ -245,7 +257,7 @@ mod tests {
         assert_eq!(worker.slices[0].runs, [(0, 0..1), (2, 1..3)]);
         assert_eq!(worker.tokens(), 7);
         assert_eq!(data_slices(1000, 50_000), 48);
-        assert_eq!(data_slices(20, 50_000), 1);
+        assert_eq!((data_slices(20, 50_000), data_slices(20, 5)), (16, 5));
     }
 
     /// A corpus of 150 documents of 40 tokens over 60 words, each document mostly from one

@@ -1,0 +1,266 @@
+//! `angel-ps bench lda`: the topic model on a corpus drawn from LDA's generative process with
+//! known topics (`angel_etl::corpus_data`), at several numbers of topics, with the same
+//! priors and sweeps as, with `--python`, the Python `lda` package (collapsed Gibbs sampling
+//! in C, `docs/bench/lda_package.py`) in the same run. Per run: the joint log-likelihood after
+//! the start and after the sweeps, seconds of sampling, tokens per second and per core.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use angel_etl::corpus_data::{self, CorpusSpec};
+use angel_sql::job::StatementReport;
+use clap::Args;
+use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+
+use super::Table;
+use crate::output::Output;
+use crate::run::{RunArgs, run_text};
+
+/// Flags of `angel-ps bench lda`.
+#[derive(Debug, Args)]
+pub struct LdaBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+    /// Documents of the generated corpus.
+    #[arg(long, default_value_t = 100_000)]
+    pub docs: u64,
+    /// Words of its vocabulary.
+    #[arg(long, default_value_t = 20_000)]
+    pub words: u64,
+    /// Mean tokens per document.
+    #[arg(long, default_value_t = 100)]
+    pub doc_length: u64,
+    /// Topics of the hidden model the corpus is drawn from.
+    #[arg(long, default_value_t = 100)]
+    pub hidden_topics: usize,
+    /// Numbers of topics to train with, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "20,100,1000")]
+    pub topics: Vec<usize>,
+    /// Sweeps (epochs) of every run.
+    #[arg(long, default_value_t = 20)]
+    pub epochs: usize,
+    /// Workers (tasks) of angel-ps's runs.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u32,
+    /// The documents' prior (and the generator's).
+    #[arg(long, default_value_t = 0.1)]
+    pub alpha: f64,
+    /// The topics' prior (and the generator's).
+    #[arg(long, default_value_t = 0.01)]
+    pub beta: f64,
+    /// A Python with the `lda` package (and scipy): runs `docs/bench/lda_package.py` on the
+    /// same corpus with the same topics, priors and sweeps.
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Also write the table, as Markdown, to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One run's figures.
+struct Outcome {
+    topics: usize,
+    label: String,
+    tokens: u64,
+    initial: f64,
+    last: f64,
+    seconds: f64,
+    cores: usize,
+}
+
+/// Generates the corpus (once per size and seed), trains at each number of topics and prints
+/// the table.
+pub async fn run(args: LdaBenchArgs) -> Result<(), Box<dyn Error>> {
+    let corpus = corpus(&args)?;
+    let mut outcomes = train(&args, &corpus).await?;
+    if let Some(python) = &args.python {
+        for &k in &args.topics {
+            eprintln!("the lda package, {k} topics");
+            outcomes.push(package(&args, python, &corpus, k)?);
+        }
+    }
+    let markdown = table(&args, &outcomes);
+    if let Some(path) = &args.out {
+        super::write(path, &markdown)?;
+    }
+    Ok(())
+}
+
+/// Trains a model at each number of topics in one job.
+async fn train(args: &LdaBenchArgs, corpus: &Path) -> Result<Vec<Outcome>, Box<dyn Error>> {
+    let mut text = format!(
+        "CREATE TABLE corpus AS SELECT label AS doc, idx AS words, val AS counts FROM \
+         read_libsvm('{}', 'index_base=0');\n",
+        corpus.display()
+    );
+    for k in &args.topics {
+        text.push_str(&format!(
+            "CREATE OR REPLACE MODEL topics OPTIONS (kind = 'lda', topics = {k}, dim = {}, \
+             alpha = {}, beta = {}, epochs = {}, workers = {}) AS SELECT doc, words, counts \
+             FROM corpus;\n",
+            args.words, args.alpha, args.beta, args.epochs, args.workers
+        ));
+    }
+    let job = RunArgs::embedded("bench-lda.sql", args.workers as usize);
+    let reports = run_text(&job, &text, |r: &StatementReport| {
+        eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
+    })
+    .await?;
+    let tables = reports.iter().filter_map(StatementReport::epoch_table);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok((args.topics.iter().zip(tables))
+        .map(|(&k, t)| outcome(k, args.workers as usize, cores, t))
+        .collect())
+}
+
+/// Reads a run's epoch table: the rounds after the random start are the sweeps.
+fn outcome(topics: usize, workers: usize, cores: usize, table: &RecordBatch) -> Outcome {
+    let floats = |name: &str| -> Vec<f64> {
+        (table.column_by_name(name))
+            .and_then(|c| c.as_primitive_opt::<Float64Type>())
+            .map_or_else(Vec::new, |c| c.values().to_vec())
+    };
+    let tokens = (table.column_by_name("tokens"))
+        .and_then(|c| c.as_primitive_opt::<Int64Type>())
+        .and_then(|c| c.values().first().copied())
+        .unwrap_or_default();
+    let (ll, seconds) = (floats("log_likelihood"), floats("seconds"));
+    Outcome {
+        topics,
+        label: format!("angel-ps, {workers} workers"),
+        tokens: tokens as u64,
+        initial: ll.first().copied().unwrap_or(f64::NAN),
+        last: ll.last().copied().unwrap_or(f64::NAN),
+        seconds: seconds.iter().skip(1).sum(),
+        cores: workers.min(cores),
+    }
+}
+
+/// The `lda` package's run at `topics` topics.
+fn package(
+    args: &LdaBenchArgs,
+    python: &Path,
+    corpus: &Path,
+    topics: usize,
+) -> Result<Outcome, Box<dyn Error>> {
+    let script = Path::new("docs/bench/lda_package.py");
+    let ran = Command::new(python)
+        .arg(script)
+        .args(["--input", &corpus.display().to_string()])
+        .args(["--words", &args.words.to_string()])
+        .args(["--topics", &topics.to_string()])
+        .args(["--sweeps", &args.epochs.to_string()])
+        .args(["--alpha", &args.alpha.to_string()])
+        .args(["--beta", &args.beta.to_string()])
+        .output()
+        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
+    if !ran.status.success() {
+        let said = String::from_utf8_lossy(&ran.stderr);
+        return Err(format!("{} failed: {said}", script.display()).into());
+    }
+    let said: serde_json::Value = serde_json::from_slice(&ran.stdout)?;
+    let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
+    Ok(Outcome {
+        topics,
+        label: "lda package (C)".to_string(),
+        tokens: number("tokens") as u64,
+        initial: number("initial_log_likelihood"),
+        last: number("log_likelihood"),
+        seconds: number("seconds"),
+        cores: 1,
+    })
+}
+
+/// The generated corpus's training file, made unless one of that size and seed exists.
+fn corpus(args: &LdaBenchArgs) -> Result<PathBuf, Box<dyn Error>> {
+    let name = format!(
+        "angel-ps-corpus-{}x{}-{}-k{}-a{}-b{}",
+        args.docs, args.words, args.doc_length, args.hidden_topics, args.alpha, args.beta
+    );
+    let dir = std::env::temp_dir();
+    let (train, test) = (
+        dir.join(format!("{name}.txt")),
+        dir.join(format!("{name}-holdout.txt")),
+    );
+    if train.is_file() && test.is_file() {
+        return Ok(train);
+    }
+    let spec = CorpusSpec {
+        docs: args.docs,
+        words: args.words,
+        topics: args.hidden_topics,
+        doc_length: args.doc_length,
+        alpha: args.alpha,
+        beta: args.beta,
+        holdout: 0.1,
+    };
+    let partial = |p: &Path| p.with_extension("partial");
+    corpus_data::generate(&partial(&train), &partial(&test), &spec, 13)
+        .and_then(|_| std::fs::rename(partial(&train), &train))
+        .and_then(|()| std::fs::rename(partial(&test), &test))
+        .map_err(|e| format!("cannot write a corpus to {}: {e}", dir.display()))?;
+    Ok(train)
+}
+
+/// The outcomes as a table, printed and returned as Markdown.
+fn table(args: &LdaBenchArgs, outcomes: &[Outcome]) -> String {
+    let reference = |k: usize| {
+        (outcomes.iter())
+            .find(|o| o.topics == k && o.label.starts_with("lda"))
+            .map(|o| o.last)
+    };
+    let rows = outcomes
+        .iter()
+        .map(|o| {
+            let rate = o.tokens as f64 * args.epochs as f64 / o.seconds.max(1e-9);
+            let versus = match reference(o.topics) {
+                Some(r) if !o.label.starts_with("lda") => {
+                    format!("{:+.2}%", (o.last - r) / r.abs() * 100.0)
+                }
+                _ => "-".to_string(),
+            };
+            vec![
+                o.topics.to_string(),
+                o.label.clone(),
+                format!("{:.4e}", o.initial),
+                format!("{:.4e}", o.last),
+                format!("{:.4}", o.last / o.tokens.max(1) as f64),
+                versus,
+                format!("{:.1}", o.seconds),
+                format!("{:.2}", rate / 1e6),
+                format!("{:.2}", rate / o.cores as f64 / 1e6),
+            ]
+        })
+        .collect();
+    let table = Table::new(
+        &[
+            "topics",
+            "run",
+            "log-likelihood at the start",
+            "after the sweeps",
+            "per token",
+            "vs lda package",
+            "sampling s",
+            "M tokens/s",
+            "M tokens/s/core",
+        ],
+        rows,
+    );
+    let heading = format!(
+        "{} documents of about {} tokens over {} words, drawn from {} topics (alpha {}, beta \
+         {}); {} sweeps with the same priors",
+        args.docs,
+        args.doc_length,
+        args.words,
+        args.hidden_topics,
+        args.alpha,
+        args.beta,
+        args.epochs
+    );
+    super::show(args.output, &[], &[&heading]);
+    super::show(args.output, &[("lda", &table)], &[]);
+    format!("### {heading}\n\n{}", table.markdown())
+}
