@@ -6,8 +6,8 @@ use datafusion::logical_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, Scalar
 
 use crate::binding::{Binding, PsBound};
 use crate::{
-    ps_counter_add, ps_counter_clean, ps_counter_seal, ps_index, ps_loss, ps_predict,
-    ps_predict_proba, ps_recommend, ps_topics, ps_train,
+    ps_counter_add, ps_counter_clean, ps_counter_seal, ps_index, ps_loss, ps_perplexity,
+    ps_predict, ps_predict_proba, ps_recommend, ps_topics, ps_train,
 };
 
 /// One PS-bound function of kind `U` (scalar or aggregate): how to build it for a binding,
@@ -54,9 +54,10 @@ pub fn scalars() -> [Bound<ScalarUDF>; 8] {
 }
 
 /// The PS-bound aggregate functions.
-pub fn aggregates() -> [Bound<AggregateUDF>; 2] {
+pub fn aggregates() -> [Bound<AggregateUDF>; 3] {
     [
         aggregate::<ps_counter_add::PsCounterAdd>(),
         aggregate::<ps_train::PsTrain>(),
+        aggregate::<ps_perplexity::PsPerplexity>(),
     ]
 }

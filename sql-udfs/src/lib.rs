@@ -15,7 +15,7 @@
 //!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
 //!   [`model_rows`]: the arguments those three share; [`ps_recommend`]: a matrix
 //!   factorization model's top-k items for a user; [`ps_topics`]: a document's topic mixture
-//!   under a topic model.
+//!   under a topic model; [`ps_perplexity`]: a topic model's perplexity on documents.
 //! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`], [`ps_rmse`]: evaluation aggregates; all but
 //!   `ps_auc` are a [`scored_aggregate::ScoredAggregate`], a mean of a term of (label, score).
 //! - [`read_file`]: `read_csv(path, options)` and `read_libsvm(path, options)` table functions;
@@ -62,6 +62,7 @@ pub mod ps_hash;
 pub mod ps_index;
 pub mod ps_logloss;
 pub mod ps_loss;
+pub mod ps_perplexity;
 pub mod ps_predict;
 pub mod ps_predict_proba;
 pub mod ps_recommend;

@@ -62,7 +62,12 @@ impl Mean {
 
     /// The mean, NULL over no rows.
     pub fn evaluate(&self) -> ScalarValue {
-        ScalarValue::Float64((self.rows > 0).then(|| self.sum / self.rows as f64))
+        self.finished_by(|mean| mean)
+    }
+
+    /// `finish(mean)`, NULL over no rows.
+    pub fn finished_by(&self, finish: fn(f64) -> f64) -> ScalarValue {
+        ScalarValue::Float64((self.rows > 0).then(|| finish(self.sum / self.rows as f64)))
     }
 }
 
@@ -113,10 +118,7 @@ impl Accumulator for ScoredMean {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(match self.mean.evaluate() {
-            ScalarValue::Float64(mean) => ScalarValue::Float64(mean.map(self.finish)),
-            other => other,
-        })
+        Ok(self.mean.finished_by(self.finish))
     }
 
     fn size(&self) -> usize {

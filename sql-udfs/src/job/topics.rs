@@ -3,8 +3,9 @@
 //! topic once (`ps_train` over the documents, whose workers keep their tokens' topics from
 //! round to round). The epoch table has a row per round: epoch (0: the random start),
 //! documents, tokens, the joint log-likelihood `log p(w, z)` (its words' part summed on the
-//! servers) and the perplexity `exp(-log p(w, z) / tokens)` that follows, seconds, tokens per
-//! second, push traffic and workers.
+//! servers) and the perplexity `exp(-log p(w, z) / tokens)` that follows, with a `holdout`
+//! table the perplexity on its documents (`ps_perplexity`), seconds, tokens per second, push
+//! traffic and workers.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,7 +14,7 @@ use angel_client::EpochReport;
 use angel_training::kinds::lda::likelihood;
 use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::common::{Result, plan_err};
+use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
 
 use super::train::{Caching, Plan, Rows, TrainRows, bar, first_row, float, push_traffic, watch};
@@ -29,12 +30,6 @@ pub(super) async fn train(
     plan: &Plan,
     rows: Rows,
 ) -> Result<RecordBatch> {
-    if let Some(holdout) = &plan.holdout {
-        return plan_err!(
-            "CREATE MODEL {name}: option holdout = '{holdout}': a topic model reports its \
-             training log-likelihood; score held-out documents with ps_topics"
-        );
-    }
     let Some(lda) = plan.spec.kind.topics() else {
         return plan_err!("CREATE MODEL {name}: not a topic model");
     };
@@ -61,6 +56,12 @@ pub(super) async fn train(
         let after = push_traffic(&client.status().await.map_err(ps_error)?, id);
         let (model_side, tokens) =
             (likelihood::model(&client, name, &priors).await).map_err(train_error)?;
+        let evaluating = Instant::now();
+        let holdout_perplexity = match &plan.holdout {
+            Some(holdout) => Some(perplexity(ctx, name, &rows.columns.inputs, holdout).await?),
+            None => None,
+        };
+        let holdout_seconds = evaluating.elapsed().as_secs_f64();
         if round == 0 {
             bar.set_length(tokens * (plan.epochs as u64 + 1));
         }
@@ -86,7 +87,9 @@ pub(super) async fn train(
             documents: float(&documents).unwrap_or_default() as i64,
             tokens: tokens as i64,
             log_likelihood,
+            holdout_perplexity,
             seconds,
+            holdout_seconds,
             push_mb: (after.0 - before.0) as f64 / 1e6,
             workers: workers as i64,
         });
@@ -100,13 +103,29 @@ pub(super) async fn train(
     Ok(batch)
 }
 
+/// The perplexity of topic model `name` on the documents of table `holdout`, whose `inputs`
+/// columns are the training query's (`words [, counts]`).
+async fn perplexity(ctx: &SessionContext, name: &str, inputs: &str, holdout: &str) -> Result<f64> {
+    let sql = format!("SELECT ps_perplexity('{name}', {inputs}) FROM {holdout}");
+    let batches = ctx.sql(&sql).await?.collect().await?;
+    match batches.iter().find(|b| b.num_rows() > 0) {
+        Some(batch) => {
+            Ok(float(&ScalarValue::try_from_array(batch.column(0), 0)?).unwrap_or(f64::NAN))
+        }
+        None => plan_err!("the holdout evaluation answered no row"),
+    }
+}
+
 /// One round's figures.
 struct Row {
     epoch: i64,
     documents: i64,
     tokens: i64,
     log_likelihood: f64,
+    /// With a holdout table: the perplexity on its documents.
+    holdout_perplexity: Option<f64>,
     seconds: f64,
+    holdout_seconds: f64,
     push_mb: f64,
     workers: i64,
 }
@@ -131,7 +150,9 @@ impl Table {
             Field::new("tokens", DataType::Int64, false),
             Field::new("log_likelihood", DataType::Float64, false),
             Field::new("perplexity", DataType::Float64, false),
+            Field::new("holdout_perplexity", DataType::Float64, true),
             Field::new("seconds", DataType::Float64, false),
+            Field::new("holdout_seconds", DataType::Float64, false),
             Field::new("tokens_per_second", DataType::Float64, false),
             Field::new("push_mb", DataType::Float64, false),
             Field::new("workers", DataType::Int64, false),
@@ -144,7 +165,11 @@ impl Table {
                 ints(|r| r.tokens),
                 floats(|r| r.log_likelihood),
                 floats(|r| (-r.log_likelihood / r.tokens.max(1) as f64).exp()),
+                Arc::new(Float64Array::from_iter(
+                    rows.iter().map(|r| r.holdout_perplexity),
+                )),
                 floats(|r| r.seconds),
+                floats(|r| r.holdout_seconds),
                 floats(|r| r.tokens as f64 / r.seconds.max(1e-9)),
                 floats(|r| r.push_mb),
                 ints(|r| r.workers),

@@ -263,7 +263,7 @@ pub(super) struct Rows {
     /// How many there are.
     pub(super) count: u64,
     /// The query's columns, quoted, for the holdout query.
-    columns: Columns,
+    pub(super) columns: Columns,
 }
 
 impl Rows {
@@ -585,9 +585,9 @@ impl Round {
 
 /// The training query's columns as SQL, quoted: the label, and the rest (indices and
 /// optionally values; matrix factorization: user and item).
-struct Columns {
+pub(super) struct Columns {
     label: String,
-    inputs: String,
+    pub(super) inputs: String,
 }
 
 impl Columns {
