@@ -368,6 +368,13 @@ async fn a_topic_model_refuses_what_it_cannot_do() {
     let said = err(create("epochs = 1").replace("dim = 100", "dim = 50")).await;
     assert!(said.contains("dim = 50") && said.contains("row"), "{said}");
     job.execute(&create("epochs = 1")).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let save = format!("SAVE MODEL topics TO '{}'", dir.path().join("t").display());
+    let said = err(save).await;
+    assert!(
+        said.contains("topic model") && said.contains("cannot be saved"),
+        "{said}"
+    );
     let said = err("TRAIN MODEL topics AS SELECT doc, words, counts FROM corpus".into()).await;
     assert!(said.contains("CREATE OR REPLACE MODEL"), "{said}");
     // One row: a failing call in one of two partitions would leave the other's call to a

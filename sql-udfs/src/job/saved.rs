@@ -36,7 +36,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{
     DataType, Field, Float32Type, Schema, SchemaRef, UInt32Type, UInt64Type,
 };
-use datafusion::common::{DataFusionError, Result, exec_err};
+use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::prelude::SessionContext;
@@ -102,6 +102,12 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
     let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
     let spec = ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?;
+    if spec.kind.topics().is_some() {
+        return plan_err!(
+            "SAVE MODEL {name}: a topic model (kind = 'lda') cannot be saved yet; its counts stay \
+             on the service, where ps_topics and ps_perplexity use them"
+        );
+    }
     // Saved without its namespace: a job that loads it keeps the dictionary in its own.
     let local = ModelSpec {
         counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),
