@@ -1,21 +1,28 @@
-//! `read_model(dir)`: the weights of the model saved in `dir` (a path or URL), as a table of
-//! `feature, index, weight`, read from the committed version (see [`crate::job::saved`]), so a
-//! saved model can be queried in SQL wherever it lives:
+//! `read_model(dir)`: the parameters of the model saved in `dir` (a path or URL) as a table,
+//! read from the committed version (see [`crate::job::saved`]), so a saved model can be
+//! queried in SQL wherever it lives. Its weights (`feature, index, output, weight, state`):
 //!
 //! ```sql
 //! SELECT feature, weight FROM read_model('s3://models/ctr') ORDER BY abs(weight) DESC LIMIT 10;
+//! ```
+//!
+//! A topic model's counts (`feature, index, topic, count, word_probability,
+//! topic_probability`, see [`crate::job::saved_topics`]), for instance its top words:
+//!
+//! ```sql
+//! SELECT topic, feature, word_probability FROM (SELECT *, row_number() OVER (PARTITION BY
+//!   topic ORDER BY word_probability DESC) AS rank FROM read_model('topics')) WHERE rank <= 10;
 //! ```
 
 use std::sync::Arc;
 
 use angel_storage::list;
-use angel_storage::versions::Versions;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 
 use crate::cluster::stage::parquet_table;
-use crate::job::saved::{location, weights_schema};
+use crate::job::saved::saved_data;
 use crate::read_file::tagged_schema;
 
 /// See the module documentation.
@@ -40,17 +47,16 @@ impl TableFunctionImpl for ReadModel {
             ] => s.clone(),
             _ => return plan_err!("{}: the one argument is the model directory", Self::NAME),
         };
-        let plan = |e| {
+        let plan = |e: &dyn std::fmt::Display| {
             let name = Self::NAME;
             DataFusionError::Plan(format!("{name}: cannot read the model saved at {dir}: {e}"))
         };
-        let current = Versions::new(location(&dir)?).current().map_err(plan)?;
+        let (data, schema) = saved_data(&dir).map_err(|e| plan(&e))?;
         // A missing file would read as an empty table: check it is there.
-        let weights = current.child("weights.parquet");
-        list::files(&weights).map_err(plan)?;
+        list::files(&data).map_err(|e| plan(&e))?;
         // Tagged with its source, so two models read in one query stay apart.
-        let schema = tagged_schema(&weights_schema(), &format!("read_model('{dir}')"));
-        parquet_table(&weights.url(), schema)
+        let schema = tagged_schema(&schema, &format!("read_model('{dir}')"));
+        parquet_table(&data.url(), schema)
     }
 }
 

@@ -17,9 +17,9 @@ use angel_training::kinds::lda::task::TopicTask;
 use angel_training::kinds::lda::worker::Worker;
 use angel_training::rotation::kept::Kept;
 use angel_training::{Model, ModelSpec, kinds};
-use common::column;
+use common::{column, leases};
 use datafusion::arrow::array::{ArrayRef, AsArray, Float64Builder, ListBuilder, UInt64Builder};
-use datafusion::arrow::datatypes::{Float64Type, Int64Type};
+use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt32Type, UInt64Type};
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 /// The generated corpus, its documents as token lists (as the job reads them), and the files.
@@ -99,12 +99,19 @@ async fn counts(master: &str, name: &str) -> Vec<i64> {
         .0
 }
 
-/// The same worker's chain run here without a service: its counts kept by adding each step's
-/// change, as the servers add them; the log-likelihood after the start and each sweep.
-fn local_chain(docs: &[ArrayRef], lda: &Lda, sweeps: usize) -> Vec<f64> {
+/// The same worker's chain run here without a service (its vocabulary cut for `rotated`
+/// rotated slices, 0: none; each sweep's slices in the order `order` gives): its counts kept
+/// by adding each step's change, as the servers add them; the log-likelihood after the start
+/// and each sweep.
+fn local_chain(
+    docs: &[ArrayRef],
+    (lda, rotated): (&Lda, usize),
+    sweeps: usize,
+    order: impl Fn(usize, &mut Worker) -> Vec<usize>,
+) -> Vec<f64> {
     let spec = CorpusSpec::small();
     let corpus = TopicCorpus::read("test", "local", (&docs[0], docs.get(1)), spec.words).unwrap();
-    let mut worker = Worker::for_model(lda, spec.words, &corpus);
+    let mut worker = Worker::for_model(lda, spec.words, &corpus, rotated);
     let p = lda.priors(spec.words);
     let mut totals: Vec<i64> = vec![0; lda.topics];
     for s in 0..worker.slices.len() {
@@ -123,8 +130,8 @@ fn local_chain(docs: &[ArrayRef], lda: &Lda, sweeps: usize) -> Vec<f64> {
     let mut words: Vec<Vec<i64>> = (0..slices).map(|s| worker.counts(s).1).collect();
     let all = |words: &[Vec<i64>]| words.concat();
     let mut trajectory = vec![joint(&totals, &all(&words), &worker)];
-    for _ in 0..sweeps {
-        for s in worker.round_order() {
+    for sweep in 0..sweeps {
+        for s in order(sweep, &mut worker) {
             let (dt, dw) = worker.sample(s, &totals, &words[s]);
             totals.iter_mut().zip(dt).for_each(|(a, b)| *a += b);
             words[s].iter_mut().zip(dw).for_each(|(a, b)| *a += b);
@@ -134,11 +141,13 @@ fn local_chain(docs: &[ArrayRef], lda: &Lda, sweeps: usize) -> Vec<f64> {
     trajectory
 }
 
-/// One SQL worker is the worker's sequential chain: for three seeds, the epoch table's
-/// log-likelihood (words' part summed on the servers, documents' part by the worker) equals,
-/// after the start and each sweep, that of the same chain run here without a service, within
-/// 1e-9 (the sums' order differs). So pulls, pushes, the pipelined next pull and the state kept
-/// between rounds change nothing; the chain itself is collapsed Gibbs sampling in
+/// One SQL worker is the worker's sequential chain, in both parallel modes: for two seeds
+/// each, the epoch table's log-likelihood (words' part summed on the servers, documents' part
+/// by the worker) equals, after the start and each sweep, that of the same chain run here
+/// without a service, within 1e-9 (the sums' order differs). Under rotation the local chain
+/// walks the rotated slices in the order the master's lease record shows. So pulls, pushes,
+/// the pipelined next pull (and lease), the topic totals carried between pulls and the state
+/// kept between rounds change nothing; the chain itself is collapsed Gibbs sampling in
 /// distribution (`angel_training`'s worker tests compare it with a plain sampler).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_is_the_sequential_chain_of_its_sampler() {
@@ -147,8 +156,9 @@ async fn one_worker_is_the_sequential_chain_of_its_sampler() {
     let (service, job) = corpus_job(&corpus, 1).await;
     let sweeps = 6;
     let docs = documents(&corpus.docs);
-    for seed in 1..=3 {
-        let options = format!("epochs = {sweeps}, workers = 1, seed = {seed}");
+    for (parallelism, seed) in [("data", 1), ("data", 2), ("rotation", 1), ("rotation", 3)] {
+        let options =
+            format!("epochs = {sweeps}, workers = 1, seed = {seed}, parallelism = '{parallelism}'");
         let table = job.execute(&create(&options)).await.unwrap();
         let ours = column(&table[0], "log_likelihood");
         let lda = Lda {
@@ -156,11 +166,26 @@ async fn one_worker_is_the_sequential_chain_of_its_sampler() {
             seed,
             ..Default::default()
         };
-        let local = local_chain(&docs, &lda, sweeps);
+        let local = match parallelism {
+            "data" => local_chain(&docs, (&lda, 0), sweeps, |_, w| w.round_order()),
+            _ => {
+                // The statement's rounds are the master's last ones: one lease per step.
+                let leases = leases(&service.master_addr()).await;
+                let rounds: Vec<Vec<usize>> = (leases.chunks(2).skip(leases.len() / 2 - sweeps))
+                    .map(|round| round.iter().map(|l| l.slice as usize).collect())
+                    .collect();
+                local_chain(&docs, (&lda, 2), sweeps, |sweep, w| {
+                    rounds[sweep]
+                        .iter()
+                        .flat_map(|&r| w.step_order(r))
+                        .collect()
+                })
+            }
+        };
         for (e, (a, b)) in ours.iter().zip(&local).enumerate() {
             assert!(
                 (a - b).abs() < 1e-9 * b.abs(),
-                "seed {seed} sweep {e}: {a} vs {b}"
+                "{parallelism} seed {seed} sweep {e}: {a} vs {b}"
             );
         }
         assert!(ours[sweeps] > ours[0] + 1000.0, "{ours:?}");
@@ -174,54 +199,80 @@ async fn one_worker_is_the_sequential_chain_of_its_sampler() {
 
 /// The counts on the servers are the sum of the workers' tokens' topics after every round
 /// (three workers, three epochs, counted word by word and topic by topic): nothing lost or
-/// doubled. The workers run here as `ps_train` runs them, one thread each.
+/// doubled, in both parallel modes. Under rotation the lease record shows no rotated slice
+/// held by two workers at once, every slice meeting every worker once a round, and every
+/// token drawn once a round. The workers run here as `ps_train` runs them, one thread each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
     let spec = CorpusSpec::small();
     let corpus = corpus(&spec, 5);
     let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
     let client = PsClient::connect(&service.master_addr()).await.unwrap();
-    let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
-    model.set("topics", &spec.topics.to_string()).unwrap();
-    model.create(&client, "topics").await.unwrap();
     let parts: Vec<Vec<ArrayRef>> = (corpus.docs.chunks(corpus.docs.len().div_ceil(3)))
         .map(documents)
         .collect();
-    let kept = Kept::<Worker>::default();
-    kept.enable("topics");
-    for round in 0..=3 {
-        kept.start_round("topics", round);
-        let runs: Vec<_> = (parts.iter().cloned())
-            .map(|arrays| {
-                let (kept, client) = (kept.clone(), client.clone());
-                std::thread::spawn(move || {
-                    let model = Model::open(client, "topics").unwrap();
-                    let mut task = TopicTask::new(model, "test", kept).unwrap();
-                    task.add(&arrays);
-                    task.run(|_, _| {}).unwrap()
+    let tokens: u64 = corpus.docs.iter().map(|d| d.len() as u64).sum();
+    for parallelism in ["data", "rotation"] {
+        let name = format!("topics_{parallelism}");
+        let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
+        model.set("topics", &spec.topics.to_string()).unwrap();
+        model.set("workers", "3").unwrap();
+        model.set("parallelism", parallelism).unwrap();
+        model.create(&client, &name).await.unwrap();
+        let kept = Kept::<Worker>::default();
+        kept.enable(&name);
+        for round in 0..=3 {
+            kept.start_round(&name, round);
+            let runs: Vec<_> = (parts.iter().cloned())
+                .map(|arrays| {
+                    let (kept, client, name) = (kept.clone(), client.clone(), name.clone());
+                    std::thread::spawn(move || {
+                        let model = Model::open(client, &name).unwrap();
+                        let mut task = TopicTask::new(model, "test", kept).unwrap();
+                        task.add(&arrays);
+                        task.run(|_, _| {}).unwrap()
+                    })
                 })
-            })
-            .collect();
-        let done: u64 = runs.into_iter().map(|r| r.join().unwrap().tokens).sum();
-        assert_eq!(
-            done as usize,
-            corpus.docs.iter().map(Vec::len).sum::<usize>()
-        );
-        let width = spec.words as usize + 1;
-        let mut expected = vec![0i64; spec.topics * width];
-        for arrays in &parts {
-            let data: Vec<_> = arrays.iter().map(|a| a.to_data()).collect();
-            let worker = kept
-                .take("topics", &data)
-                .expect("each worker's state is kept");
-            for (w, &t) in worker.words().zip(&worker.topics) {
-                expected[t as usize * width + w as usize] += 1;
-                expected[t as usize * width + width - 1] += 1;
+                .collect();
+            let done: u64 = runs.into_iter().map(|r| r.join().unwrap().tokens).sum();
+            assert_eq!(done, tokens);
+            let width = spec.words as usize + 1;
+            let mut expected = vec![0i64; spec.topics * width];
+            for arrays in &parts {
+                let data: Vec<_> = arrays.iter().map(|a| a.to_data()).collect();
+                let worker = kept
+                    .take(&name, &data)
+                    .expect("each worker's state is kept");
+                for (w, &t) in worker.words().zip(&worker.topics) {
+                    expected[t as usize * width + w as usize] += 1;
+                    expected[t as usize * width + width - 1] += 1;
+                }
+                kept.put(&name, round, data, worker);
             }
-            kept.put("topics", round, data, worker);
+            let on_servers = counts(&service.master_addr(), &name).await;
+            assert_eq!(on_servers, expected, "{parallelism}, round {round}");
         }
-        let on_servers = counts(&service.master_addr(), "topics").await;
-        assert_eq!(on_servers, expected, "round {round}");
+    }
+    let leases = leases(&service.master_addr()).await;
+    assert_eq!(leases.len(), 3 * 3 * 6, "rounds x workers x slices");
+    for a in &leases {
+        for b in &leases {
+            let overlap = a.start_us < b.end_us && b.start_us < a.end_us;
+            let shared = (a.round, a.slice) == (b.round, b.slice);
+            assert!(!(shared && a.rank != b.rank && overlap), "{a:?} and {b:?}");
+        }
+    }
+    for round in 1..=3 {
+        let of_round: Vec<_> = leases.iter().filter(|l| l.round == round).collect();
+        let drawn: u64 = of_round.iter().map(|l| l.rows).sum();
+        assert_eq!(drawn, tokens, "round {round}: every token drawn once");
+        let visits: std::collections::HashSet<(u32, u32)> =
+            of_round.iter().map(|l| (l.slice, l.rank)).collect();
+        assert_eq!(
+            visits.len(),
+            18,
+            "round {round}: every slice met every worker"
+        );
     }
 }
 
@@ -353,6 +404,99 @@ fn permutations(n: usize, each: &mut impl FnMut(&[usize])) {
     go(&mut (0..n).collect(), 0, each);
 }
 
+/// A topic model saved, read back and loaded: `read_model` gives every count on the servers
+/// (each topic's summing to its total) with p(word | topic) and p(topic | word) as their
+/// definitions give them; after `LOAD MODEL` under another name the servers hold the same
+/// counts, and `ps_topics` infers the same mixtures (it is seeded by the document). A
+/// `counts.parquet` with a count out of range is refused, naming the file and the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_topic_model_reads_and_loads_back_the_same() {
+    let spec = CorpusSpec::small();
+    let corpus = corpus(&spec, 7);
+    let (service, job) = corpus_job(&corpus, 2).await;
+    job.execute(&create("epochs = 3, workers = 2"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    job.execute(&format!("SAVE MODEL topics TO '{}'", path.display()))
+        .await
+        .unwrap();
+    let rows = job
+        .execute(&format!(
+            "SELECT index, topic, count, word_probability, topic_probability FROM read_model('{}')",
+            path.display()
+        ))
+        .await
+        .unwrap();
+    let (k, v) = (spec.topics, spec.words as usize);
+    let n = counts(&service.master_addr(), "topics").await;
+    let (mut listed, mut seen) = (vec![0i64; k * (v + 1)], 0);
+    let mut word_sums = vec![0.0; k];
+    for batch in &rows {
+        let index = batch.column(0).as_primitive::<UInt64Type>();
+        let topic = batch.column(1).as_primitive::<UInt32Type>();
+        let count = batch.column(2).as_primitive::<Int64Type>();
+        let word_p = batch.column(3).as_primitive::<Float64Type>();
+        let topic_p = batch.column(4).as_primitive::<Float64Type>();
+        for r in 0..batch.num_rows() {
+            let (w, t, c) = (
+                index.value(r) as usize,
+                topic.value(r) as usize,
+                count.value(r),
+            );
+            listed[t * (v + 1) + w] = c;
+            listed[t * (v + 1) + v] += c;
+            let total = n[t * (v + 1) + v] as f64;
+            let expected = (c as f64 + 0.01) / (total + v as f64 * 0.01);
+            assert!((word_p.value(r) - expected).abs() < 1e-12, "row {r}");
+            let of_word: i64 = (0..k).map(|u| n[u * (v + 1) + w]).sum();
+            let expected = (c as f64 + 0.01) / (of_word as f64 + k as f64 * 0.01);
+            assert!((topic_p.value(r) - expected).abs() < 1e-12, "row {r}");
+            word_sums[t] += word_p.value(r);
+            seen += 1;
+        }
+    }
+    assert_eq!(listed, n, "every count, each topic's summing to its total");
+    assert!(
+        seen > k && word_sums.iter().all(|&s| s > 0.9 && s <= 1.0),
+        "{word_sums:?}"
+    );
+
+    job.execute(&format!("LOAD MODEL again FROM '{}'", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(counts(&service.master_addr(), "again").await, n);
+    let mixtures = |model: &str| {
+        format!("SELECT doc, ps_topics('{model}', words, counts) AS m FROM held ORDER BY doc")
+    };
+    let before = job.execute(&mixtures("topics")).await.unwrap();
+    let after = job.execute(&mixtures("again")).await.unwrap();
+    assert!(!before.is_empty());
+    assert_eq!(before, after);
+
+    // A damaged copy (laid out by hand, without versions): every count made negative.
+    let bad = dir.path().join("bad");
+    job.execute(&format!(
+        "COPY (SELECT feature, index, topic, CAST(-1 AS BIGINT) AS count FROM \
+         read_model('{}')) TO '{}/counts.parquet'",
+        path.display(),
+        bad.display()
+    ))
+    .await
+    .unwrap();
+    std::fs::copy(path.join("v000001/model.json"), bad.join("model.json")).unwrap();
+    let said = (job
+        .execute(&format!("LOAD MODEL broken FROM '{}'", bad.display()))
+        .await)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.contains("counts.parquet") && said.contains("row 1"),
+        "{said}"
+    );
+}
+
 /// What a topic model cannot do is refused with the option, the row or the function named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_model_refuses_what_it_cannot_do() {
@@ -368,13 +512,6 @@ async fn a_topic_model_refuses_what_it_cannot_do() {
     let said = err(create("epochs = 1").replace("dim = 100", "dim = 50")).await;
     assert!(said.contains("dim = 50") && said.contains("row"), "{said}");
     job.execute(&create("epochs = 1")).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let save = format!("SAVE MODEL topics TO '{}'", dir.path().join("t").display());
-    let said = err(save).await;
-    assert!(
-        said.contains("topic model") && said.contains("cannot be saved"),
-        "{said}"
-    );
     let said = err("TRAIN MODEL topics AS SELECT doc, words, counts FROM corpus".into()).await;
     assert!(said.contains("CREATE OR REPLACE MODEL"), "{said}");
     // One row: a failing call in one of two partitions would leave the other's call to a
@@ -420,4 +557,25 @@ async fn raw_text_goes_through_the_counter_with_repeats_kept() {
     let tokens = column(&table[0], "tokens");
     // cat, cat, ran (doc 1) and ran, ran (doc 2); 'cats' and 'dogs' are other words.
     assert_eq!(tokens, [5.0, 5.0, 5.0]);
+    // Saved, the counts are read back by word through the counter's dictionary.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    job.execute(&format!("SAVE MODEL topics TO '{}'", path.display()))
+        .await
+        .unwrap();
+    let words = job
+        .execute(&format!(
+            "SELECT feature, sum(count) AS n FROM read_model('{}') GROUP BY feature ORDER BY \
+             feature",
+            path.display()
+        ))
+        .await
+        .unwrap();
+    let words = datafusion::arrow::util::pretty::pretty_format_batches(&words)
+        .unwrap()
+        .to_string();
+    assert!(
+        words.contains("| cat     | 2 |") && words.contains("| ran     | 3 |"),
+        "{words}"
+    );
 }

@@ -240,10 +240,14 @@ impl ModelSpec {
     /// optimizer than the workers' plain SGD, another update rule.
     fn check_rotation(&self) -> Result<()> {
         let kind = self.kind.name();
+        if self.kind.topics().is_some() {
+            // The topic model's samplers rotate the vocabulary: no optimizer is involved.
+            return Ok(());
+        }
         if self.kind.rotating().is_none() {
             return option_err(format!(
                 "model option parallelism = 'rotation' is for kinds with a part to rotate \
-                 (mf); a {kind} model trains with parallelism = 'data'"
+                 (mf, lda); a {kind} model trains with parallelism = 'data'"
             ));
         }
         if self.optimizer.name != "sgd" || self.sync.rule != angel_client::UpdateRule::Sgd {

@@ -10,6 +10,7 @@
 
 pub mod counters;
 pub mod saved;
+pub mod saved_topics;
 pub mod script;
 pub mod statement;
 pub mod topics;

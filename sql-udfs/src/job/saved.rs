@@ -18,6 +18,8 @@
 //! checks this and fails rather than predict with shifted features. The optimizer state is
 //! loaded too, so a loaded model trains on (`TRAIN MODEL`) where it stopped; a model saved
 //! before the state was kept trains on with fresh state.
+//!
+//! A topic model keeps `counts.parquet` instead of `weights.parquet` ([`super::saved_topics`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,12 +38,13 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{
     DataType, Field, Float32Type, Schema, SchemaRef, UInt32Type, UInt64Type,
 };
-use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
+use datafusion::common::{DataFusionError, Result, exec_err};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::prelude::SessionContext;
 use serde::{Deserialize, Serialize};
 
+use super::saved_topics::{counts_file, counts_schema, push_counts, read_counts};
 use crate::bridge::{ps_error, train_error};
 
 /// The contents of `model.json`.
@@ -75,7 +78,7 @@ pub fn weights_schema() -> SchemaRef {
     ]))
 }
 
-fn io(at: &impl std::fmt::Display, e: impl std::fmt::Display) -> DataFusionError {
+pub(super) fn io(at: &impl std::fmt::Display, e: impl std::fmt::Display) -> DataFusionError {
     DataFusionError::Execution(format!("{at}: {e}"))
 }
 
@@ -97,34 +100,53 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|e| DataFusionError::Execution(format!("storage task failed: {e}")))?
 }
 
+/// The file of a saved model of kind `kind` that holds its parameters, and its columns.
+fn data_file(kind: &str) -> (&'static str, SchemaRef) {
+    match kind {
+        "lda" => ("counts.parquet", counts_schema()),
+        _ => ("weights.parquet", weights_schema()),
+    }
+}
+
+/// The file of the model saved at `dir` (its committed version) holding its parameters, and
+/// its columns: what `read_model` reads.
+pub fn saved_data(dir: &str) -> Result<(Location, SchemaRef)> {
+    let at = Versions::new(location(dir)?).current().map_err(storage)?;
+    let json = read_all(&at.child("model.json"))
+        .map_err(|e| io(&at, format!("cannot read the saved model: {e}")))?;
+    let metadata: Metadata =
+        serde_json::from_slice(&json).map_err(|e| io(&at.child("model.json"), e))?;
+    let (file, schema) = data_file(&metadata.kind);
+    Ok((at.child(file), schema))
+}
+
 /// Writes model `name` to directory `dir` as a new committed version.
 pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
     let spec = ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?;
-    if spec.kind.topics().is_some() {
-        return plan_err!(
-            "SAVE MODEL {name}: a topic model (kind = 'lda') cannot be saved yet; its counts stay \
-             on the service, where ps_topics and ps_perplexity use them"
-        );
-    }
     // Saved without its namespace: a job that loads it keeps the dictionary in its own.
     let local = ModelSpec {
         counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),
         ..spec.clone()
     };
-    let all: Vec<u64> = (0..matrix.meta.rows).collect();
-    let values: Vec<Vec<f32>> = client.pull_rows(name, &all).await.map_err(ps_error)?;
     let mut features: HashMap<u64, String> = HashMap::new();
     if let Some(counter) = &spec.counter {
         for (key, _, index) in client.counter_indexed(counter).await.map_err(ps_error)? {
             features.insert(index, key);
         }
     }
-    let batch = weights_batch(&spec, &values, &features)?;
-    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
-    writer.write(&batch)?;
-    let parquet = Bytes::from(writer.into_inner()?);
+    let parquet = match spec.kind.topics() {
+        Some(lda) => counts_file(client, name, &lda.priors(spec.dim), &features).await?,
+        None => {
+            let all: Vec<u64> = (0..matrix.meta.rows).collect();
+            let values: Vec<Vec<f32>> = client.pull_rows(name, &all).await.map_err(ps_error)?;
+            let batch = weights_batch(&spec, &values, &features)?;
+            let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
+            writer.write(&batch)?;
+            Bytes::from(writer.into_inner()?)
+        }
+    };
     let metadata = Metadata {
         name: name.to_string(),
         kind: spec.kind.name().to_string(),
@@ -136,9 +158,10 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         metrics: last_epoch(ctx, name).await,
     };
     let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&dir, e))?;
+    let file = data_file(&metadata.kind).0;
     off_runtime(move || {
         let pending = Versions::new(dir).begin().map_err(storage)?;
-        put(&pending.location().child("weights.parquet"), parquet).map_err(storage)?;
+        put(&pending.location().child(file), parquet).map_err(storage)?;
         put(&pending.location().child("model.json"), json.into()).map_err(storage)?;
         pending.commit().map_err(storage)
     })
@@ -211,12 +234,11 @@ async fn last_epoch(ctx: &SessionContext, name: &str) -> HashMap<String, f64> {
 /// Reads the model in `dir` (its committed version) onto the service as `name`.
 pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let dir = location(dir)?;
-    let (at, json, parquet) = off_runtime(move || {
+    let (at, json) = off_runtime(move || {
         let at = Versions::new(dir.clone()).current().map_err(storage)?;
         let json = read_all(&at.child("model.json"))
             .map_err(|e| io(&dir, format!("cannot read the saved model: {e}")))?;
-        let parquet = read_all(&at.child("weights.parquet")).map_err(storage)?;
-        Ok((at, json, Bytes::from(parquet)))
+        Ok((at, json))
     })
     .await?;
     let metadata: Metadata =
@@ -227,9 +249,36 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let options: Vec<(String, String)> = options.into_iter().collect();
     let mut spec = ModelSpec::from_options(name, &options).map_err(train_error)?;
     spec.counter = spec.counter.map(|c| client.qualify(&c));
-    let saved = read_weights(&at.child("weights.parquet"), parquet)?;
+    let file = at.child(data_file(&metadata.kind).0);
+    let parquet = {
+        let file = file.clone();
+        off_runtime(move || Ok(Bytes::from(read_all(&file).map_err(storage)?))).await?
+    };
+    match spec.kind.topics() {
+        Some(lda) => {
+            let saved = read_counts(&file, parquet, &lda.priors(spec.dim))?;
+            if let Some(counter) = &spec.counter {
+                restore_counter(client, counter, &saved.features).await?;
+            }
+            spec.create(client, name).await.map_err(train_error)?;
+            push_counts(client, name, &spec, saved).await
+        }
+        None => load_weights(client, name, (&at, &metadata), spec, (&file, parquet)).await,
+    }
+}
+
+/// Loads `weights.parquet` (`parquet`, at `file`) of the model saved at `at` with `metadata`
+/// onto the service as `name` of `spec`.
+async fn load_weights(
+    client: &PsClient,
+    name: &str,
+    (at, metadata): (&Location, &Metadata),
+    spec: ModelSpec,
+    (file, parquet): (&Location, Bytes),
+) -> Result<()> {
+    let saved = read_weights(file, parquet)?;
     let indices: Vec<u64> = saved.rows.iter().map(|r| r.index).collect();
-    check_dim(&at, &metadata, &spec, &indices, &saved.features)?;
+    check_dim(at, metadata, &spec, &indices, &saved.features)?;
     if let Some(counter) = &spec.counter {
         restore_counter(client, counter, &saved.features).await?;
         let size = client.counter(counter).await.map_err(ps_error)?.meta.size;

@@ -12,30 +12,32 @@
 //! later round ([`pace`]). At the end of each round the users' change goes to the PS, so
 //! evaluation and `SAVE MODEL` see the whole model.
 //!
-//! - [`block`]: the rows of one slice; [`local`]: the task's users' factors; [`kept`]: both,
-//!   from round to round; [`pace`]: time control.
+//! - [`member`]: the worker's part in the master's schedule (shared with the topic model's
+//!   rotation); [`block`]: the rows of one slice; [`local`]: the task's users' factors;
+//!   [`kept`]: both, from round to round; [`pace`]: time control.
 
 pub mod block;
 pub mod kept;
 pub mod local;
+pub mod member;
 pub mod pace;
 
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
+use angel_client::RotateReply;
 use angel_client::runtime::{Started, block_on, start};
-use angel_client::{RotatePhase, RotateReply, RotateRequest};
 use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
 use crate::kinds::Rotating;
 use crate::model::Model;
 use crate::rows::SparseRows;
-use crate::sync::worker::{fresh_id, slow_hook};
 use block::Block;
 use kept::{Kept, Worker};
 use local::Local;
+use member::Member;
 use pace::{CHUNK, Cursors, Pace};
 
 /// Where each block's rows resume under time control, for this process's tasks.
@@ -90,27 +92,18 @@ impl RotationTask {
     /// `progress` hears the rows and summed loss of each step.
     pub fn run(&mut self, progress: impl FnMut(u64, f64)) -> Result<Trained> {
         let rotating = self.plan()?;
-        let client = self.model.client().clone();
-        let id = fresh_id();
-        let joined = block_on(client.rotate(self.request(id, RotatePhase::Join, 0)))?;
-        let trained = self.round(id, &joined, rotating, progress);
-        // Left whatever happened, so the next statement starts a round of its own.
-        let left = block_on(client.rotate(self.request(id, RotatePhase::Leave, 0)));
-        let trained = trained?;
-        left?;
-        Ok(trained)
+        Member::round(&self.model, |member| self.round(member, rotating, progress))
     }
 
     /// The round's steps with the task's worker state, kept for the next round after.
     fn round(
         &self,
-        id: u64,
-        joined: &RotateReply,
+        member: &Member,
         rotating: &dyn Rotating,
         progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
-        let slices = joined.slices as usize;
+        let slices = member.joined.slices as usize;
         let mut worker = match self.kept.take(&self.model.name, &arrays) {
             Some(worker) if worker.blocks.len() == slices => worker,
             _ => {
@@ -118,10 +111,10 @@ impl RotationTask {
                 self.worker(&rotating.rotated_columns(), slices)?
             }
         };
-        let trained = self.steps(id, joined, &mut worker, rotating, progress)?;
+        let trained = self.steps(member, &mut worker, rotating, progress)?;
         worker.users.push(&self.model)?;
         self.kept
-            .put(&self.model.name, joined.round, arrays, worker);
+            .put(&self.model.name, member.joined.round, arrays, worker);
         Ok(trained)
     }
 
@@ -146,39 +139,27 @@ impl RotationTask {
     /// Every step of the round: see [`RotationTask::run`].
     fn steps(
         &self,
-        id: u64,
-        joined: &RotateReply,
+        member: &Member,
         worker: &mut Worker,
         rotating: &dyn Rotating,
         mut progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
-        let client = self.model.client().clone();
-        // The hook names a rank in join order; ranks are dealt to the groups in turn.
-        let groups = self.model.spec.sync.workers / joined.workers.max(1);
-        let slowdown = match slow_hook()? {
-            Some((rank, factor)) if rank == joined.rank * groups.max(1) + joined.group => factor,
-            _ => 1.0,
-        };
         let mut total = Trained::default();
-        let mut ahead = Some(self.fetch(id, 0, worker.keys.clone()));
-        for step in 0..joined.slices {
+        let slices = member.joined.slices;
+        let mut ahead = Some(self.fetch(member, 0, worker.keys.clone()));
+        for step in 0..slices {
             let (lease, items) = block_on(ahead.take().expect("started").join())?;
-            if step + 1 < joined.slices {
-                ahead = Some(self.fetch(id, step + 1, worker.keys.clone()));
+            if step + 1 < slices {
+                ahead = Some(self.fetch(member, step + 1, worker.keys.clone()));
             }
             let block = &worker.blocks[lease.slice as usize];
-            let pace = Pace::start(lease.budget_us, slowdown);
+            let pace = Pace::start(lease.budget_us, member.slowdown);
             let busy = Instant::now();
             let trained = self.train(block, (&mut worker.users, &items), rotating, pace)?;
             progress(trained.rows, trained.loss);
             total.rows += trained.rows;
             total.loss += trained.loss;
-            let release = RotateRequest {
-                rows: trained.rows,
-                busy_us: busy.elapsed().as_micros() as u64,
-                ..self.request(id, RotatePhase::Release, step)
-            };
-            block_on(client.rotate(release))?;
+            member.release(step, trained.rows, busy.elapsed())?;
         }
         Ok(total)
     }
@@ -206,12 +187,12 @@ impl RotationTask {
 
     /// Starts leasing the slice of `step` and pulling the columns of it that the task's rows
     /// use (`keys`, per slice).
-    fn fetch(&self, id: u64, step: u32, keys: Arc<Vec<Vec<u64>>>) -> Started<Fetched> {
+    fn fetch(&self, member: &Member, step: u32, keys: Arc<Vec<Vec<u64>>>) -> Started<Fetched> {
         let client = self.model.client().clone();
         let (name, rows) = (self.model.name.clone(), self.model.weight_row_ids());
-        let request = self.request(id, RotatePhase::Acquire, step);
+        let acquire = member.acquire(step);
         start(async move {
-            let lease = client.rotate(request).await?;
+            let lease = acquire.await?;
             let keys = &keys[lease.slice as usize];
             let values = match keys.is_empty() {
                 true => Vec::new(),
@@ -275,16 +256,5 @@ impl RotationTask {
             pace.go_on();
         }
         trained
-    }
-
-    fn request(&self, worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
-        RotateRequest {
-            model: self.model.name.clone(),
-            worker,
-            phase: phase as i32,
-            step,
-            rows: 0,
-            busy_us: 0,
-        }
     }
 }

@@ -1,5 +1,4 @@
-//! [`TopicTask`]: one worker's pass over its documents in a topic model's statement, with
-//! `parallelism = 'data'` (Angel's LDA, AD-LDA's approximation between workers).
+//! [`TopicTask`]: one worker's pass over its documents in a topic model's statement.
 //!
 //! `CREATE MODEL` runs round 0, where each worker draws its tokens' topics at random and pushes
 //! their counts, and then one round per epoch, where it draws every token's topic once. The
@@ -8,14 +7,26 @@
 //! counts) stays in the job's memory from round to round ([`Kept`]).
 //!
 //! A round walks the worker's slices of the vocabulary: it pulls the counts of the slice's
-//! words that its documents use, with the topic totals (the next slice's pull in flight while
-//! the current one is drawn), draws the slice's tokens, and pushes the change of the counts
-//! (the servers add it). The totals are thus brought up to date at every step; between two
-//! pulls a worker sees its own moves only, as in Angel.
+//! words that its documents use (the next slice's pull in flight while the current one is
+//! drawn), draws the slice's tokens, and pushes the change of the counts (the servers add it).
+//! The topic totals come with the pulls, so they are brought up to date at every slice;
+//! between two pulls a worker sees its own moves only. In which order:
+//!
+//! - `parallelism = 'data'` (Angel's LDA; AD-LDA's approximation between workers): each
+//!   worker walks all its slices from one drawn at random, whatever the others draw.
+//! - `parallelism = 'rotation'` (Harp's): the vocabulary is cut into the rotation's slices,
+//!   each a run of the slices above, which the master leases to one worker at a time
+//!   ([`Member`]). A worker draws the tokens of the rotated slice it holds against counts of
+//!   its words that no other worker changes meanwhile, so only the totals are approximate.
+//!   The next lease is asked for, and its first slice pulled, while a step draws; under time
+//!   control a step stops between two slices when its budget runs out, and the next step on
+//!   that rotated slice resumes there.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use angel_client::runtime::{Started, block_on, start};
+use angel_client::{PsClient, RotateReply};
 use arrow::array::{ArrayData, ArrayRef};
 
 use super::Lda;
@@ -24,6 +35,8 @@ use super::worker::{Change, Worker};
 use crate::error::{Result, input_err};
 use crate::model::Model;
 use crate::rotation::kept::Kept;
+use crate::rotation::member::Member;
+use crate::rotation::pace::Pace;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -87,8 +100,13 @@ impl TopicTask {
             ));
         };
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
+        let rotation = self.model.spec.sync.rotation;
         let worker = match (round, self.kept.take(&name, &arrays)) {
             (0, _) => self.start()?,
+            (_, Some(mut worker)) if rotation => {
+                Member::round(&self.model, |m| self.rotate(&mut worker, m, &mut progress))?;
+                worker
+            }
             (_, Some(mut worker)) => {
                 self.sample(&mut worker, &mut progress)?;
                 worker
@@ -124,52 +142,175 @@ impl TopicTask {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
-        let worker = Worker::for_model(&self.lda, self.model.spec.dim, &Corpus::concat(read));
+        // The master cuts the rotation into as many slices as the training description says.
+        let rotated = self.model.spec.sync.to_proto().rotation_slices as usize;
+        let corpus = Corpus::concat(read);
+        let worker = Worker::for_model(&self.lda, self.model.spec.dim, &corpus, rotated);
         for s in (0..worker.slices.len()).filter(|&s| !worker.slices[s].keys.is_empty()) {
             self.push(&worker.slices[s].keys, worker.counts(s))?;
         }
         Ok(worker)
     }
 
-    /// One draw of every token, slice after slice.
+    /// A data-parallel round: one draw of every token, slice after slice from a random one.
     fn sample(&self, worker: &mut Worker, progress: &mut impl FnMut(u64, f64)) -> Result<()> {
-        let k = self.lda.topics;
-        let steps: Vec<usize> = (worker.round_order().into_iter())
+        let keys = self.keys(worker);
+        let order: Vec<usize> = (worker.round_order().into_iter())
             .filter(|&s| !worker.slices[s].keys.is_empty())
             .collect();
-        let dim = self.model.spec.dim;
-        let keys = |w: &Worker, s: usize| with_totals(&w.slices[s].keys, dim);
-        let mut pulled = match steps.first() {
-            Some(&s) => block_on(self.fetch(keys(worker, s)).join())?,
-            None => return Ok(()),
+        let Some(&first) = order.first() else {
+            return Ok(());
         };
-        // The totals' change of the last step, which the pull of the current one did not see.
-        let mut own: Option<Vec<i64>> = None;
-        for (i, &s) in steps.iter().enumerate() {
-            let ahead = steps.get(i + 1).map(|&next| self.fetch(keys(worker, next)));
-            let n = worker.slices[s].keys.len();
-            let (mut totals, words) = word_major(&pulled, k, n);
-            if let Some(own) = own.take() {
-                totals.iter_mut().zip(own).for_each(|(t, d)| *t += d);
+        let first = block_on(self.fetch(&keys, first).join())?;
+        let mut view = View::new(vec![0; self.lda.topics]);
+        self.walk(
+            worker,
+            (&mut view, &keys),
+            (&order, first),
+            || true,
+            progress,
+        )?;
+        Ok(())
+    }
+
+    /// A round under model rotation: one step per rotated slice, in the master's order, each
+    /// drawing the tokens of the slice it leased (all of them, or as many as time control
+    /// lets it).
+    fn rotate(
+        &self,
+        worker: &mut Worker,
+        member: &Member,
+        progress: &mut impl FnMut(u64, f64),
+    ) -> Result<()> {
+        let steps = member.joined.slices;
+        if worker.rotated() != steps as usize {
+            return input_err(format!(
+                "model '{}': its rotation has {steps} slices, and the workers cut the \
+                 vocabulary into {} when the statement started",
+                self.model.name,
+                worker.rotated()
+            ));
+        }
+        let keys = self.keys(worker);
+        let orders = Arc::new(
+            (0..worker.rotated())
+                .map(|r| worker.step_order(r))
+                .collect(),
+        );
+        let mut view = View::new(self.totals()?);
+        let mut next = Some(self.lease(member, 0, (&keys, &orders)));
+        for step in 0..steps {
+            let (lease, first) = block_on(next.take().expect("started").join())?;
+            if step + 1 < steps {
+                next = Some(self.lease(member, step + 1, (&keys, &orders)));
             }
-            let change = worker.sample(s, &totals, &words);
-            // The next pull ends before this push starts, so it lacks exactly this change.
-            if let Some(ahead) = ahead {
-                pulled = block_on(ahead.join())?;
+            let r = lease.slice as usize;
+            let mut pace = Pace::start(lease.budget_us, member.slowdown);
+            let busy = Instant::now();
+            let (drawn, stopped) = match first {
+                Some(first) => self.walk(
+                    worker,
+                    (&mut view, &keys),
+                    (&orders[r], first),
+                    || pace.go_on(),
+                    progress,
+                )?,
+                None => (0, None),
+            };
+            if let Some(s) = stopped {
+                worker.resume_at(r, s);
             }
-            self.push(&worker.slices[s].keys, (change.0.clone(), change.1))?;
-            own = Some(change.0);
-            progress(worker.slices[s].tokens(), 0.0);
+            member.release(step, drawn, busy.elapsed())?;
         }
         Ok(())
     }
 
-    /// Starts pulling the counts of `keys` (a slice's words, then the totals' column) in
-    /// every topic's row.
-    fn fetch(&self, keys: Vec<u64>) -> Started<Vec<i64>> {
-        let client = self.model.client().clone();
-        let (name, rows) = (self.model.name.clone(), self.model.weight_row_ids());
-        start(async move { Ok(client.pull_at::<i64>(&name, &rows, &keys, None).await?.0) })
+    /// Draws the tokens of slices `order`, the first against its counts `first`, each next
+    /// one's pulled while the current one is drawn, and pushes each change; after each slice
+    /// `go_on` says whether to go on. Returns the tokens drawn and, if `go_on` stopped the
+    /// walk, the slice it stopped before.
+    fn walk(
+        &self,
+        worker: &mut Worker,
+        (view, keys): (&mut View, &Keys),
+        (order, first): (&[usize], Pulled),
+        mut go_on: impl FnMut() -> bool,
+        progress: &mut impl FnMut(u64, f64),
+    ) -> Result<(u64, Option<usize>)> {
+        let mut pulled = Some(first);
+        let mut drawn = 0;
+        for (i, &s) in order.iter().enumerate() {
+            let following = order.get(i + 1).map(|&f| self.fetch(keys, f));
+            let change = view.sample(worker, s, pulled.take().expect("pulled before its draw"));
+            // The following pull ends before this push starts, so it lacks exactly this change.
+            if let Some(following) = following {
+                pulled = Some(block_on(following.join())?);
+            }
+            self.push(&worker.slices[s].keys, change)?;
+            let tokens = worker.slices[s].tokens();
+            drawn += tokens;
+            progress(tokens, 0.0);
+            if !go_on()
+                && let Some(&next) = order.get(i + 1)
+            {
+                return Ok((drawn, Some(next)));
+            }
+        }
+        Ok((drawn, None))
+    }
+
+    /// Each of the worker's slices' keys with the topic totals' column last, for pulls in
+    /// flight.
+    fn keys(&self, worker: &Worker) -> Keys {
+        let dim = self.model.spec.dim;
+        Arc::new(
+            worker
+                .slices
+                .iter()
+                .map(|s| with_totals(&s.keys, dim))
+                .collect(),
+        )
+    }
+
+    /// The topic totals as the servers have them now.
+    fn totals(&self) -> Result<Vec<i64>> {
+        let pull = pull(self.puller(), vec![self.model.spec.dim], true);
+        Ok(block_on(pull)?.totals.unwrap_or_default())
+    }
+
+    /// Starts pulling the counts of slice `s`'s words (`keys`) and the topic totals.
+    fn fetch(&self, keys: &Keys, s: usize) -> Started<Pulled> {
+        start(pull(self.puller(), keys[s].clone(), true))
+    }
+
+    /// Starts leasing the rotated slice of step `step` and pulling the counts of the words of
+    /// its first slice in `orders` (none if the worker has no tokens in it); the totals are
+    /// left out, the pull's moment against the worker's own pushes being unknown.
+    fn lease(
+        &self,
+        member: &Member,
+        step: u32,
+        (keys, orders): (&Keys, &Arc<Vec<Vec<usize>>>),
+    ) -> Started<(RotateReply, Option<Pulled>)> {
+        let (acquire, puller) = (member.acquire(step), self.puller());
+        let (keys, orders) = (keys.clone(), orders.clone());
+        start(async move {
+            let lease = acquire.await?;
+            let first = match orders[lease.slice as usize].first() {
+                Some(&s) => Some(pull(puller, keys[s][..keys[s].len() - 1].to_vec(), false).await?),
+                None => None,
+            };
+            Ok((lease, first))
+        })
+    }
+
+    fn puller(&self) -> Puller {
+        Puller {
+            client: self.model.client().clone(),
+            name: self.model.name.clone(),
+            rows: self.model.weight_row_ids(),
+            topics: self.lda.topics,
+        }
     }
 
     /// Adds a change of the counts of slice words `keys` (and of the totals) to the model.
@@ -184,20 +325,81 @@ impl TopicTask {
     }
 }
 
+/// Each slice's keys, with the topic totals' column last.
+type Keys = Arc<Vec<Vec<u64>>>;
+
+/// One slice's counts as pulled: the topic totals (when asked for) and the words' counts,
+/// word after word.
+#[derive(Debug, PartialEq)]
+struct Pulled {
+    totals: Option<Vec<i64>>,
+    words: Vec<i64>,
+}
+
+/// What a pull of the model's counts needs, for a pull in flight.
+struct Puller {
+    client: Arc<PsClient>,
+    name: String,
+    rows: Vec<u64>,
+    topics: usize,
+}
+
+/// Pulls the counts of `keys` in every topic's row; with `totals`, the last key is the
+/// totals' column.
+async fn pull(p: Puller, keys: Vec<u64>, totals: bool) -> angel_client::Result<Pulled> {
+    let values = p
+        .client
+        .pull_at::<i64>(&p.name, &p.rows, &keys, None)
+        .await?
+        .0;
+    Ok(word_major(&values, p.topics, keys.len(), totals))
+}
+
+/// The topic totals a worker draws against: the last pulled, with its own moves since.
+struct View {
+    totals: Vec<i64>,
+    /// The totals' change of the last slice drawn, which a pull started before its push lacks.
+    last: Vec<i64>,
+}
+
+impl View {
+    fn new(totals: Vec<i64>) -> Self {
+        let last = vec![0; totals.len()];
+        View { totals, last }
+    }
+
+    /// Draws slice `s`'s tokens of `worker` against `pulled` (its totals, if any, from a
+    /// pull that ended before the last slice's push); returns the change.
+    fn sample(&mut self, worker: &mut Worker, s: usize, pulled: Pulled) -> Change {
+        if let Some(totals) = pulled.totals {
+            self.totals = totals.iter().zip(&self.last).map(|(t, d)| t + d).collect();
+        }
+        let change = worker.sample(s, &self.totals, &pulled.words);
+        self.totals
+            .iter_mut()
+            .zip(&change.0)
+            .for_each(|(t, d)| *t += d);
+        self.last.clone_from(&change.0);
+        change
+    }
+}
+
 /// `keys` and then the topic totals' column (`dim`).
 fn with_totals(keys: &[u64], dim: u64) -> Vec<u64> {
     keys.iter().copied().chain([dim]).collect()
 }
 
-/// Values pulled topic after topic (`k` rows of `n` words and the totals) as the topic
-/// totals and the words' counts word after word.
-fn word_major(pulled: &[i64], k: usize, n: usize) -> (Vec<i64>, Vec<i64>) {
-    let width = n + 1;
-    let totals = (0..k).map(|t| pulled[t * width + n]).collect();
+/// Values pulled topic after topic (`k` rows of `width` keys: words, then with `totals` the
+/// totals' column) as the topic totals and the words' counts word after word.
+fn word_major(pulled: &[i64], k: usize, width: usize, totals: bool) -> Pulled {
+    let n = width - usize::from(totals);
     let words = (0..n)
         .flat_map(|j| (0..k).map(move |t| pulled[t * width + j]))
         .collect();
-    (totals, words)
+    Pulled {
+        totals: totals.then(|| (0..k).map(|t| pulled[t * width + n]).collect()),
+        words,
+    }
 }
 
 /// The inverse of [`word_major`]: a change as pushed, topic after topic.
@@ -220,9 +422,15 @@ mod tests {
     fn pulls_and_pushes_are_topic_major_with_the_totals_last() {
         // 2 topics, 3 words: topic 0 = [1, 2, 3 | 10], topic 1 = [4, 5, 6 | 20].
         let pulled = [1, 2, 3, 10, 4, 5, 6, 20];
-        let (totals, words) = word_major(&pulled, 2, 3);
+        let Pulled { totals, words } = word_major(&pulled, 2, 4, true);
+        let totals = totals.expect("asked for");
         assert_eq!(totals, [10, 20]);
         assert_eq!(words, [1, 4, 2, 5, 3, 6]);
         assert_eq!(topic_major(&totals, &words, 4), pulled);
+        let words_only = word_major(&[1, 2, 4, 5], 2, 2, false);
+        assert_eq!(
+            (words_only.totals, words_only.words),
+            (None, vec![1, 4, 2, 5])
+        );
     }
 }

@@ -22,6 +22,9 @@ const SLICE_VALUES: u64 = 1 << 20;
 /// Fewest slices: each step's pull brings the other workers' moves of its words since their
 /// own step on them, so more steps mean fresher counts.
 const MIN_SLICES: u64 = 16;
+/// Fewest slices per rotated slice under model rotation: each brings the topic totals up to
+/// date, and time control stops a step between two of them.
+const MIN_PER_ROTATED: usize = 8;
 
 /// One slice's part of the worker: the words it uses, and its tokens by document.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +55,10 @@ pub struct Worker {
     docs: Vec<Vec<(u32, u32)>>,
     /// Each document's number of tokens.
     lengths: Vec<u32>,
+    /// Under model rotation, per rotated slice (a run of `slices.len() / resume.len()`
+    /// slices): the one of them its next step starts at, as time control left it. Empty
+    /// without rotation.
+    resume: Vec<usize>,
     rng: SmallRng,
 }
 
@@ -77,6 +84,7 @@ impl Worker {
             lengths: (0..corpus.docs())
                 .map(|d| corpus.doc(d).len() as u32)
                 .collect(),
+            resume: Vec::new(),
             rng,
         };
         worker.count_docs();
@@ -84,13 +92,20 @@ impl Worker {
     }
 
     /// The worker of `corpus` for model `lda` over `words` words, as a statement's round 0
-    /// makes it: the data-parallel slices, every token's topic drawn from the model's seed and
-    /// the documents (so a job samples the same chain at every run).
-    pub fn for_model(lda: &Lda, words: u64, corpus: &Corpus) -> Self {
+    /// makes it: every token's topic drawn from the model's seed and the documents (so a job
+    /// samples the same chain at every run); its vocabulary in the data-parallel slices, or
+    /// under model rotation (`rotated` slices, 0: none) in as many runs of slices.
+    pub fn for_model(lda: &Lda, words: u64, corpus: &Corpus, rotated: usize) -> Self {
         let bytes: Vec<u8> = corpus.words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let seed = lda.seed ^ xxhash_rust::xxh3::xxh3_64(&bytes);
         let slices = data_slices(lda.topics, words);
-        Worker::new(lda.priors(words), corpus, slices, seed)
+        let Some(rotated) = std::num::NonZeroUsize::new(rotated) else {
+            return Worker::new(lda.priors(words), corpus, slices, seed);
+        };
+        let per = slices.div_ceil(rotated.get()).max(MIN_PER_ROTATED);
+        let mut worker = Worker::new(lda.priors(words), corpus, per * rotated.get(), seed);
+        worker.resume = vec![0; rotated.get()];
+        worker
     }
 
     /// Each document's counts, from its tokens' topics.
@@ -154,6 +169,27 @@ impl Worker {
         let n = self.slices.len();
         let first = rand::Rng::random_range(&mut self.rng, 0..n.max(1));
         (0..n).map(|i| (first + i) % n).collect()
+    }
+
+    /// The rotated slices the vocabulary is cut into (0: the worker does not rotate).
+    pub fn rotated(&self) -> usize {
+        self.resume.len()
+    }
+
+    /// The slices of rotated slice `r` in the order its step draws them: from where its last
+    /// step stopped, around; those without tokens of the worker left out.
+    pub fn step_order(&self, r: usize) -> Vec<usize> {
+        let per = self.slices.len() / self.rotated().max(1);
+        (0..per)
+            .map(|i| r * per + (self.resume[r] + i) % per)
+            .filter(|&s| !self.slices[s].keys.is_empty())
+            .collect()
+    }
+
+    /// Rotated slice `r`'s next step starts at slice `s` (one of it).
+    pub fn resume_at(&mut self, r: usize, s: usize) {
+        let per = self.slices.len() / self.rotated().max(1);
+        self.resume[r] = s - r * per;
     }
 
     /// The documents' side of the joint log-likelihood (see [`likelihood`]).

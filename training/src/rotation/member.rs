@@ -1,0 +1,93 @@
+//! [`Member`]: a worker's part in one round of model rotation as the master schedules it
+//! (`ps-service`'s `master::rotation`): it joins the round, leases each step's slice, hands
+//! it back, and leaves. Matrix factorization's workers and the topic model's share it.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use angel_client::runtime::block_on;
+use angel_client::{PsClient, RotatePhase, RotateReply, RotateRequest};
+
+use crate::error::Result;
+use crate::model::Model;
+use crate::sync::worker::{fresh_id, slow_hook};
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Member {
+    client: Arc<PsClient>,
+    model: String,
+    id: u64,
+    /// The master's answer to the join: the worker's rank and group, the round's slices.
+    pub joined: RotateReply,
+    /// The `ANGEL_SLOW_WORKER` hook's slowdown for this worker (1: none), for [`super::pace`].
+    pub slowdown: f64,
+}
+
+impl Member {
+    /// Joins the running round of `model`, runs `steps` as a member of it, and leaves,
+    /// whatever happened, so the slices it holds go to the others and the next statement
+    /// starts a round of its own.
+    pub fn round<T>(model: &Model, steps: impl FnOnce(&Member) -> Result<T>) -> Result<T> {
+        let client = model.client().clone();
+        let (name, id) = (model.name.clone(), fresh_id());
+        let joined = block_on(client.rotate(request(&name, id, RotatePhase::Join, 0)))?;
+        // The hook names a rank in join order; ranks are dealt to the groups in turn.
+        let groups = (model.spec.sync.workers / joined.workers.max(1)).max(1);
+        let slowdown = match slow_hook()? {
+            Some((rank, factor)) if rank == joined.rank * groups + joined.group => factor,
+            _ => 1.0,
+        };
+        let member = Member {
+            client,
+            model: name,
+            id,
+            joined,
+            slowdown,
+        };
+        let done = steps(&member);
+        let left = block_on(member.client.rotate(member.request(RotatePhase::Leave, 0)));
+        let done = done?;
+        left?;
+        Ok(done)
+    }
+
+    /// Asks for the slice of step `step`: the future ends with its lease once the slice's
+    /// previous holder handed it back.
+    pub fn acquire(
+        &self,
+        step: u32,
+    ) -> impl Future<Output = angel_client::Result<RotateReply>> + Send + 'static {
+        let client = self.client.clone();
+        let request = self.request(RotatePhase::Acquire, step);
+        async move { client.rotate(request).await }
+    }
+
+    /// Hands back the slice of step `step`, having trained `rows` rows (or drawn as many
+    /// tokens) in `busy`: the master's time control learns the usual step from it.
+    pub fn release(&self, step: u32, rows: u64, busy: Duration) -> Result<()> {
+        let release = RotateRequest {
+            rows,
+            busy_us: busy.as_micros() as u64,
+            ..self.request(RotatePhase::Release, step)
+        };
+        block_on(self.client.rotate(release))?;
+        Ok(())
+    }
+
+    fn request(&self, phase: RotatePhase, step: u32) -> RotateRequest {
+        request(&self.model, self.id, phase, step)
+    }
+}
+
+fn request(model: &str, worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
+    RotateRequest {
+        model: model.to_string(),
+        worker,
+        phase: phase as i32,
+        step,
+        rows: 0,
+        busy_us: 0,
+    }
+}
