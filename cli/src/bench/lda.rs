@@ -1,8 +1,10 @@
 //! `angel-ps bench lda`: the topic model on a corpus drawn from LDA's generative process with
 //! known topics (`angel_etl::corpus_data`), at several numbers of topics, with the same
 //! priors and sweeps as, with `--python`, the Python `lda` package (collapsed Gibbs sampling
-//! in C, `docs/bench/lda_package.py`) in the same run. Per run: the joint log-likelihood after
-//! the start and after the sweeps, seconds of sampling, tokens per second and per core.
+//! in C, `docs/bench/lda_package.py`) in the same run, and in each parallel mode asked for
+//! (`--parallelism data,rotation`). Per run: the joint log-likelihood after the start and after
+//! the sweeps, seconds of sampling, tokens per second and per core; and the log-likelihood
+//! against time along the sweeps.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -45,6 +47,9 @@ pub struct LdaBenchArgs {
     /// Workers (tasks) of angel-ps's runs.
     #[arg(long, default_value_t = 2)]
     pub workers: u32,
+    /// The parallel modes to run angel-ps in, one run each: data, rotation.
+    #[arg(long, value_delimiter = ',', default_value = "data")]
+    pub parallelism: Vec<String>,
     /// The documents' prior (and the generator's).
     #[arg(long, default_value_t = 0.1)]
     pub alpha: f64,
@@ -69,6 +74,8 @@ struct Outcome {
     last: f64,
     seconds: f64,
     cores: usize,
+    /// After each sweep: the seconds of sampling so far and the log-likelihood.
+    curve: Vec<(f64, f64)>,
 }
 
 /// Generates the corpus (once per size and seed), trains at each number of topics and prints
@@ -89,18 +96,21 @@ pub async fn run(args: LdaBenchArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Trains a model at each number of topics in one job.
+/// Trains a model at each number of topics, in each parallel mode, in one job.
 async fn train(args: &LdaBenchArgs, corpus: &Path) -> Result<Vec<Outcome>, Box<dyn Error>> {
     let mut text = format!(
         "CREATE TABLE corpus AS SELECT label AS doc, idx AS words, val AS counts FROM \
          read_libsvm('{}', 'index_base=0');\n",
         corpus.display()
     );
-    for k in &args.topics {
+    let runs: Vec<(usize, &str)> = (args.topics.iter())
+        .flat_map(|&k| args.parallelism.iter().map(move |p| (k, p.as_str())))
+        .collect();
+    for (k, parallelism) in &runs {
         text.push_str(&format!(
             "CREATE OR REPLACE MODEL topics OPTIONS (kind = 'lda', topics = {k}, dim = {}, \
-             alpha = {}, beta = {}, epochs = {}, workers = {}) AS SELECT doc, words, counts \
-             FROM corpus;\n",
+             alpha = {}, beta = {}, epochs = {}, workers = {}, parallelism = '{parallelism}') \
+             AS SELECT doc, words, counts FROM corpus;\n",
             args.words, args.alpha, args.beta, args.epochs, args.workers
         ));
     }
@@ -111,13 +121,20 @@ async fn train(args: &LdaBenchArgs, corpus: &Path) -> Result<Vec<Outcome>, Box<d
     .await?;
     let tables = reports.iter().filter_map(StatementReport::epoch_table);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok((args.topics.iter().zip(tables))
-        .map(|(&k, t)| outcome(k, args.workers as usize, cores, t))
+    Ok((runs.iter().zip(tables))
+        .map(|(&(k, parallelism), t)| {
+            let label = format!("angel-ps, {} workers, {parallelism}", args.workers);
+            outcome(k, (label, args.workers as usize, cores), t)
+        })
         .collect())
 }
 
 /// Reads a run's epoch table: the rounds after the random start are the sweeps.
-fn outcome(topics: usize, workers: usize, cores: usize, table: &RecordBatch) -> Outcome {
+fn outcome(
+    topics: usize,
+    (label, workers, cores): (String, usize, usize),
+    table: &RecordBatch,
+) -> Outcome {
     let floats = |name: &str| -> Vec<f64> {
         (table.column_by_name(name))
             .and_then(|c| c.as_primitive_opt::<Float64Type>())
@@ -128,14 +145,19 @@ fn outcome(topics: usize, workers: usize, cores: usize, table: &RecordBatch) -> 
         .and_then(|c| c.values().first().copied())
         .unwrap_or_default();
     let (ll, seconds) = (floats("log_likelihood"), floats("seconds"));
+    let elapsed = seconds.iter().skip(1).scan(0.0, |t, s| {
+        *t += s;
+        Some(*t)
+    });
     Outcome {
         topics,
-        label: format!("angel-ps, {workers} workers"),
+        label,
         tokens: tokens as u64,
         initial: ll.first().copied().unwrap_or(f64::NAN),
         last: ll.last().copied().unwrap_or(f64::NAN),
         seconds: seconds.iter().skip(1).sum(),
         cores: workers.min(cores),
+        curve: elapsed.zip(ll.iter().skip(1).copied()).collect(),
     }
 }
 
@@ -171,6 +193,7 @@ fn package(
         last: number("log_likelihood"),
         seconds: number("seconds"),
         cores: 1,
+        curve: Vec::new(),
     })
 }
 
@@ -260,7 +283,39 @@ fn table(args: &LdaBenchArgs, outcomes: &[Outcome]) -> String {
         args.beta,
         args.epochs
     );
+    let curves = curves(args, outcomes);
     super::show(args.output, &[], &[&heading]);
-    super::show(args.output, &[("lda", &table)], &[]);
-    format!("### {heading}\n\n{}", table.markdown())
+    super::show(args.output, &[("lda", &table), ("lda_curve", &curves)], &[]);
+    format!(
+        "### {heading}\n\n{}\nLog-likelihood against seconds of sampling, after sweeps:\n\n{}",
+        table.markdown(),
+        curves.markdown()
+    )
+}
+
+/// The log-likelihood against time of angel-ps's runs: after the first and second sweeps, a
+/// quarter and half of them, and all.
+fn curves(args: &LdaBenchArgs, outcomes: &[Outcome]) -> Table {
+    let mut sweeps = vec![1, 2, args.epochs / 4, args.epochs / 2, args.epochs];
+    sweeps.retain(|&s| s >= 1);
+    sweeps.sort_unstable();
+    sweeps.dedup();
+    let rows = (outcomes.iter().filter(|o| !o.curve.is_empty()))
+        .map(|o| {
+            let points = sweeps.iter().map(|&s| match o.curve.get(s - 1) {
+                Some((t, ll)) => format!("{ll:.4e} ({t:.1} s)"),
+                None => "-".to_string(),
+            });
+            [o.topics.to_string(), o.label.clone()]
+                .into_iter()
+                .chain(points)
+                .collect()
+        })
+        .collect();
+    let names: Vec<String> = sweeps.iter().map(|s| format!("sweep {s}")).collect();
+    let header: Vec<&str> = ["topics", "run"]
+        .into_iter()
+        .chain(names.iter().map(String::as_str))
+        .collect();
+    Table::new(&header, rows)
 }
