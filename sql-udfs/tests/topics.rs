@@ -557,6 +557,15 @@ async fn raw_text_goes_through_the_counter_with_repeats_kept() {
     let tokens = column(&table[0], "tokens");
     // cat, cat, ran (doc 1) and ran, ran (doc 2); 'cats' and 'dogs' are other words.
     assert_eq!(tokens, [5.0, 5.0, 5.0]);
+    // Under rotation, four workers for three documents: those without any take part too.
+    let table = job
+        .execute(
+            "CREATE MODEL rotated OPTIONS (kind = 'lda', topics = 2, counter = 'vocab', epochs \
+             = 2, workers = 4, parallelism = 'rotation') AS SELECT doc, words FROM corpus",
+        )
+        .await
+        .unwrap();
+    assert_eq!(column(&table[0], "tokens"), [5.0, 5.0, 5.0]);
     // Saved, the counts are read back by word through the counter's dictionary.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t");

@@ -100,15 +100,17 @@ impl TopicTask {
             ));
         };
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
-        let rotation = self.model.spec.sync.rotation;
         let worker = match (round, self.kept.take(&name, &arrays)) {
             (0, _) => self.start()?,
-            (_, Some(mut worker)) if rotation => {
-                Member::round(&self.model, |m| self.rotate(&mut worker, m, &mut progress))?;
+            (_, Some(mut worker)) => {
+                self.draw(&mut worker, &mut progress)?;
                 worker
             }
-            (_, Some(mut worker)) => {
-                self.sample(&mut worker, &mut progress)?;
+            // A task without documents left nothing to find (tasks without documents share
+            // one fingerprint); it still takes part in a rotation.
+            (_, None) if arrays.is_empty() => {
+                let mut worker = self.start()?;
+                self.draw(&mut worker, &mut progress)?;
                 worker
             }
             (_, None) => {
@@ -150,6 +152,14 @@ impl TopicTask {
             self.push(&worker.slices[s].keys, worker.counts(s))?;
         }
         Ok(worker)
+    }
+
+    /// One draw of every token, in the model's parallel mode.
+    fn draw(&self, worker: &mut Worker, progress: &mut impl FnMut(u64, f64)) -> Result<()> {
+        match self.model.spec.sync.rotation {
+            true => Member::round(&self.model, |m| self.rotate(worker, m, progress)),
+            false => self.sample(worker, progress),
+        }
     }
 
     /// A data-parallel round: one draw of every token, slice after slice from a random one.
