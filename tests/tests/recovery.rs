@@ -1,8 +1,8 @@
 //! Recovery on real processes: a server killed with SIGKILL is declared dead (on a client's
 //! report, or when its heartbeats stop) and its partitions, of matrices and of counters, are
 //! restored on the live server from their snapshots, with the changes since replayed; calls
-//! in flight continue, model rotation's too. A master killed and restarted resumes from its saved
-//! state.
+//! in flight continue, model rotation's and a topic model's too. A master killed and restarted
+//! resumes from its saved state.
 
 use std::time::{Duration, Instant};
 
@@ -426,6 +426,56 @@ async fn a_rotation_job_ends_with_the_same_model_when_a_server_is_killed() {
     let (replayed, lost) = (said["replayed"].as_u64(), said["lost"].as_u64());
     assert!(replayed > Some(0) && lost == Some(0), "{said}");
     eprintln!("holdout RMSE {rmse:.6} with a server killed mid-rotation, {expected:.6} without");
+}
+
+/// A topic model survives a killed server: the topics example (rotation, 60 sweeps) on a
+/// cluster loses a server mid-training, the job ends saying no change was lost, and in the
+/// saved model each word's counts over the topics add up to its tokens in the documents
+/// exactly (a change lost or applied twice would move them).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_model_keeps_every_token_when_a_server_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster(&dir.path().join("snapshots"), "3600", "3600");
+    let out = format!("out={}", dir.path().display());
+    let data = format!("data={}", repo("examples/data/lda").display());
+    let job = repo("examples/lda/job.sql");
+    let args = [job.to_str().unwrap(), "--master", &cluster.master.addr];
+    let flags = ["--namespace", "lda", "--var", "epochs=60", "--var", &out];
+    let flags = [&flags[..], &["--var", &data]].concat();
+    let job = start_job(&[&args[..], &flags].concat(), &[]);
+    let c = cluster.client().await;
+    wait_for(&c, has_taken("lda/topics", 150), Duration::from_secs(300)).await;
+    cluster.servers[1].kill();
+    let said = summary(&finished(job));
+    let (replayed, lost) = (said["replayed"].as_u64(), said["lost"].as_u64());
+    assert!(replayed > Some(0) && lost == Some(0), "{said}");
+
+    let check = dir.path().join("check.sql");
+    std::fs::write(
+        &check,
+        "CREATE TABLE tokens AS SELECT word, count(*) AS n FROM (SELECT unnest(ps_tokens(text, \
+         'min_length=3, stop_words=english')) AS word FROM read_csv('${data}/documents.csv')) \
+         GROUP BY word HAVING count(*) >= 2;
+         CREATE TABLE saved AS SELECT feature AS word, sum(count) AS n \
+         FROM read_model('${out}/topics_model') GROUP BY feature;
+         SELECT (SELECT sum(n) FROM tokens) AS tokens, count(*) AS differing_words \
+         FROM tokens FULL OUTER JOIN saved ON tokens.word = saved.word \
+         WHERE tokens.n IS DISTINCT FROM saved.n",
+    )
+    .unwrap();
+    let checked = finished(start_job(
+        &[check.to_str().unwrap(), "--var", &data, "--var", &out],
+        &[],
+    ));
+    let (tokens, differing) = (
+        result_value(&checked, "tokens"),
+        result_value(&checked, "differing_words"),
+    );
+    assert!(tokens > 200.0, "{tokens} tokens");
+    assert_eq!(
+        differing, 0.0,
+        "words whose saved counts are not their tokens"
+    );
 }
 
 /// Polls the status until `done` holds, for at most `limit`.

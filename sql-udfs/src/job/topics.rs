@@ -17,7 +17,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
 
-use super::train::{Caching, Plan, Rows, TrainRows, bar, first_row, float, push_traffic, watch};
+use super::train::{
+    Caching, Plan, Rows, TrainRows, bar, first_row, float, push_traffic, traffic, watch,
+};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 
@@ -90,7 +92,7 @@ pub(super) async fn train(
             holdout_perplexity,
             seconds,
             holdout_seconds,
-            push_mb: (after.0 - before.0) as f64 / 1e6,
+            push_mb: traffic(before, after).0 as f64 / 1e6,
             workers: workers as i64,
         });
     }

@@ -324,7 +324,7 @@ async fn train(
         let cached = caching.as_ref().map_or(0, |c| c.after_epoch(epoch));
         let status = client.status().await.map_err(ps_error)?;
         let after = push_traffic(&status, id);
-        let traffic = (after.0 - before.0, after.1 - before.1);
+        let traffic = traffic(before, after);
         let holdout = match &plan.holdout {
             Some(h) => evaluate(ctx, name, &*plan.spec.kind, &columns, h).await?,
             None => Holdout::default(),
@@ -422,6 +422,15 @@ pub(super) fn push_traffic(status: &StatusReply, id: u32) -> (u64, u64) {
         .iter()
         .filter(|p| p.matrix_id == id)
         .fold((0, 0), |(b, r), p| (b + p.bytes, r + p.raw_bytes))
+}
+
+/// The push traffic between two readings of [`push_traffic`]. A server that died in between
+/// takes its counts with it, so the difference is then a lower bound, not an underflow.
+pub(super) fn traffic(before: (u64, u64), after: (u64, u64)) -> (u64, u64) {
+    (
+        after.0.saturating_sub(before.0),
+        after.1.saturating_sub(before.1),
+    )
 }
 
 /// Where every epoch reads the training rows from, as `workers` partitions: one task each.

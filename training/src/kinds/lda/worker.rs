@@ -146,8 +146,18 @@ impl Worker {
     /// Draws a new topic for every token of slice `s`, against the topic `totals` and the
     /// slice's words' counts `words` (word after word), which include the worker's own
     /// tokens; returns the change.
+    ///
+    /// A count pulled below the worker's own share (a partition restored from its snapshot
+    /// before the worker's changes since were replayed to it) is raised to that share, so the
+    /// sampler never takes a token out of a count that does not hold it; the change is the
+    /// tokens' moves all the same.
     pub fn sample(&mut self, s: usize, totals: &[i64], words: &[i64]) -> Change {
-        let mut sampler = Sampler::new(&self.priors, totals.to_vec(), words.to_vec());
+        let (own_totals, own_words) = self.counts(s);
+        let floor = |pulled: &[i64], own: Vec<i64>| -> Vec<i64> {
+            pulled.iter().zip(own).map(|(&p, o)| p.max(o)).collect()
+        };
+        let (totals, words) = (floor(totals, own_totals), floor(words, own_words));
+        let mut sampler = Sampler::new(&self.priors, totals.clone(), words.clone());
         for (doc, tokens) in &self.slices[s].runs {
             let counts = &mut self.docs[*doc as usize];
             sampler.open(counts);
@@ -159,7 +169,7 @@ impl Worker {
         }
         let (after_totals, after_words) = sampler.into_counts();
         let minus = |a: Vec<i64>, b: &[i64]| a.iter().zip(b).map(|(a, b)| a - b).collect();
-        (minus(after_totals, totals), minus(after_words, words))
+        (minus(after_totals, &totals), minus(after_words, &words))
     }
 
     /// The order of the worker's slices in a round: from one drawn at random, around. The
