@@ -306,6 +306,25 @@ mod tests {
         assert_eq!((data_slices(20, 50_000), data_slices(20, 5)), (16, 5));
     }
 
+    /// Counts pulled from a partition restored without the worker's changes yet (all zero
+    /// here) are raised to the worker's own share: sampling goes on, and the change is exactly
+    /// the tokens' moves.
+    #[test]
+    fn counts_pulled_below_the_workers_own_are_raised_to_them() {
+        let mut worker = Worker::new(priors(), &corpus(), 2, 9);
+        for s in 0..worker.slices.len() {
+            let before = worker.counts(s);
+            let zeros = |n: usize| vec![0i64; n];
+            let change = worker.sample(s, &zeros(3), &zeros(before.1.len()));
+            let after = worker.counts(s);
+            let moved = |a: &[i64], b: &[i64]| -> Vec<i64> {
+                a.iter().zip(b).map(|(a, b)| a - b).collect()
+            };
+            assert_eq!(change.0, moved(&after.0, &before.0));
+            assert_eq!(change.1, moved(&after.1, &before.1));
+        }
+    }
+
     /// A corpus of 150 documents of 40 tokens over 60 words, each document mostly from one
     /// of 5 blocks of 12 words.
     fn blocks() -> Corpus {
