@@ -11,34 +11,21 @@ import time
 
 import lda
 import numpy as np
-import scipy.sparse as sp
 
-
-def read(path):
-    """A `doc word:count ...` file (words from 0) as a documents x words count matrix."""
-    rows, cols, counts = [], [], []
-    with open(path) as f:
-        for d, line in enumerate(f):
-            for pair in line.split()[1:]:
-                w, c = pair.split(":")
-                rows.append(d)
-                cols.append(int(w))
-                counts.append(int(float(c)))
-    return sp.csr_matrix((counts, (rows, cols)), dtype=np.int64)
+from lda_corpus import held_out_perplexity, read, widen, with_prior
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--input", required=True)
+    p.add_argument("--holdout", help="held-out documents, same layout: their perplexity")
     p.add_argument("--words", type=int, required=True)
     p.add_argument("--topics", type=int, required=True)
     p.add_argument("--sweeps", type=int, default=20)
     p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--beta", type=float, default=0.01)
     a = p.parse_args()
-    x = read(a.input)
-    if x.shape[1] < a.words:
-        x = sp.csr_matrix((x.data, x.indices, x.indptr), shape=(x.shape[0], a.words))
+    x = widen(read(a.input), a.words)
     # One log-likelihood before the first sweep, none during: the sweeps alone are timed.
     model = lda.LDA(n_topics=a.topics, n_iter=a.sweeps, alpha=a.alpha, eta=a.beta,
                     random_state=1, refresh=a.sweeps)
@@ -46,7 +33,14 @@ def main():
     model.fit(x)
     seconds = time.perf_counter() - started
     tokens = int(x.sum())
-    print(json.dumps({
+    said = {}
+    if a.holdout:
+        held = widen(read(a.holdout), a.words)
+        # The package's transform gives each document's expected topic shares without the
+        # prior; counted in as in the other runs' mixtures.
+        theta = with_prior(model.transform(held), held, a.alpha)
+        said["holdout_perplexity"] = held_out_perplexity(theta, model.topic_word_, held)
+    print(json.dumps(said | {
         "topics": a.topics,
         "sweeps": a.sweeps,
         "seconds": seconds,

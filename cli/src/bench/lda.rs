@@ -2,9 +2,11 @@
 //! known topics (`angel_etl::corpus_data`), at several numbers of topics, with the same
 //! priors and sweeps as, with `--python`, the Python `lda` package (collapsed Gibbs sampling
 //! in C, `docs/bench/lda_package.py`) in the same run, and in each parallel mode asked for
-//! (`--parallelism data,rotation`). Per run: the joint log-likelihood after the start and after
-//! the sweeps, seconds of sampling, tokens per second and per core; and the log-likelihood
-//! against time along the sweeps.
+//! (`--parallelism data,rotation`), and scikit-learn's online variational LDA
+//! (`docs/bench/lda_sklearn.py`) for held-out perplexity. Per run: the joint log-likelihood
+//! after the start and after the sweeps, seconds of sampling, tokens per second and per core,
+//! the perplexity of the held-out documents (every run scored the same way: `ps_perplexity`'s
+//! estimate); and the log-likelihood against time along the sweeps.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -56,10 +58,14 @@ pub struct LdaBenchArgs {
     /// The topics' prior (and the generator's).
     #[arg(long, default_value_t = 0.01)]
     pub beta: f64,
-    /// A Python with the `lda` package (and scipy): runs `docs/bench/lda_package.py` on the
-    /// same corpus with the same topics, priors and sweeps.
+    /// A Python with the `lda` package, scikit-learn and scipy: runs
+    /// `docs/bench/lda_package.py` (same topics, priors and sweeps) and
+    /// `docs/bench/lda_sklearn.py` on the same corpus.
     #[arg(long)]
     pub python: Option<PathBuf>,
+    /// Passes of scikit-learn's online LDA over the training documents.
+    #[arg(long, default_value_t = 1)]
+    pub sklearn_passes: usize,
     /// Also write the table, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -73,7 +79,11 @@ struct Outcome {
     initial: f64,
     last: f64,
     seconds: f64,
+    /// Passes over the tokens in `seconds`.
+    sweeps: usize,
     cores: usize,
+    /// The held-out documents' perplexity under the trained model.
+    holdout: f64,
     /// After each sweep: the seconds of sampling so far and the log-likelihood.
     curve: Vec<(f64, f64)>,
 }
@@ -87,6 +97,8 @@ pub async fn run(args: LdaBenchArgs) -> Result<(), Box<dyn Error>> {
         for &k in &args.topics {
             eprintln!("the lda package, {k} topics");
             outcomes.push(package(&args, python, &corpus, k)?);
+            eprintln!("scikit-learn, {k} topics");
+            outcomes.push(sklearn(&args, python, &corpus, k)?);
         }
     }
     let markdown = table(&args, &outcomes);
@@ -97,12 +109,15 @@ pub async fn run(args: LdaBenchArgs) -> Result<(), Box<dyn Error>> {
 }
 
 /// Trains a model at each number of topics, in each parallel mode, in one job.
-async fn train(args: &LdaBenchArgs, corpus: &Path) -> Result<Vec<Outcome>, Box<dyn Error>> {
-    let mut text = format!(
-        "CREATE TABLE corpus AS SELECT label AS doc, idx AS words, val AS counts FROM \
-         read_libsvm('{}', 'index_base=0');\n",
-        corpus.display()
-    );
+async fn train(args: &LdaBenchArgs, corpus: &Corpus) -> Result<Vec<Outcome>, Box<dyn Error>> {
+    let read = |table: &str, path: &Path| {
+        format!(
+            "CREATE TABLE {table} AS SELECT label AS doc, idx AS words, val AS counts FROM \
+             read_libsvm('{}', 'index_base=0');\n",
+            path.display()
+        )
+    };
+    let mut text = read("corpus", &corpus.train) + &read("held", &corpus.holdout);
     let runs: Vec<(usize, &str)> = (args.topics.iter())
         .flat_map(|&k| args.parallelism.iter().map(move |p| (k, p.as_str())))
         .collect();
@@ -110,7 +125,8 @@ async fn train(args: &LdaBenchArgs, corpus: &Path) -> Result<Vec<Outcome>, Box<d
         text.push_str(&format!(
             "CREATE OR REPLACE MODEL topics OPTIONS (kind = 'lda', topics = {k}, dim = {}, \
              alpha = {}, beta = {}, epochs = {}, workers = {}, parallelism = '{parallelism}') \
-             AS SELECT doc, words, counts FROM corpus;\n",
+             AS SELECT doc, words, counts FROM corpus;\n\
+             SELECT ps_perplexity('topics', words, counts) FROM held;\n",
             args.words, args.alpha, args.beta, args.epochs, args.workers
         ));
     }
@@ -120,11 +136,21 @@ async fn train(args: &LdaBenchArgs, corpus: &Path) -> Result<Vec<Outcome>, Box<d
     })
     .await?;
     let tables = reports.iter().filter_map(StatementReport::epoch_table);
+    let perplexities = (reports.iter())
+        .filter(|r| r.sql.contains("ps_perplexity"))
+        .map(|r| {
+            (r.output.first())
+                .and_then(|b| b.column(0).as_primitive_opt::<Float64Type>())
+                .map_or(f64::NAN, |c| c.value(0))
+        });
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok((runs.iter().zip(tables))
-        .map(|(&(k, parallelism), t)| {
+    Ok((runs.iter().zip(tables).zip(perplexities))
+        .map(|((&(k, parallelism), t), holdout)| {
             let label = format!("angel-ps, {} workers, {parallelism}", args.workers);
-            outcome(k, (label, args.workers as usize, cores), t)
+            Outcome {
+                holdout,
+                ..outcome(k, (label, args.workers as usize, cores), t)
+            }
         })
         .collect())
 }
@@ -156,7 +182,9 @@ fn outcome(
         initial: ll.first().copied().unwrap_or(f64::NAN),
         last: ll.last().copied().unwrap_or(f64::NAN),
         seconds: seconds.iter().skip(1).sum(),
+        sweeps: ll.len().saturating_sub(1),
         cores: workers.min(cores),
+        holdout: f64::NAN,
         curve: elapsed.zip(ll.iter().skip(1).copied()).collect(),
     }
 }
@@ -165,25 +193,22 @@ fn outcome(
 fn package(
     args: &LdaBenchArgs,
     python: &Path,
-    corpus: &Path,
+    corpus: &Corpus,
     topics: usize,
 ) -> Result<Outcome, Box<dyn Error>> {
-    let script = Path::new("docs/bench/lda_package.py");
-    let ran = Command::new(python)
-        .arg(script)
-        .args(["--input", &corpus.display().to_string()])
-        .args(["--words", &args.words.to_string()])
-        .args(["--topics", &topics.to_string()])
-        .args(["--sweeps", &args.epochs.to_string()])
-        .args(["--alpha", &args.alpha.to_string()])
-        .args(["--beta", &args.beta.to_string()])
-        .output()
-        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
-    if !ran.status.success() {
-        let said = String::from_utf8_lossy(&ran.stderr);
-        return Err(format!("{} failed: {said}", script.display()).into());
-    }
-    let said: serde_json::Value = serde_json::from_slice(&ran.stdout)?;
+    let said = script(
+        python,
+        "lda_package.py",
+        &[
+            ("--input", corpus.train.display().to_string()),
+            ("--holdout", corpus.holdout.display().to_string()),
+            ("--words", args.words.to_string()),
+            ("--topics", topics.to_string()),
+            ("--sweeps", args.epochs.to_string()),
+            ("--alpha", args.alpha.to_string()),
+            ("--beta", args.beta.to_string()),
+        ],
+    )?;
     let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
     Ok(Outcome {
         topics,
@@ -192,13 +217,80 @@ fn package(
         initial: number("initial_log_likelihood"),
         last: number("log_likelihood"),
         seconds: number("seconds"),
+        sweeps: args.epochs,
         cores: 1,
+        holdout: number("holdout_perplexity"),
         curve: Vec::new(),
     })
 }
 
-/// The generated corpus's training file, made unless one of that size and seed exists.
-fn corpus(args: &LdaBenchArgs) -> Result<PathBuf, Box<dyn Error>> {
+/// scikit-learn's online LDA at `topics` topics: seconds and held-out perplexity only (a
+/// variational model has no sampled topics to take a joint log-likelihood of).
+fn sklearn(
+    args: &LdaBenchArgs,
+    python: &Path,
+    corpus: &Corpus,
+    topics: usize,
+) -> Result<Outcome, Box<dyn Error>> {
+    let said = script(
+        python,
+        "lda_sklearn.py",
+        &[
+            ("--input", corpus.train.display().to_string()),
+            ("--holdout", corpus.holdout.display().to_string()),
+            ("--words", args.words.to_string()),
+            ("--topics", topics.to_string()),
+            ("--passes", args.sklearn_passes.to_string()),
+            ("--alpha", args.alpha.to_string()),
+            ("--beta", args.beta.to_string()),
+        ],
+    )?;
+    let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
+    Ok(Outcome {
+        topics,
+        label: format!("scikit-learn online VB, {} passes", args.sklearn_passes),
+        tokens: number("tokens") as u64,
+        initial: f64::NAN,
+        last: f64::NAN,
+        seconds: number("seconds"),
+        sweeps: args.sklearn_passes,
+        cores: 1,
+        holdout: number("holdout_perplexity"),
+        curve: Vec::new(),
+    })
+}
+
+/// Runs `docs/bench/{name}` with `flags` and reads the JSON line it prints.
+fn script(
+    python: &Path,
+    name: &str,
+    flags: &[(&str, String)],
+) -> Result<serde_json::Value, Box<dyn Error>> {
+    let script = Path::new("docs/bench").join(name);
+    let ran = Command::new(python)
+        .arg(&script)
+        .args(
+            flags
+                .iter()
+                .flat_map(|(flag, value)| [*flag, value.as_str()]),
+        )
+        .output()
+        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
+    if !ran.status.success() {
+        let said = String::from_utf8_lossy(&ran.stderr);
+        return Err(format!("{} failed: {said}", script.display()).into());
+    }
+    Ok(serde_json::from_slice(&ran.stdout)?)
+}
+
+/// The generated corpus's training and held-out files.
+struct Corpus {
+    train: PathBuf,
+    holdout: PathBuf,
+}
+
+/// The generated corpus, made unless one of that size and seed exists.
+fn corpus(args: &LdaBenchArgs) -> Result<Corpus, Box<dyn Error>> {
     let name = format!(
         "angel-ps-corpus-{}x{}-{}-k{}-a{}-b{}",
         args.docs, args.words, args.doc_length, args.hidden_topics, args.alpha, args.beta
@@ -208,8 +300,12 @@ fn corpus(args: &LdaBenchArgs) -> Result<PathBuf, Box<dyn Error>> {
         dir.join(format!("{name}.txt")),
         dir.join(format!("{name}-holdout.txt")),
     );
+    let made = Corpus {
+        train: train.clone(),
+        holdout: test.clone(),
+    };
     if train.is_file() && test.is_file() {
-        return Ok(train);
+        return Ok(made);
     }
     let spec = CorpusSpec {
         docs: args.docs,
@@ -225,7 +321,7 @@ fn corpus(args: &LdaBenchArgs) -> Result<PathBuf, Box<dyn Error>> {
         .and_then(|_| std::fs::rename(partial(&train), &train))
         .and_then(|()| std::fs::rename(partial(&test), &test))
         .map_err(|e| format!("cannot write a corpus to {}: {e}", dir.display()))?;
-    Ok(train)
+    Ok(made)
 }
 
 /// The outcomes as a table, printed and returned as Markdown.
@@ -238,23 +334,24 @@ fn table(args: &LdaBenchArgs, outcomes: &[Outcome]) -> String {
     let rows = outcomes
         .iter()
         .map(|o| {
-            let rate = o.tokens as f64 * args.epochs as f64 / o.seconds.max(1e-9);
+            let rate = o.tokens as f64 * o.sweeps as f64 / o.seconds.max(1e-9);
             let versus = match reference(o.topics) {
                 Some(r) if !o.label.starts_with("lda") => {
-                    format!("{:+.2}%", (o.last - r) / r.abs() * 100.0)
+                    figure((o.last - r) / r.abs() * 100.0, |x| format!("{x:+.2}%"))
                 }
                 _ => "-".to_string(),
             };
             vec![
                 o.topics.to_string(),
                 o.label.clone(),
-                format!("{:.4e}", o.initial),
-                format!("{:.4e}", o.last),
-                format!("{:.4}", o.last / o.tokens.max(1) as f64),
+                figure(o.initial, |x| format!("{x:.4e}")),
+                figure(o.last, |x| format!("{x:.4e}")),
+                figure(o.last / o.tokens.max(1) as f64, |x| format!("{x:.4}")),
                 versus,
                 format!("{:.1}", o.seconds),
                 format!("{:.2}", rate / 1e6),
                 format!("{:.2}", rate / o.cores as f64 / 1e6),
+                figure(o.holdout, |x| format!("{x:.1}")),
             ]
         })
         .collect();
@@ -269,6 +366,7 @@ fn table(args: &LdaBenchArgs, outcomes: &[Outcome]) -> String {
             "sampling s",
             "M tokens/s",
             "M tokens/s/core",
+            "held-out perplexity",
         ],
         rows,
     );
@@ -291,6 +389,11 @@ fn table(args: &LdaBenchArgs, outcomes: &[Outcome]) -> String {
         table.markdown(),
         curves.markdown()
     )
+}
+
+/// `x` as `show` formats it, or "-" when there is none (NaN).
+fn figure(x: f64, show: impl Fn(f64) -> String) -> String {
+    if x.is_nan() { "-".to_string() } else { show(x) }
 }
 
 /// The log-likelihood against time of angel-ps's runs: after the first and second sweeps, a
