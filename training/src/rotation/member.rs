@@ -3,6 +3,7 @@
 //! it back, and leaves. Matrix factorization's workers and the topic model's share it.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +28,8 @@ pub struct Member {
 
 impl Member {
     /// Joins the running round of `model`, runs `steps` as a member of it, and leaves,
-    /// whatever happened, so the slices it holds go to the others and the next statement
+    /// whatever happened (an error or a panic, which goes on unwinding after), so the slices
+    /// it holds go to the others rather than leaving them waiting, and the next statement
     /// starts a round of its own.
     pub fn round<T>(model: &Model, steps: impl FnOnce(&Member) -> Result<T>) -> Result<T> {
         let client = model.client().clone();
@@ -46,9 +48,9 @@ impl Member {
             joined,
             slowdown,
         };
-        let done = steps(&member);
+        let done = std::panic::catch_unwind(AssertUnwindSafe(|| steps(&member)));
         let left = block_on(member.client.rotate(member.request(RotatePhase::Leave, 0)));
-        let done = done?;
+        let done = done.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         left?;
         Ok(done)
     }
