@@ -259,6 +259,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
             let saved = read_counts(&file, parquet, &lda.priors(spec.dim))?;
             if let Some(counter) = &spec.counter {
                 restore_counter(client, counter, &saved.features).await?;
+                check_counter_size(client, &at, counter, spec.dim).await?;
             }
             spec.create(client, name).await.map_err(train_error)?;
             push_counts(client, name, &spec, saved).await
@@ -281,13 +282,7 @@ async fn load_weights(
     check_dim(at, metadata, &spec, &indices, &saved.features)?;
     if let Some(counter) = &spec.counter {
         restore_counter(client, counter, &saved.features).await?;
-        let size = client.counter(counter).await.map_err(ps_error)?.meta.size;
-        if size > spec.dim {
-            return exec_err!(
-                "{at}: the model has dim {} but counter '{counter}' indexes {size} features",
-                spec.dim
-            );
-        }
+        check_counter_size(client, at, counter, spec.dim).await?;
     }
     let outputs = spec.kind.weight_rows();
     if let Some(r) = saved.rows.iter().find(|r| r.output as usize >= outputs) {
@@ -475,6 +470,23 @@ fn check_dim(
         return exec_err!(
             "{dir}: feature '{feature}' has index {index}, outside the model's dim {}",
             spec.dim
+        );
+    }
+    Ok(())
+}
+
+/// Fails when `counter` indexes more features than the model saved at `at` has columns
+/// (`dim`): its indices past the model would have nowhere to go.
+async fn check_counter_size(
+    client: &PsClient,
+    at: &Location,
+    counter: &str,
+    dim: u64,
+) -> Result<()> {
+    let size = client.counter(counter).await.map_err(ps_error)?.meta.size;
+    if size > dim {
+        return exec_err!(
+            "{at}: the model has dim {dim} but counter '{counter}' indexes {size} features"
         );
     }
     Ok(())
