@@ -94,11 +94,20 @@ pub async fn run(args: LdaBenchArgs) -> Result<(), Box<dyn Error>> {
     let corpus = corpus(&args)?;
     let mut outcomes = train(&args, &corpus).await?;
     if let Some(python) = &args.python {
+        let on = (&args, python.as_path(), &corpus);
         for &k in &args.topics {
             eprintln!("the lda package, {k} topics");
-            outcomes.push(package(&args, python, &corpus, k)?);
+            let package = ("lda_package.py", "lda package (C)".to_string());
+            outcomes.push(python_run(on, k, package, ("--sweeps", args.epochs))?);
             eprintln!("scikit-learn, {k} topics");
-            outcomes.push(sklearn(&args, python, &corpus, k)?);
+            let passes = args.sklearn_passes;
+            let label = format!("scikit-learn online VB, {passes} passes");
+            outcomes.push(python_run(
+                on,
+                k,
+                ("lda_sklearn.py", label),
+                ("--passes", passes),
+            )?);
         }
     }
     let markdown = table(&args, &outcomes);
@@ -189,84 +198,25 @@ fn outcome(
     }
 }
 
-/// The `lda` package's run at `topics` topics.
-fn package(
-    args: &LdaBenchArgs,
-    python: &Path,
-    corpus: &Corpus,
+/// A Python script's run at `topics` topics (`docs/bench/{script}`, labelled `label`) on the
+/// corpus with the same priors, `sweeps` passes given as `flag`; what it does not print (a
+/// variational model has no sampled topics to take a joint log-likelihood of) stays NaN.
+fn python_run(
+    (args, python, corpus): (&LdaBenchArgs, &Path, &Corpus),
     topics: usize,
+    (script, label): (&str, String),
+    (flag, sweeps): (&str, usize),
 ) -> Result<Outcome, Box<dyn Error>> {
-    let said = script(
-        python,
-        "lda_package.py",
-        &[
-            ("--input", corpus.train.display().to_string()),
-            ("--holdout", corpus.holdout.display().to_string()),
-            ("--words", args.words.to_string()),
-            ("--topics", topics.to_string()),
-            ("--sweeps", args.epochs.to_string()),
-            ("--alpha", args.alpha.to_string()),
-            ("--beta", args.beta.to_string()),
-        ],
-    )?;
-    let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
-    Ok(Outcome {
-        topics,
-        label: "lda package (C)".to_string(),
-        tokens: number("tokens") as u64,
-        initial: number("initial_log_likelihood"),
-        last: number("log_likelihood"),
-        seconds: number("seconds"),
-        sweeps: args.epochs,
-        cores: 1,
-        holdout: number("holdout_perplexity"),
-        curve: Vec::new(),
-    })
-}
-
-/// scikit-learn's online LDA at `topics` topics: seconds and held-out perplexity only (a
-/// variational model has no sampled topics to take a joint log-likelihood of).
-fn sklearn(
-    args: &LdaBenchArgs,
-    python: &Path,
-    corpus: &Corpus,
-    topics: usize,
-) -> Result<Outcome, Box<dyn Error>> {
-    let said = script(
-        python,
-        "lda_sklearn.py",
-        &[
-            ("--input", corpus.train.display().to_string()),
-            ("--holdout", corpus.holdout.display().to_string()),
-            ("--words", args.words.to_string()),
-            ("--topics", topics.to_string()),
-            ("--passes", args.sklearn_passes.to_string()),
-            ("--alpha", args.alpha.to_string()),
-            ("--beta", args.beta.to_string()),
-        ],
-    )?;
-    let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
-    Ok(Outcome {
-        topics,
-        label: format!("scikit-learn online VB, {} passes", args.sklearn_passes),
-        tokens: number("tokens") as u64,
-        initial: f64::NAN,
-        last: f64::NAN,
-        seconds: number("seconds"),
-        sweeps: args.sklearn_passes,
-        cores: 1,
-        holdout: number("holdout_perplexity"),
-        curve: Vec::new(),
-    })
-}
-
-/// Runs `docs/bench/{name}` with `flags` and reads the JSON line it prints.
-fn script(
-    python: &Path,
-    name: &str,
-    flags: &[(&str, String)],
-) -> Result<serde_json::Value, Box<dyn Error>> {
-    let script = Path::new("docs/bench").join(name);
+    let script = Path::new("docs/bench").join(script);
+    let flags = [
+        ("--input", corpus.train.display().to_string()),
+        ("--holdout", corpus.holdout.display().to_string()),
+        ("--words", args.words.to_string()),
+        ("--topics", topics.to_string()),
+        (flag, sweeps.to_string()),
+        ("--alpha", args.alpha.to_string()),
+        ("--beta", args.beta.to_string()),
+    ];
     let ran = Command::new(python)
         .arg(&script)
         .args(
@@ -280,7 +230,20 @@ fn script(
         let said = String::from_utf8_lossy(&ran.stderr);
         return Err(format!("{} failed: {said}", script.display()).into());
     }
-    Ok(serde_json::from_slice(&ran.stdout)?)
+    let said: serde_json::Value = serde_json::from_slice(&ran.stdout)?;
+    let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
+    Ok(Outcome {
+        topics,
+        label,
+        tokens: number("tokens") as u64,
+        initial: number("initial_log_likelihood"),
+        last: number("log_likelihood"),
+        seconds: number("seconds"),
+        sweeps,
+        cores: 1,
+        holdout: number("holdout_perplexity"),
+        curve: Vec::new(),
+    })
 }
 
 /// The generated corpus's training and held-out files.
