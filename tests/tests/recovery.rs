@@ -161,6 +161,63 @@ async fn changes_after_the_last_snapshot_are_replayed_and_none_applies_twice() {
     );
 }
 
+/// Read-your-writes across a recovery: once the call that missed a killed server installs the
+/// new partition map, and while it replays the client's changes to the restored partitions,
+/// the client's other calls wait for the replay, so no pull answers a restored partition
+/// without them. (Before the client held its routing during replays, pulls that started as
+/// soon as the map moved read the bare snapshot.)
+#[tokio::test(flavor = "multi_thread")]
+async fn pulls_during_a_replay_see_every_change_their_client_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = cluster(dir.path(), "3600", "3600");
+    let c = cluster.client().await;
+    c.create_matrix(MatrixSpec::sparse("w", 1, 1000))
+        .await
+        .unwrap();
+    c.snapshot().await.unwrap();
+    let keys: Vec<u64> = (0..1000).collect();
+    let pushes = 200;
+    for _ in 0..pushes {
+        c.push_keys("w", 0, &keys, &vec![1.0f32; keys.len()])
+            .await
+            .unwrap();
+    }
+    cluster.servers[1].kill();
+    let before = c.map_epoch();
+    // Pullers that start the moment the map moves, while the replay is under way.
+    let pullers: Vec<_> = (0..4)
+        .map(|_| {
+            let (c, keys) = (c.clone(), keys.clone());
+            tokio::spawn(async move {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while c.map_epoch() == before && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                c.pull_keys::<f32>("w", 0, &keys).await.unwrap()
+            })
+        })
+        .collect();
+    let first = c.pull_keys::<f32>("w", 0, &keys).await.unwrap();
+    for values in std::iter::once(first).chain(futures_of(pullers).await) {
+        let wrong = values.iter().filter(|&&v| v != pushes as f32).count();
+        assert_eq!(wrong, 0, "values a pull answered without every push");
+    }
+    let (replayed, lost) = c.replay_counts();
+    assert!(
+        replayed > 0 && lost == 0,
+        "replayed {replayed}, lost {lost}"
+    );
+}
+
+/// The answers of `tasks`, in order.
+async fn futures_of<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut answers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    answers
+}
+
 /// The address and flags of a master with snapshots under `root` on a fixed free port, so it
 /// can be killed and started again as the same master.
 fn restartable_master(root: &std::path::Path) -> (String, Vec<String>) {

@@ -54,6 +54,11 @@ pub struct PsClient {
     /// Held while this client asks for snapshots to make room in `replays`; when the last
     /// such snapshot failed.
     pub(crate) relieving: tokio::sync::Mutex<Option<Instant>>,
+    /// Written while a new partition map is installed and this client's changes are replayed
+    /// to the partitions it shows restored; read while a call routes its parts. So no call of
+    /// this client reads a restored partition before the changes it lacks are back in it
+    /// (read-your-writes across a recovery).
+    pub(crate) recovering: tokio::sync::RwLock<()>,
 }
 
 impl PsClient {
@@ -83,6 +88,7 @@ impl PsClient {
             seq: AtomicU64::new(0),
             replays: ReplayBuffer::new(replay_bytes),
             relieving: tokio::sync::Mutex::new(None),
+            recovering: tokio::sync::RwLock::new(()),
         });
         client.refresh().await?;
         Ok(client)

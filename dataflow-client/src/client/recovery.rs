@@ -27,6 +27,13 @@ impl PsClient {
                 m.get_partition_map(r).await
             })
             .await?;
+        self.follow(map).await
+    }
+
+    /// Installs `map` and replays this client's changes to the partitions it shows restored,
+    /// with every call's routing held meanwhile (see [`PsClient::recovering`]).
+    async fn follow(&self, map: PartitionMap) -> Result<()> {
+        let _routing_held = self.recovering.write().await;
         let moved = self.install(map)?;
         self.replay(moved).await
     }
@@ -195,8 +202,7 @@ impl PsClient {
                 |mut m, r| async move { m.report_unreachable(r).await },
             )
             .await?;
-        let moved = self.install(map)?;
-        self.replay(moved).await
+        self.follow(map).await
     }
 }
 

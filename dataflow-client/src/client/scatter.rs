@@ -136,6 +136,8 @@ impl PsClient {
             let mut down: HashMap<u32, String> = HashMap::new();
             let mut unrouted = Vec::new();
             {
+                // Not while a new map's replays are under way: see `PsClient::recovering`.
+                let _settled = self.recovering.read().await;
                 let routing = self.routing.read();
                 for &i in &pending {
                     let server = route(&routing, &items[i])?;
