@@ -42,9 +42,9 @@ pub mod worker_calls;
 
 pub use angel_proto::{
     Ack, ClockPhase, ClockReply, ClockRequest, Compression, CompressionMode, CounterState, Element,
-    EpochReport, Layout, Lease, MatrixMeta, Merge, OptimizerParams, PsError, Result, RotatePhase,
-    RotateReply, RotateRequest, SnapshotReply, StorageKind, Sync, Training, UpdateRule, ValueType,
-    optimizer_params,
+    EpochReport, Layout, Lease, MatrixMeta, Merge, NodeSplit, OptimizerParams, PsError, Result,
+    RotatePhase, RotateReply, RotateRequest, SnapshotReply, StorageKind, Sync, Training,
+    UpdateRule, ValueType, optimizer_params,
 };
 pub use client::{ClientConfig, PsClient, REPLAY_MB_VAR, worker_pid};
 pub use counter_space::Counter;

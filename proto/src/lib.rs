@@ -14,6 +14,7 @@
 //! - [`routing`]: [`Layout`], which partition of a matrix holds a given (row, column).
 //! - [`counter_keys`]: the stable hash counter keys route by, and how string keys are packed.
 //! - [`merge`]: how per-partition results of a PS function combine.
+//! - [`node_split`]: [`NodeSplit`], a tree node's split as the PS function `best_split` answers.
 //! - [`training`]: reading a model's [`Training`] description (optimizer defaults, codec,
 //!   when its workers wait).
 //! - [`pushes`]: per-client push counters, summed the same way by servers and readers.
@@ -39,6 +40,7 @@ pub mod grpc_codec;
 pub mod limits;
 pub mod merge;
 pub mod namespace;
+pub mod node_split;
 pub mod pulls;
 pub mod pushes;
 pub mod routing;
@@ -50,6 +52,7 @@ pub mod wire;
 
 pub use codec::{Compression, CompressionMode};
 pub use error::{PsError, Result};
+pub use node_split::NodeSplit;
 pub use routing::Layout;
 pub use training::optimizer_params;
 pub use value::Element;

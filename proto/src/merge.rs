@@ -5,6 +5,16 @@ use crate::Merge;
 /// Folds `next` into `acc` element by element with `merge`. Both come from partitions of the
 /// same call, so they have equal length; a longer `next` extends `acc`.
 pub fn merge_into(merge: Merge, acc: &mut Vec<f64>, next: &[f64]) {
+    if merge == Merge::Argmax {
+        if next
+            .first()
+            .is_some_and(|&n| acc.first().is_none_or(|&a| n > a))
+        {
+            acc.clear();
+            acc.extend_from_slice(next);
+        }
+        return;
+    }
     if acc.len() < next.len() {
         let fill = match merge {
             Merge::Min => f64::INFINITY,
@@ -17,7 +27,7 @@ pub fn merge_into(merge: Merge, acc: &mut Vec<f64>, next: &[f64]) {
         *a = match merge {
             Merge::Min => a.min(b),
             Merge::Max => a.max(b),
-            Merge::Sum | Merge::SumSqrt | Merge::Unspecified => *a + b,
+            Merge::Sum | Merge::SumSqrt | Merge::Argmax | Merge::Unspecified => *a + b,
         };
     }
 }
@@ -45,5 +55,21 @@ mod tests {
         merge_into(Merge::SumSqrt, &mut acc, &[9.0]);
         merge_into(Merge::SumSqrt, &mut acc, &[16.0]);
         assert_eq!(finish(Merge::SumSqrt, acc), vec![5.0]);
+
+        let mut acc = Vec::new();
+        for next in [
+            &[1.0, 7.0][..],
+            &[],
+            &[3.0, 8.0],
+            &[3.0, 9.0],
+            &[f64::NAN, 1.0],
+        ] {
+            merge_into(Merge::Argmax, &mut acc, next);
+        }
+        assert_eq!(
+            acc,
+            vec![3.0, 8.0],
+            "the greatest first value, the earliest on a tie"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! [`Binding`]: what every PS-bound SQL function is bound to: the master of the service it
-//! talks to, and the [`Reports`], [`KeyLists`], [`Kept`] rotation workers and topic model
-//! workers of the job that registered it. [`PsBound`] is the base those functions share; [`crate::bound_functions`]
+//! talks to, and the [`Reports`], [`KeyLists`], [`Kept`] rotation workers, topic model
+//! workers and boosted model workers of the job that registered it. [`PsBound`] is the base those functions share; [`crate::bound_functions`]
 //! lists them once, for registration and for the Ballista codecs, which carry only the master
 //! across the network.
 
@@ -12,6 +12,7 @@ use datafusion::common::Result;
 
 use crate::reports::Reports;
 use angel_training::key_lists::KeyLists;
+use angel_training::kinds::gbdt::worker::Worker as TreeWorker;
 use angel_training::kinds::lda::worker::Worker as TopicWorker;
 use angel_training::rotation::kept::Kept;
 
@@ -25,6 +26,7 @@ pub struct Binding {
     key_lists: KeyLists,
     kept: Kept,
     topic_workers: Kept<TopicWorker>,
+    tree_workers: Kept<TreeWorker>,
 }
 
 impl Binding {
@@ -37,6 +39,7 @@ impl Binding {
             key_lists: KeyLists::default(),
             kept: Kept::default(),
             topic_workers: Kept::default(),
+            tree_workers: Kept::default(),
         }
     }
 
@@ -84,6 +87,12 @@ impl Binding {
     /// documents' topics.
     pub fn topic_workers(&self) -> &Kept<TopicWorker> {
         &self.topic_workers
+    }
+
+    /// What the job's boosted model workers keep from round to round of a statement: their
+    /// rows' bins, margins and nodes.
+    pub fn tree_workers(&self) -> &Kept<TreeWorker> {
+        &self.tree_workers
     }
 
     /// The process-wide client of the service, for the job's namespace.

@@ -15,7 +15,7 @@ use angel_training::kinds::lda::corpus::Corpus;
 use angel_training::kinds::lda::infer::Fixed;
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
-use datafusion::common::{Result, ScalarValue, exec_err};
+use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
@@ -124,13 +124,7 @@ impl Perplexity {
     fn model(&mut self) -> Result<&(Model, Lda)> {
         if self.model.is_none() {
             let model = Model::open(self.binding.client()?, &self.name).map_err(train_error)?;
-            let Some(lda) = model.spec.kind.topics().cloned() else {
-                return exec_err!(
-                    "ps_perplexity: model '{}' is a {} model, not a topic model (kind = 'lda')",
-                    self.name,
-                    model.spec.kind.name()
-                );
-            };
+            let lda = Lda::of(&model, "ps_perplexity").map_err(train_error)?;
             self.model = Some((model, lda));
         }
         Ok(self.model.as_ref().expect("opened above"))

@@ -9,11 +9,12 @@
 use std::sync::LazyLock;
 
 use angel_training::Model;
+use angel_training::kinds::lda::Lda;
 use angel_training::kinds::lda::corpus::Corpus;
 use angel_training::kinds::lda::infer::Fixed;
 use datafusion::arrow::array::ListArray;
 use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type};
-use datafusion::common::{Result, exec_err};
+use datafusion::common::Result;
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
     Volatility,
@@ -71,12 +72,7 @@ impl ScalarUDFImpl for PsTopics {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let name = const_str(ARGS.model(), ARGS.model().scalar(&args))?;
         let model = Model::open(self.binding.client()?, &name).map_err(train_error)?;
-        let Some(lda) = model.spec.kind.topics().cloned() else {
-            return exec_err!(
-                "ps_topics: model '{name}' is a {} model, not a topic model (kind = 'lda')",
-                model.spec.kind.name()
-            );
-        };
+        let lda = Lda::of(&model, self.name()).map_err(train_error)?;
         let inputs = (args.args[1..].iter())
             .map(|v| v.to_array(args.number_rows))
             .collect::<Result<Vec<_>>>()?;

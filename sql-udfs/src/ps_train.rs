@@ -13,6 +13,7 @@
 use std::sync::LazyLock;
 
 use angel_training::kinds::Inputs;
+use angel_training::kinds::gbdt::task::TreeTask;
 use angel_training::kinds::lda::task::TopicTask;
 use angel_training::{Model, ModelSpec, RotationTask, TrainTask};
 use datafusion::arrow::array::ArrayRef;
@@ -178,6 +179,7 @@ enum Pass {
     Steps(Box<TrainTask>),
     Rotation(Box<RotationTask>),
     Topics(Box<TopicTask>),
+    Trees(Box<TreeTask>),
 }
 
 impl Train {
@@ -186,7 +188,12 @@ impl Train {
         if self.task.is_none() {
             let model = Model::open(self.binding.client()?, &self.name).map_err(train_error)?;
             let topics = model.spec.kind.topics().is_some();
+            let trees = model.spec.kind.trees().is_some();
             self.task = Some(match (topics, model.spec.sync.rotation) {
+                _ if trees => Pass::Trees(Box::new(
+                    TreeTask::new(model, MODEL.function, self.binding.tree_workers().clone())
+                        .map_err(train_error)?,
+                )),
                 (true, _) => Pass::Topics(Box::new(
                     TopicTask::new(model, MODEL.function, self.binding.topic_workers().clone())
                         .map_err(train_error)?,
@@ -234,6 +241,14 @@ impl Train {
                 self.task = None;
                 Ok(())
             }
+            Some(Pass::Trees(task)) => {
+                let round = task.run().map_err(train_error)?;
+                progress.add(round.rows, round.sum);
+                self.mean.rows += round.rows as i64;
+                self.mean.sum += round.sum;
+                self.task = None;
+                Ok(())
+            }
             None => Ok(()),
         }
     }
@@ -255,6 +270,10 @@ impl Accumulator for Train {
             }
             Pass::Topics(task) => {
                 task.add(values.get(WORDS.index..).unwrap_or_default());
+                (0, 0.0)
+            }
+            Pass::Trees(task) => {
+                task.add(values.get(LABEL.index..).unwrap_or_default());
                 (0, 0.0)
             }
         };

@@ -189,6 +189,19 @@ async fn one_worker_is_the_sequential_chain_of_its_sampler() {
             );
         }
         assert!(ours[sweeps] > ours[0] + 1000.0, "{ours:?}");
+        // Without time control every token is drawn every round, and counted once.
+        let (rate, seconds) = (
+            column(&table[0], "tokens_per_second"),
+            column(&table[0], "seconds"),
+        );
+        let tokens = column(&table[0], "tokens");
+        for e in 0..=sweeps {
+            let drawn = rate[e] * seconds[e];
+            assert!(
+                (drawn - tokens[e]).abs() < 1e-6 * tokens[e],
+                "round {e}: {drawn} drawn"
+            );
+        }
     }
     let n = counts(&service.master_addr(), "topics").await;
     let width = spec.words as usize + 1;
@@ -521,6 +534,18 @@ async fn a_topic_model_refuses_what_it_cannot_do() {
         said.contains("lda model") && said.contains("ps_topics"),
         "{said}"
     );
+    let linear = "CREATE MODEL lin OPTIONS (kind = 'logistic', dim = 100, epochs = 1) \
+                  AS SELECT 1.0 AS label, [1, 2] AS idx, [1.0, 1.0] AS val";
+    job.execute(linear).await.unwrap();
+    for function in ["ps_topics", "ps_perplexity"] {
+        let said = err(format!("SELECT {function}('lin', [1, 2])")).await;
+        assert!(
+            said.contains(&format!(
+                "{function}: model 'lin' is a logistic model, not a topic"
+            )),
+            "{said}"
+        );
+    }
 }
 
 /// Raw text to a topic model in SQL: `ps_tokens` splits it, the counter numbers the words

@@ -22,6 +22,7 @@ use angel_optim::{Optimizer, builtin, rule};
 use arrow::array::ArrayRef;
 
 use crate::error::{Error, Result, input_err, option_err};
+use crate::kinds::gbdt::{self, tree};
 use crate::kinds::{self, Gradient, Kind};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
@@ -286,6 +287,13 @@ impl ModelSpec {
             }
         }
         let weight_rows = self.kind.weight_rows() as u64;
+        if let Some(gbdt) = self.kind.trees() {
+            let spec = MatrixSpec::dense(name, weight_rows, tree::columns(gbdt.depth));
+            let spec = spec.value_type(angel_client::ValueType::F64);
+            return Ok(spec
+                .block_shape(weight_rows, 0)
+                .training(self.to_training()));
+        }
         let (rows, cols) = (weight_rows * (1 + u64::from(state_rows)), self.dim + 1);
         let spec = match (self.kind.topics(), cols <= MAX_DENSE_DIM) {
             (Some(_), _) => topic_counts(name, rows, self.dim)?,
@@ -310,10 +318,11 @@ impl ModelSpec {
         Ok(rows.into_mini_batches(self.batch_size, self.bias_key()))
     }
 
-    /// How the model's kind learns by gradients and predicts, for `function` on model
-    /// `name`; an error naming both for a kind that does not (the topic model).
+    /// How the model's kind learns by gradients and predicts (a boosted model: its loss and
+    /// prediction from a row's margin), for `function` on model `name`; an error naming both
+    /// for a kind that does not (the topic model).
     pub fn gradient(&self, function: &str, name: &str) -> Result<&dyn Gradient> {
-        match self.kind.gradient() {
+        match self.kind.scoring() {
             Some(gradient) => Ok(gradient),
             None => input_err(format!(
                 "{function}: model '{name}' is a {} model, which is not trained by gradients \
@@ -564,6 +573,12 @@ impl Model {
     ) -> Result<Vec<T>> {
         let kind = self.spec.gradient(function, &self.name)?;
         rows.check(function, &self.name, self.spec.dim)?;
+        if self.spec.kind.trees().is_some() {
+            let margins = gbdt::predict::margins(self, rows)?;
+            return Ok((margins.iter().enumerate())
+                .map(|(r, m)| each(kind, r, std::slice::from_ref(m)))
+                .collect());
+        }
         let g = rows.gather(0..rows.len(), self.spec.bias_key());
         let weights = self.weights(&g.keys)?;
         let mut margins = vec![0.0; self.spec.kind.outputs()];

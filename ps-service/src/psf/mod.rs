@@ -9,8 +9,10 @@
 //! - [`aggregate`]: sum, nnz, norm2, min, max, dot, lgamma_sum.
 //! - [`elementwise`]: axpy, copy, add, sub, mul, div, scale.
 //! - [`init`]: fill, zero, random uniform and normal initialisation.
+//! - [`best_split`]: best_split, a tree node's best split from its gradient/hessian histogram.
 
 pub mod aggregate;
+pub mod best_split;
 pub mod elementwise;
 pub mod init;
 
@@ -234,6 +236,7 @@ impl PsfRegistry {
         aggregate::register(&mut registry);
         elementwise::register(&mut registry);
         init::register(&mut registry);
+        best_split::register(&mut registry);
         registry
     }
 

@@ -9,12 +9,14 @@
 //! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata.
 
 pub mod counters;
+mod epoch_table;
 pub mod saved;
 pub mod saved_topics;
 pub mod script;
 pub mod statement;
 pub mod topics;
 pub mod train;
+pub mod trees;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -38,7 +38,7 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{
     DataType, Field, Float32Type, Schema, SchemaRef, UInt32Type, UInt64Type,
 };
-use datafusion::common::{DataFusionError, Result, exec_err};
+use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::prelude::SessionContext;
@@ -125,6 +125,12 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
     let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
     let spec = ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?;
+    if spec.kind.trees().is_some() {
+        return plan_err!(
+            "SAVE MODEL {name}: saving a boosted model (kind = 'gbdt') is not supported yet; \
+             its trees stay on the service for the rest of the job"
+        );
+    }
     // Saved without its namespace: a job that loads it keeps the dictionary in its own.
     let local = ModelSpec {
         counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),

@@ -4,19 +4,18 @@
 //! round to round). The epoch table has a row per round: epoch (0: the random start),
 //! documents, tokens, the joint log-likelihood `log p(w, z)` (its words' part summed on the
 //! servers) and the perplexity `exp(-log p(w, z) / tokens)` that follows, with a `holdout`
-//! table the perplexity on its documents (`ps_perplexity`), seconds, tokens per second, push
-//! traffic and workers.
+//! table the perplexity on its documents (`ps_perplexity`), seconds, tokens drawn per second,
+//! push traffic and workers.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use angel_client::EpochReport;
 use angel_training::kinds::lda::likelihood;
-use datafusion::arrow::array::{Float64Array, Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
 
+use super::epoch_table::{self, Column};
 use super::train::{
     Caching, Plan, Rows, TrainRows, bar, first_row, float, push_traffic, traffic, watch,
 };
@@ -41,11 +40,13 @@ pub(super) async fn train(
     let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
     let kept = binding.topic_workers();
     let bar = bar(0, "tokens");
-    let mut table = Table::default();
+    let mut table = Vec::new();
     for round in 0..=plan.epochs {
         kept.start_round(name, round as u32);
         let started = Instant::now();
         let before = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        // The workers count the tokens they draw, which time control may leave short of all.
+        let (drawn_before, _) = binding.reports().progress.snapshot();
         let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
         let (mean, documents) = watch(
             &bar,
@@ -55,6 +56,7 @@ pub(super) async fn train(
         )
         .await?;
         let seconds = started.elapsed().as_secs_f64();
+        let drawn = binding.reports().progress.snapshot().0 - drawn_before;
         let after = push_traffic(&client.status().await.map_err(ps_error)?, id);
         let (model_side, tokens) =
             (likelihood::model(&client, name, &priors).await).map_err(train_error)?;
@@ -88,6 +90,7 @@ pub(super) async fn train(
             epoch: round as i64,
             documents: float(&documents).unwrap_or_default() as i64,
             tokens: tokens as i64,
+            drawn: drawn as i64,
             log_likelihood,
             holdout_perplexity,
             seconds,
@@ -98,11 +101,7 @@ pub(super) async fn train(
     }
     bar.finish_and_clear();
     drop(caching);
-    let batch = table.finish()?;
-    let epochs_table = format!("{name}_epochs");
-    ctx.deregister_table(&epochs_table)?;
-    ctx.register_batch(&epochs_table, batch.clone())?;
-    Ok(batch)
+    epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
 }
 
 /// The perplexity of topic model `name` on the documents of table `holdout`, whose `inputs`
@@ -123,6 +122,8 @@ struct Row {
     epoch: i64,
     documents: i64,
     tokens: i64,
+    /// Tokens the workers drew this round.
+    drawn: i64,
     log_likelihood: f64,
     /// With a holdout table: the perplexity on its documents.
     holdout_perplexity: Option<f64>,
@@ -132,50 +133,23 @@ struct Row {
     workers: i64,
 }
 
-/// The epoch table being built.
-#[derive(Default)]
-struct Table(Vec<Row>);
-
-impl Table {
-    fn push(&mut self, row: Row) {
-        self.0.push(row);
-    }
-
-    fn finish(self) -> Result<RecordBatch> {
-        let rows = &self.0;
-        let ints = |f: fn(&Row) -> i64| Arc::new(Int64Array::from_iter_values(rows.iter().map(f)));
-        let floats =
-            |f: fn(&Row) -> f64| Arc::new(Float64Array::from_iter_values(rows.iter().map(f)));
-        let schema = Schema::new(vec![
-            Field::new("epoch", DataType::Int64, false),
-            Field::new("documents", DataType::Int64, false),
-            Field::new("tokens", DataType::Int64, false),
-            Field::new("log_likelihood", DataType::Float64, false),
-            Field::new("perplexity", DataType::Float64, false),
-            Field::new("holdout_perplexity", DataType::Float64, true),
-            Field::new("seconds", DataType::Float64, false),
-            Field::new("holdout_seconds", DataType::Float64, false),
-            Field::new("tokens_per_second", DataType::Float64, false),
-            Field::new("push_mb", DataType::Float64, false),
-            Field::new("workers", DataType::Int64, false),
-        ]);
-        Ok(RecordBatch::try_new(
-            Arc::new(schema),
-            vec![
-                ints(|r| r.epoch),
-                ints(|r| r.documents),
-                ints(|r| r.tokens),
-                floats(|r| r.log_likelihood),
-                floats(|r| (-r.log_likelihood / r.tokens.max(1) as f64).exp()),
-                Arc::new(Float64Array::from_iter(
-                    rows.iter().map(|r| r.holdout_perplexity),
-                )),
-                floats(|r| r.seconds),
-                floats(|r| r.holdout_seconds),
-                floats(|r| r.tokens as f64 / r.seconds.max(1e-9)),
-                floats(|r| r.push_mb),
-                ints(|r| r.workers),
-            ],
-        )?)
-    }
+/// The epoch table's columns.
+fn columns() -> Vec<Column<Row>> {
+    vec![
+        Column::Int("epoch", |r| r.epoch),
+        Column::Int("documents", |r| r.documents),
+        Column::Int("tokens", |r| r.tokens),
+        Column::Float("log_likelihood", |r| r.log_likelihood),
+        Column::Float("perplexity", |r| {
+            (-r.log_likelihood / r.tokens.max(1) as f64).exp()
+        }),
+        Column::Optional("holdout_perplexity", |r| r.holdout_perplexity),
+        Column::Float("seconds", |r| r.seconds),
+        Column::Float("holdout_seconds", |r| r.holdout_seconds),
+        Column::Float("tokens_per_second", |r| {
+            r.drawn as f64 / r.seconds.max(1e-9)
+        }),
+        Column::Float("push_mb", |r| r.push_mb),
+        Column::Int("workers", |r| r.workers),
+    ]
 }

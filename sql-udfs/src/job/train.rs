@@ -25,7 +25,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
 use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::topics;
+use super::{epoch_table, topics, trees};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 use crate::reports::Progress;
@@ -178,6 +178,9 @@ pub async fn create_model(
     if plan.spec.kind.topics().is_some() {
         return topics::train(ctx, binding, (name, matrix.meta.id), &plan, rows).await;
     }
+    if plan.spec.kind.trees().is_some() {
+        return trees::train(ctx, binding, (name, matrix.meta.id), &plan, rows).await;
+    }
     (plan.spec.randomize(&client, name, RANDOM_SEED).await).map_err(train_error)?;
     train(ctx, binding, (name, matrix.meta.id), &plan, rows).await
 }
@@ -239,6 +242,12 @@ pub async fn train_model(
         return plan_err!(
             "TRAIN MODEL {name}: a topic model's token topics live only for the statement that \
              samples them; train it for more epochs with CREATE OR REPLACE MODEL"
+        );
+    }
+    if plan.spec.kind.trees().is_some() {
+        return plan_err!(
+            "TRAIN MODEL {name}: a boosted model grows all its trees in the statement that \
+             creates it; grow more with CREATE OR REPLACE MODEL and a larger trees option"
         );
     }
     for (key, value) in options {
@@ -365,11 +374,7 @@ async fn train(
         );
     }
     bar.finish_and_clear();
-    let batch = table.finish()?;
-    let epochs_table = format!("{name}_epochs");
-    ctx.deregister_table(&epochs_table)?;
-    ctx.register_batch(&epochs_table, batch.clone())?;
-    Ok(batch)
+    epoch_table::register(ctx, name, table.finish()?)
 }
 
 /// Key-list caching of a model's training batches, and keeping its rotation workers from
@@ -386,6 +391,7 @@ impl<'a> Caching<'a> {
         binding.key_lists().enable(model);
         binding.kept().enable(model);
         binding.topic_workers().enable(model);
+        binding.tree_workers().enable(model);
         Caching {
             binding,
             model,
@@ -412,6 +418,7 @@ impl Drop for Caching<'_> {
         self.binding.key_lists().disable(self.model);
         self.binding.kept().disable(self.model);
         self.binding.topic_workers().disable(self.model);
+        self.binding.tree_workers().disable(self.model);
     }
 }
 
@@ -637,15 +644,15 @@ impl Columns {
 /// An epoch's holdout figures: the mean of the model's own loss (`ps_loss`, the loss
 /// `train_loss` reports), and the metrics its kind names (AUC, accuracy).
 #[derive(Debug, Default)]
-struct Holdout {
-    loss: Option<f64>,
-    auc: Option<f64>,
-    accuracy: Option<f64>,
-    rmse: Option<f64>,
+pub(super) struct Holdout {
+    pub(super) loss: Option<f64>,
+    pub(super) auc: Option<f64>,
+    pub(super) accuracy: Option<f64>,
+    pub(super) rmse: Option<f64>,
 }
 
 /// Scores the holdout table with the model; see [`Holdout`].
-async fn evaluate(
+pub(super) async fn evaluate(
     ctx: &SessionContext,
     model: &str,
     kind: &dyn ModelKind,
@@ -678,9 +685,9 @@ async fn evaluate(
     })
 }
 
-/// The holdout metrics of a kind trained by gradients (none for the others).
+/// The holdout metrics of a kind that scores rows (none for the topic model).
 fn metrics(kind: &dyn ModelKind) -> &'static [Metric] {
-    kind.gradient().map_or(&[], |g| g.metrics())
+    kind.scoring().map_or(&[], |g| g.metrics())
 }
 
 /// The first two values of the frame's first row.

@@ -4,7 +4,8 @@
 //! - [`linear`]: logistic regression, linear regression, the linear SVM;
 //! - [`softmax`]: multinomial logistic regression over `classes` classes;
 //! - [`mf`]: matrix factorization of (user, item, rating) rows;
-//! - [`lda`]: the topic model (latent Dirichlet allocation), trained by Gibbs sampling.
+//! - [`lda`]: the topic model (latent Dirichlet allocation), trained by Gibbs sampling;
+//! - [`gbdt`]: gradient-boosted decision trees, split where their histograms are.
 //!
 //! # Adding a kind
 //!
@@ -16,6 +17,7 @@
 //! `CREATE MODEL`, `ps_train`, `ps_predict`, `ps_predict_proba`, `ps_loss`, `SAVE MODEL` and
 //! `LOAD MODEL` then work with it: they dispatch through the interface.
 
+pub mod gbdt;
 pub mod lda;
 pub mod linear;
 pub mod mf;
@@ -119,6 +121,20 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
     /// kinds.
     fn topics(&self) -> Option<&lda::Lda> {
         None
+    }
+
+    /// The boosted trees, grown from histograms instead of trained by gradient steps; `None`
+    /// for the other kinds.
+    fn trees(&self) -> Option<&gbdt::Gbdt> {
+        None
+    }
+
+    /// How a row's margins become its loss, prediction and metrics: a gradient kind's own, a
+    /// boosted model's loss (its trees' leaves add up to the margin); `None` for the topic
+    /// model.
+    fn scoring(&self) -> Option<&dyn Gradient> {
+        let trees = self.trees().map(|t| &t.objective as &dyn Gradient);
+        self.gradient().or(trees)
     }
 }
 
@@ -305,7 +321,19 @@ pub const KINDS: &[(&[&str], Make)] = &[
         Box::new(mf::Mf::default())
     }),
     (&["lda", "topics"], || Box::new(lda::Lda::default())),
+    (&["gbdt", "gbm", "boosted_trees"], || {
+        Box::new(gbdt::Gbdt::default())
+    }),
 ];
+
+/// Refuses model `model` for `function`, which takes `wanted` only ("a topic model").
+pub fn refuse<T>(model: &crate::Model, function: &str, wanted: &str) -> Result<T> {
+    crate::error::input_err(format!(
+        "{function}: model '{}' is a {} model, not {wanted}",
+        model.name,
+        model.spec.kind.name()
+    ))
+}
 
 /// The kind named `name` (any case), with its default options.
 pub fn by_name(name: &str) -> Result<Kind> {

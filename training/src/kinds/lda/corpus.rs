@@ -10,6 +10,13 @@ use crate::rows::SparseRows;
 /// Most tokens one (word, count) pair may stand for.
 const MAX_COUNT: f64 = 1e9;
 
+/// A seed drawn from `seed` and the tokens `words`: a chain's or a folding-in's draws follow
+/// its model's seed and its documents, so the same job or document always draws the same.
+pub fn seed_of(seed: u64, words: &[u32]) -> u64 {
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    seed ^ xxhash_rust::xxh3::xxh3_64(&bytes)
+}
+
 /// Documents as token lists of word indices.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Corpus {

@@ -11,7 +11,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use super::corpus::Corpus;
+use super::corpus::{Corpus, seed_of};
 use super::{Lda, Priors};
 use crate::error::Result;
 use crate::model::Model;
@@ -80,8 +80,7 @@ impl Fixed {
         if doc.is_empty() {
             return vec![1.0 / k as f64; k];
         }
-        let bytes: Vec<u8> = doc.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let mut rng = SmallRng::seed_from_u64(seed ^ xxhash_rust::xxh3::xxh3_64(&bytes));
+        let mut rng = SmallRng::seed_from_u64(seed_of(seed, doc));
         let slots: Vec<usize> = (doc.iter())
             .map(|&w| self.words.binary_search(&u64::from(w)).unwrap_or_default())
             .collect();

@@ -23,7 +23,8 @@ pub mod task;
 pub mod worker;
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Gradient, Inputs, ModelKind};
+use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
+use crate::model::Model;
 use crate::options::OptionValue;
 
 /// Most topics a model may have.
@@ -122,6 +123,13 @@ pub struct Priors {
 }
 
 impl Lda {
+    /// The topic model options of `model`, which `function` uses; an error naming both when
+    /// the model is of another kind.
+    pub fn of(model: &Model, function: &str) -> Result<Lda> {
+        let wanted = "a topic model (kind = 'lda')";
+        (model.spec.kind.topics().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+    }
+
     /// Its priors over a vocabulary of `words` words.
     pub fn priors(&self, words: u64) -> Priors {
         Priors {

@@ -62,13 +62,7 @@ impl TopicTask {
     /// A worker of topic model `model`, reading documents that come through `function`,
     /// keeping its state in `kept`; an error when the model is not a topic model.
     pub fn new(model: Model, function: &'static str, kept: Kept<Worker>) -> Result<Self> {
-        let Some(lda) = model.spec.kind.topics().cloned() else {
-            return input_err(format!(
-                "{function}: model '{}' is a {} model, not a topic model",
-                model.name,
-                model.spec.kind.name()
-            ));
-        };
+        let lda = Lda::of(&model, function)?;
         Ok(TopicTask {
             model,
             lda,

@@ -12,7 +12,7 @@ use std::ops::Range;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use super::corpus::Corpus;
+use super::corpus::{Corpus, seed_of};
 use super::likelihood;
 use super::sampler::Sampler;
 use super::{Lda, Priors};
@@ -96,8 +96,7 @@ impl Worker {
     /// samples the same chain at every run); its vocabulary in the data-parallel slices, or
     /// under model rotation (`rotated` slices, 0: none) in as many runs of slices.
     pub fn for_model(lda: &Lda, words: u64, corpus: &Corpus, rotated: usize) -> Self {
-        let bytes: Vec<u8> = corpus.words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let seed = lda.seed ^ xxhash_rust::xxh3::xxh3_64(&bytes);
+        let seed = seed_of(lda.seed, &corpus.words);
         let slices = data_slices(lda.topics, words);
         let Some(rotated) = std::num::NonZeroUsize::new(rotated) else {
             return Worker::new(lda.priors(words), corpus, slices, seed);

@@ -1,0 +1,178 @@
+//! `CREATE MODEL ... OPTIONS (kind = 'gbdt', ...)`: a boosted model's statement. Rounds of
+//! `ps_train` over the rows (whose workers keep their rows' bins and margins from round to
+//! round) alternate with the [`Grower`]'s work on the servers: round 0 sketches every
+//! feature, then each tree takes a round for its root and one per further layer. The epoch
+//! table has a row per tree, tree 0 being the base margin alone: rows, the training loss
+//! after it, with a `holdout` table its loss and AUC (logistic) or RMSE (squared), the leaves
+//! of the tree it adds, seconds, push traffic and workers.
+
+use std::time::Instant;
+
+use angel_client::EpochReport;
+use angel_training::kinds::gbdt::grower::Grower;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::{Result, plan_err};
+use datafusion::prelude::SessionContext;
+
+use super::epoch_table::{self, Column};
+use super::train::{
+    Caching, Holdout, Plan, Rows, TrainRows, bar, evaluate, first_row, float, push_traffic, traffic,
+};
+use crate::binding::Binding;
+use crate::bridge::{ps_error, train_error};
+
+/// Grows boosted model `name` (matrix `id`) over `rows` as `plan` says; returns the epoch
+/// table.
+pub(super) async fn train(
+    ctx: &SessionContext,
+    binding: &Binding,
+    (name, id): (&str, u32),
+    plan: &Plan,
+    rows: Rows,
+) -> Result<RecordBatch> {
+    let Some(gbdt) = plan.spec.kind.trees() else {
+        return plan_err!("CREATE MODEL {name}: not a boosted model");
+    };
+    let client = binding.client()?;
+    let workers = plan.spec.sync.workers as usize;
+    let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
+    let mut grower = Grower::create(client.clone(), name, gbdt, plan.spec.dim)
+        .await
+        .map_err(train_error)?;
+    let mut rounds = Rounds {
+        ctx,
+        binding,
+        name,
+        rows: &rows,
+        workers,
+        next: 0,
+    };
+    let bar = bar(gbdt.trees as u64, "trees");
+    let (mean_target, _) = rounds.run().await?;
+    grower
+        .after_sketch(mean_target)
+        .await
+        .map_err(train_error)?;
+    let mut table = Vec::new();
+    let mut started = Instant::now();
+    let mut before = push_traffic(&client.status().await.map_err(ps_error)?, id);
+    let mut leaves_before = 0;
+    for tree in 0..=gbdt.trees {
+        if tree < gbdt.trees {
+            grower.begin_tree(tree).await.map_err(train_error)?;
+        }
+        // The round that starts a tree answers the loss after the trees before it.
+        let (loss, count) = rounds.run().await?;
+        let seconds = started.elapsed().as_secs_f64();
+        let after = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        let evaluating = Instant::now();
+        let holdout = match &plan.holdout {
+            Some(h) => evaluate(ctx, name, &*plan.spec.kind, &rows.columns, h).await?,
+            None => Holdout::default(),
+        };
+        table.push(Row {
+            tree: tree as i64,
+            rows: count as i64,
+            train_loss: loss,
+            holdout,
+            leaves: (grower.leaves - leaves_before) as i64,
+            seconds,
+            holdout_seconds: evaluating.elapsed().as_secs_f64(),
+            push_mb: traffic(before, after).0 as f64 / 1e6,
+            workers: workers as i64,
+        });
+        report(binding, name, table.last().expect("pushed")).await?;
+        if tree == gbdt.trees {
+            break;
+        }
+        (started, before, leaves_before) = (Instant::now(), after, grower.leaves);
+        while grower.after_round().await.map_err(train_error)? {
+            rounds.run().await?;
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    grower.finish().await.map_err(train_error)?;
+    drop(caching);
+    epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
+}
+
+/// The statement's rounds of `ps_train`, numbered for the workers kept between them.
+struct Rounds<'a> {
+    ctx: &'a SessionContext,
+    binding: &'a Binding,
+    name: &'a str,
+    rows: &'a Rows,
+    workers: usize,
+    next: u32,
+}
+
+impl Rounds<'_> {
+    /// Runs the next round; answers its mean (target or loss) and the rows it counted.
+    async fn run(&mut self) -> Result<(f64, u64)> {
+        self.binding
+            .tree_workers()
+            .start_round(self.name, self.next);
+        self.next += 1;
+        let frame = self
+            .rows
+            .rows
+            .epoch(self.ctx, (self.name, self.workers), 0)?;
+        let (mean, rows) = first_row(frame).await?;
+        let rows = float(&rows).unwrap_or_default() as u64;
+        Ok((float(&mean).unwrap_or(f64::NAN), rows))
+    }
+}
+
+/// Reports tree `row` to the master, for the status page's curves.
+async fn report(binding: &Binding, name: &str, row: &Row) -> Result<()> {
+    let client = binding.client()?;
+    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+    let report = EpochReport {
+        model: name.to_string(),
+        epoch: row.tree as u32,
+        rows: row.rows as u64,
+        train_loss: finite(Some(row.train_loss)),
+        holdout_loss: finite(row.holdout.loss),
+        holdout_auc: finite(row.holdout.auc),
+        holdout_accuracy: None,
+        seconds: row.seconds,
+    };
+    if let Err(e) = client.report_epoch(report).await {
+        tracing::warn!(
+            model = name,
+            "the master did not take the epoch report: {e}"
+        );
+    }
+    Ok(())
+}
+
+/// One tree's figures.
+struct Row {
+    tree: i64,
+    rows: i64,
+    train_loss: f64,
+    holdout: Holdout,
+    leaves: i64,
+    seconds: f64,
+    holdout_seconds: f64,
+    push_mb: f64,
+    workers: i64,
+}
+
+/// The epoch table's columns.
+fn columns() -> Vec<Column<Row>> {
+    vec![
+        Column::Int("tree", |r| r.tree),
+        Column::Int("rows", |r| r.rows),
+        Column::Float("train_loss", |r| r.train_loss),
+        Column::Optional("holdout_loss", |r| r.holdout.loss),
+        Column::Optional("holdout_auc", |r| r.holdout.auc),
+        Column::Optional("holdout_rmse", |r| r.holdout.rmse),
+        Column::Int("leaves", |r| r.leaves),
+        Column::Float("seconds", |r| r.seconds),
+        Column::Float("holdout_seconds", |r| r.holdout_seconds),
+        Column::Float("push_mb", |r| r.push_mb),
+        Column::Int("workers", |r| r.workers),
+    ]
+}

@@ -1,0 +1,341 @@
+//! [`Grower`]: the statement's side of growing a boosted model, between the workers' rounds.
+//!
+//! After the workers' sketch round it cuts every feature at its quantiles; after each round
+//! of histograms it finishes one layer of the tree being grown: it derives each built
+//! child's sibling on the servers (the parent's histogram less the built one: the
+//! subtraction trick, so workers build only the child of smaller cover), asks the servers for
+//! each node's best split (`best_split`, which answers only the best candidate of each
+//! partition), and pushes the layer's splits and leaves into the tree's row. The next round's
+//! workers read them there.
+//!
+//! Beside the model's matrix (a row per tree, [`super::tree`]) a statement uses:
+//!
+//! - `<model>.sketch`: the merged quantile sketch, a count per feature and bucket;
+//! - `<model>.cuts`: each feature's `bins - 1` cuts (kept with the model);
+//! - `<model>.histograms`: a row per node of two layers (the parents' and the children's),
+//!   feature `f`'s bin `b` at columns `2 (f bins + b)` (gradient) and the next (hessian),
+//!   partitioned by whole features;
+//! - `<model>.totals`: the root's gradient and hessian sums.
+
+use std::sync::Arc;
+
+use angel_client::{MatrixSpec, NodeSplit, PsClient, PsError, PushOptions, ValueType};
+
+use super::Gbdt;
+use super::sketch::{self, Cuts};
+use super::tree::{self, Field};
+use crate::error::{Result, option_err};
+
+/// Most values the histograms may hold on the servers (1 GiB).
+const MAX_HISTOGRAM_VALUES: u64 = 1 << 27;
+/// Most column blocks of the histograms: the servers' share of the split finding.
+const HISTOGRAM_BLOCKS: u64 = 16;
+/// Features per pull of the sketch.
+const SKETCH_FEATURES_PER_PULL: u64 = 64;
+
+/// The names of a model's matrices.
+#[derive(Debug, Clone)]
+pub struct Names {
+    pub trees: String,
+    pub sketch: String,
+    pub cuts: String,
+    pub histograms: String,
+    pub totals: String,
+}
+
+impl Names {
+    /// The matrices of model `model`.
+    pub fn of(model: &str) -> Self {
+        Names {
+            trees: model.to_string(),
+            sketch: format!("{model}.sketch"),
+            cuts: format!("{model}.cuts"),
+            histograms: format!("{model}.histograms"),
+            totals: format!("{model}.totals"),
+        }
+    }
+}
+
+/// The histogram row of `node` in a tree of depth `depth`: nodes of even layers in the
+/// first half of the rows, of odd layers in the second, so a layer's children are built
+/// while their parents' histograms are still there.
+pub fn histogram_row(depth: usize, node: usize) -> u64 {
+    let layer = (node + 1).ilog2() as usize;
+    let half = 1usize << depth.saturating_sub(1);
+    ((layer % 2) * half + node - tree::layer(layer).start) as u64
+}
+
+/// Features the histograms hold: `dim` rounded up to whole column blocks.
+fn padded_features(dim: u64) -> u64 {
+    let blocks = HISTOGRAM_BLOCKS.min(dim);
+    dim.div_ceil(blocks) * blocks
+}
+
+/// See the module documentation.
+pub struct Grower {
+    client: Arc<PsClient>,
+    names: Names,
+    gbdt: Gbdt,
+    dim: u64,
+    cuts: Option<Cuts>,
+    /// The tree being grown and the layer its last round built histograms for.
+    tree: usize,
+    layer: usize,
+    /// The nodes of that layer with their gradient and hessian sums (the root's come from
+    /// the totals).
+    nodes: Vec<(usize, (f64, f64))>,
+    /// Leaves of the trees so far.
+    pub leaves: u64,
+}
+
+impl Grower {
+    /// Creates the statement's matrices of model `model` (a `gbdt` of `dim` features), the
+    /// ones a previous statement left replaced.
+    pub async fn create(client: Arc<PsClient>, model: &str, gbdt: &Gbdt, dim: u64) -> Result<Self> {
+        let names = Names::of(model);
+        let width = 2 * gbdt.bins as u64;
+        let features = padded_features(dim);
+        let rows = 1u64 << gbdt.depth;
+        let values = rows.saturating_mul(features).saturating_mul(width);
+        if values > MAX_HISTOGRAM_VALUES {
+            return option_err(format!(
+                "model '{model}': its histograms would hold {values} values (2^depth = {rows} \
+                 nodes x {dim} features x {} bins x 2), over the {MAX_HISTOGRAM_VALUES} the \
+                 servers keep for them; lower depth, bins or dim",
+                gbdt.bins
+            ));
+        }
+        let blocks = HISTOGRAM_BLOCKS.min(dim);
+        let f64s =
+            |name: &str, rows, cols| MatrixSpec::dense(name, rows, cols).value_type(ValueType::F64);
+        let specs = [
+            MatrixSpec::sparse(&names.sketch, 1, dim * sketch::BUCKETS).value_type(ValueType::I64),
+            f64s(&names.cuts, 1, dim * (gbdt.bins as u64 - 1)),
+            f64s(&names.histograms, rows, features * width)
+                .block_shape(rows, features / blocks * width),
+            f64s(&names.totals, 1, 2),
+        ];
+        for spec in specs {
+            match client.drop_matrix(&spec.name).await {
+                Ok(()) | Err(PsError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            client.create_matrix(spec).await?;
+        }
+        Ok(Grower {
+            client,
+            names,
+            gbdt: gbdt.clone(),
+            dim,
+            cuts: None,
+            tree: 0,
+            layer: 0,
+            nodes: Vec::new(),
+            leaves: 0,
+        })
+    }
+
+    /// After the sketch round, whose rows' mean target is `mean_target`: cuts every feature at
+    /// its quantiles into the cuts matrix, and sets the first tree's offset to the base margin.
+    pub async fn after_sketch(&mut self, mean_target: f64) -> Result<()> {
+        let bins = self.gbdt.bins;
+        let mut values = Vec::with_capacity(self.dim as usize * (bins - 1));
+        for first in (0..self.dim).step_by(SKETCH_FEATURES_PER_PULL as usize) {
+            let last = (first + SKETCH_FEATURES_PER_PULL).min(self.dim);
+            let keys: Vec<u64> = (first * sketch::BUCKETS..last * sketch::BUCKETS).collect();
+            let (counts, _) = (self.client)
+                .pull_at::<i64>(&self.names.sketch, &[0], &keys, None)
+                .await?;
+            for feature in counts.chunks_exact(sketch::BUCKETS as usize) {
+                values.extend(sketch::cuts(feature, bins));
+            }
+        }
+        self.push_row(
+            &self.names.cuts,
+            (0..values.len() as u64).collect(),
+            &values,
+        )
+        .await?;
+        self.cuts = Some(Cuts { bins, values });
+        let base = self.gbdt.base_margin(mean_target);
+        let names = &self.names;
+        self.push(&names.trees, 0, vec![1], &[base]).await?;
+        self.client.drop_matrix(&self.names.sketch).await?;
+        Ok(())
+    }
+
+    /// Before tree `t`'s first round: the root's histogram and totals start at zero.
+    pub async fn begin_tree(&mut self, t: usize) -> Result<()> {
+        (self.tree, self.layer, self.nodes) = (t, 0, Vec::new());
+        let hist = &self.names.histograms;
+        self.client.psf("zero", &[(hist, 0)], &[]).await?;
+        self.client
+            .psf("zero", &[(&self.names.totals, 0)], &[])
+            .await?;
+        Ok(())
+    }
+
+    /// After a round of histograms: finishes the layer they were built for (see the module
+    /// documentation); returns whether the tree grows another layer, which the workers then
+    /// build histograms for in another round. When it does not, the tree is marked complete.
+    pub async fn after_round(&mut self) -> Result<bool> {
+        let depth = self.gbdt.depth;
+        if self.layer == 0 {
+            let totals = (self.client)
+                .pull_rows::<f64>(&self.names.totals, &[0])
+                .await?;
+            let root = (totals[0][0], totals[0][1]);
+            self.nodes = vec![(0, root)];
+        }
+        let mut fields: Vec<(u64, f64)> = Vec::new();
+        if self.layer == 0 {
+            fields.push((tree::column(0, Field::Cover), self.nodes[0].1.1));
+        }
+        let (mut children, mut leaves) = (Vec::new(), 0);
+        for &(node, totals) in &self.nodes {
+            let split = match self.layer < depth {
+                true => self.best_split(node, totals).await?,
+                false => None,
+            };
+            let Some(split) = split.filter(|s| s.gain > 0.0) else {
+                fields.push((
+                    tree::column(node, Field::Value),
+                    self.gbdt.leaf_value(totals),
+                ));
+                leaves += 1;
+                continue;
+            };
+            let right = (totals.0 - split.left.0, totals.1 - split.left.1);
+            let cuts = self.cuts.as_ref().expect("cut after the sketch round");
+            let threshold = cuts.threshold(split.feature, split.bin);
+            fields.extend([
+                (tree::column(node, Field::Split), 1.0),
+                (tree::column(node, Field::Feature), split.feature as f64),
+                (tree::column(node, Field::Bin), split.bin as f64),
+                (tree::column(node, Field::Threshold), threshold),
+                (
+                    tree::column(node, Field::DefaultLeft),
+                    f64::from(u8::from(split.default_left)),
+                ),
+                (tree::column(2 * node + 1, Field::Cover), split.left.1),
+                (tree::column(2 * node + 2, Field::Cover), right.1),
+            ]);
+            children.push((2 * node + 1, split.left));
+            children.push((2 * node + 2, right));
+        }
+        let grows = !children.is_empty() && self.layer + 1 < depth;
+        if !grows {
+            for &(node, totals) in &children {
+                fields.push((
+                    tree::column(node, Field::Value),
+                    self.gbdt.leaf_value(totals),
+                ));
+                leaves += 1;
+            }
+            fields.push((0, 1.0));
+        }
+        self.leaves += leaves;
+        fields.sort_unstable_by_key(|f| f.0);
+        let (cols, values): (Vec<u64>, Vec<f64>) = fields.into_iter().unzip();
+        self.push(&self.names.trees, self.tree as u64, cols, &values)
+            .await?;
+        if grows {
+            self.prepare_children(&children).await?;
+            self.layer += 1;
+            self.nodes = children;
+        }
+        Ok(grows)
+    }
+
+    /// Zeroes the histogram rows the workers build next: per split, the child of smaller
+    /// cover (left on a tie), as the workers choose it from the same covers.
+    async fn prepare_children(&self, children: &[(usize, (f64, f64))]) -> Result<()> {
+        let hist = &self.names.histograms;
+        for pair in children.chunks_exact(2) {
+            let built = built(pair);
+            let row = histogram_row(self.gbdt.depth, built);
+            self.client.psf("zero", &[(hist, row)], &[]).await?;
+        }
+        Ok(())
+    }
+
+    /// The best split of `node` (gradient and hessian sums `totals`), its sibling's histogram
+    /// first derived from its parent's if the workers built the sibling.
+    async fn best_split(&self, node: usize, totals: (f64, f64)) -> Result<Option<NodeSplit>> {
+        let depth = self.gbdt.depth;
+        let hist = &self.names.histograms;
+        if node > 0 {
+            let sibling = if node % 2 == 1 { node + 1 } else { node - 1 };
+            let pair = self.pair(node.min(sibling));
+            if built(&pair) == sibling {
+                let parent = (node - 1) / 2;
+                let rows = [parent, sibling, node].map(|n| histogram_row(depth, n));
+                let operands = rows.map(|r| (hist.as_str(), r));
+                self.client.psf("sub", &operands, &[]).await?;
+            }
+        }
+        let g = &self.gbdt;
+        let args = [
+            g.bins as f64,
+            totals.0,
+            totals.1,
+            g.l2,
+            g.min_child_weight,
+            g.min_gain,
+        ];
+        let row = histogram_row(depth, node);
+        let answer = self.client.psf("best_split", &[(hist, row)], &args).await?;
+        Ok(NodeSplit::from_values(&answer))
+    }
+
+    /// The two children (left first) of the current layer that `left` begins.
+    fn pair(&self, left: usize) -> [(usize, (f64, f64)); 2] {
+        let at = self.nodes.iter().position(|n| n.0 == left);
+        let at = at.expect("a child's sibling is of its layer");
+        [self.nodes[at], self.nodes[at + 1]]
+    }
+
+    /// Drops the matrices only the statement needed (the sketch, the histograms and the
+    /// totals); the cuts stay with the model.
+    pub async fn finish(self) -> Result<()> {
+        for name in [&self.names.histograms, &self.names.totals] {
+            self.client.drop_matrix(name).await?;
+        }
+        Ok(())
+    }
+
+    async fn push(&self, matrix: &str, row: u64, cols: Vec<u64>, values: &[f64]) -> Result<()> {
+        let how = PushOptions::default();
+        (self.client)
+            .push_with::<f64>(matrix, &[row], &cols, values, how)
+            .await?;
+        Ok(())
+    }
+
+    async fn push_row(&self, matrix: &str, cols: Vec<u64>, values: &[f64]) -> Result<()> {
+        self.push(matrix, 0, cols, values).await
+    }
+}
+
+/// Of two children (left first, with their sums), the one the workers build: the one of
+/// smaller hessian sum, the left on a tie, as [`super::tree::Tree::built_child`] reads it.
+fn built(pair: &[(usize, (f64, f64))]) -> usize {
+    match pair[0].1.1 <= pair[1].1.1 {
+        true => pair[0].0,
+        false => pair[1].0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_layer_of_two_has_rows_of_its_own() {
+        // Depth 3: layers 0 and 2 in rows 0..4, layer 1 in rows 4..8.
+        let rows: Vec<u64> = (0..7).map(|n| histogram_row(3, n)).collect();
+        assert_eq!(rows, [0, 4, 5, 0, 1, 2, 3]);
+        assert_eq!(padded_features(123), 128);
+        assert_eq!(padded_features(5), 5);
+    }
+}

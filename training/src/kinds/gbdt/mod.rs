@@ -1,0 +1,247 @@
+//! Gradient-boosted decision trees, trained on the PS as Angel trains them: each worker
+//! builds gradient/hessian histograms of its rows per tree node and pushes them, the partial
+//! histograms add up on the servers, each server finds the best split in its part of a node's
+//! histogram (the PS function `best_split`) and the best of their answers is taken, so no
+//! histogram crosses the network twice and no worker holds the whole model.
+//!
+//! The rows are `label, indices [, values]` as the linear models read them; a feature a row
+//! does not list is missing, and each split learns which way missing values go (XGBoost's
+//! sparsity-aware default direction).
+//!
+//! - [`sketch`]: candidate split values per feature from quantile sketches merged on the PS;
+//! - [`binned`]: a worker's rows as (feature, bin) pairs;
+//! - [`tree`]: a tree as one row of the model's matrix, and the prediction it makes;
+//! - [`worker`]: a worker's rows, their margins, gradients and nodes, kept for the statement;
+//! - [`task`]: a worker's round in a statement (`ps_train`);
+//! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
+//! - [`predict`]: the margins of rows under the trees (`ps_predict`).
+
+pub mod binned;
+pub mod grower;
+pub mod predict;
+pub mod sketch;
+pub mod task;
+pub mod tree;
+pub mod worker;
+
+use crate::error::{Result, option_err};
+use crate::kinds::linear::Linear;
+use crate::kinds::{Gradient, ModelKind, refuse};
+use crate::model::Model;
+use crate::options::OptionValue;
+
+/// The deepest trees allowed: a tree is one dense row of `2^(depth + 1) - 1` nodes.
+pub const MAX_DEPTH: u64 = 10;
+/// Most bins a feature's histogram may have.
+pub const MAX_BINS: u64 = 256;
+/// Most trees a model may have.
+pub const MAX_TREES: u64 = 100_000;
+
+/// See the module documentation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gbdt {
+    /// Trees to grow (option `trees`).
+    pub trees: usize,
+    /// Depth of each tree: a root and at most `depth` layers of children (option `depth`).
+    pub depth: usize,
+    /// Shrinkage of every leaf (option `learning_rate`).
+    pub learning_rate: f64,
+    /// Histogram bins per feature (option `bins`).
+    pub bins: usize,
+    /// Least hessian sum of a child (option `min_child_weight`).
+    pub min_child_weight: f64,
+    /// L2 regularisation of the leaf values (option `l2`, XGBoost's lambda).
+    pub l2: f64,
+    /// Least loss reduction of a split (option `min_gain`, XGBoost's gamma).
+    pub min_gain: f64,
+    /// The loss (option `loss`: `logistic` or `squared`) and what is predicted from a row's
+    /// margin, as the linear kind of that loss predicts it.
+    pub objective: Linear,
+}
+
+impl Default for Gbdt {
+    /// XGBoost's defaults, 100 trees of depth 6 and 32 bins.
+    fn default() -> Self {
+        Gbdt {
+            trees: 100,
+            depth: 6,
+            learning_rate: 0.1,
+            bins: 32,
+            min_child_weight: 1.0,
+            l2: 1.0,
+            min_gain: 0.0,
+            objective: Linear::Logistic,
+        }
+    }
+}
+
+impl ModelKind for Gbdt {
+    fn name(&self) -> &'static str {
+        "gbdt"
+    }
+
+    fn loss_name(&self) -> &'static str {
+        self.objective.loss_name()
+    }
+
+    fn set(&mut self, option: &OptionValue) -> Result<bool> {
+        let at_least_0 = |o: &OptionValue| o.number(|x| x >= 0.0, "a finite number, 0 or more");
+        match option.key.to_ascii_lowercase().as_str() {
+            "trees" => self.trees = option.whole(1, MAX_TREES)? as usize,
+            "depth" => self.depth = option.whole(1, MAX_DEPTH)? as usize,
+            "learning_rate" | "lr" | "eta" => {
+                self.learning_rate = option.number(|x| x > 0.0, "a finite number above 0")?
+            }
+            "bins" => self.bins = option.whole(2, MAX_BINS)? as usize,
+            "min_child_weight" => self.min_child_weight = at_least_0(option)?,
+            "l2" | "lambda" => self.l2 = at_least_0(option)?,
+            "min_gain" | "gamma" => self.min_gain = at_least_0(option)?,
+            "loss" => {
+                self.objective = match option.one_of(&["logistic", "squared"])? {
+                    "logistic" => Linear::Logistic,
+                    _ => Linear::Regression,
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn options(&self) -> Vec<(&'static str, String)> {
+        let loss = match self.objective {
+            Linear::Logistic => "logistic",
+            _ => "squared",
+        };
+        vec![
+            ("trees", self.trees.to_string()),
+            ("depth", self.depth.to_string()),
+            ("learning_rate", self.learning_rate.to_string()),
+            ("bins", self.bins.to_string()),
+            ("min_child_weight", self.min_child_weight.to_string()),
+            ("l2", self.l2.to_string()),
+            ("min_gain", self.min_gain.to_string()),
+            ("loss", loss.to_string()),
+        ]
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.l2 == 0.0 && self.min_child_weight == 0.0 {
+            return option_err(
+                "a gbdt model needs l2 or min_child_weight above 0: with both at 0 a leaf of \
+                 no hessian has no value",
+            );
+        }
+        Ok(())
+    }
+
+    /// A row per tree.
+    fn weight_rows(&self) -> usize {
+        self.trees
+    }
+
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        None
+    }
+
+    fn trees(&self) -> Option<&Gbdt> {
+        Some(self)
+    }
+}
+
+impl Gbdt {
+    /// The boosting options of `model`, which `function` uses; an error naming both when the
+    /// model is of another kind.
+    pub fn of(model: &Model, function: &str) -> Result<Gbdt> {
+        let wanted = "a boosted model (kind = 'gbdt')";
+        (model.spec.kind.trees().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+    }
+
+    /// A row's second derivative of the loss at `margin`, beside the first (`d`): the
+    /// hessian the trees' Newton steps divide by.
+    pub fn hessian(&self, margin: f64) -> f64 {
+        match self.objective {
+            Linear::Logistic => {
+                let p = 1.0 / (1.0 + (-margin).exp());
+                (p * (1.0 - p)).max(1e-16)
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// The margin every row starts from: the mean target's (LightGBM's boost from average),
+    /// so the first tree fits what the mean leaves.
+    pub fn base_margin(&self, mean_target: f64) -> f64 {
+        match self.objective {
+            Linear::Logistic => {
+                let p = mean_target.clamp(1e-6, 1.0 - 1e-6);
+                (p / (1.0 - p)).ln()
+            }
+            _ => mean_target,
+        }
+    }
+
+    /// The label as the loss sees it (1 or 0 for the logistic loss).
+    pub fn target(&self, label: f64) -> f64 {
+        match self.objective {
+            Linear::Logistic => f64::from(label > 0.0),
+            _ => label,
+        }
+    }
+
+    /// A leaf's value from its rows' gradient and hessian sums: the Newton step, shrunk.
+    pub fn leaf_value(&self, (g, h): (f64, f64)) -> f64 {
+        -self.learning_rate * g / (h + self.l2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_read_and_checked() {
+        let mut gbdt = Gbdt::default();
+        for (key, value) in [
+            ("trees", "7"),
+            ("depth", "3"),
+            ("eta", "0.3"),
+            ("loss", "squared"),
+        ] {
+            assert!(gbdt.set(&OptionValue { key, value }).unwrap(), "{key}");
+        }
+        assert_eq!((gbdt.trees, gbdt.depth, gbdt.learning_rate), (7, 3, 0.3));
+        assert_eq!(
+            (gbdt.objective, gbdt.weight_rows()),
+            (Linear::Regression, 7)
+        );
+        let err = (gbdt.set(&OptionValue {
+            key: "depth",
+            value: "11",
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("depth = '11'") && err.contains("1 to 10"),
+            "{err}"
+        );
+        for (key, value) in [("l2", "0"), ("min_child_weight", "0")] {
+            gbdt.set(&OptionValue { key, value }).unwrap();
+        }
+        assert!(gbdt.check().is_err());
+    }
+
+    #[test]
+    fn the_hessian_is_the_derivative_of_the_gradient() {
+        let gbdt = Gbdt::default();
+        for m in [-3.0, -0.2, 0.0, 1.5] {
+            let d = |m: f64| {
+                let mut d = [0.0];
+                gbdt.objective.loss(1.0, &[m], &mut d);
+                d[0]
+            };
+            let numeric = (d(m + 1e-6) - d(m - 1e-6)) / 2e-6;
+            assert!((gbdt.hessian(m) - numeric).abs() < 1e-6, "{m}");
+        }
+        assert!((gbdt.base_margin(0.5)).abs() < 1e-12);
+    }
+}

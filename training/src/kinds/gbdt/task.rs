@@ -1,0 +1,213 @@
+//! [`TreeTask`]: one worker's round in a boosted model's statement.
+//!
+//! `CREATE MODEL` runs the rounds one after the other, and between two rounds [`Grower`]
+//! finishes what the workers pushed; each round every worker takes one step:
+//!
+//! - round 0: reads its rows and pushes their sketch (the mean target comes back as the
+//!   round's answer);
+//! - the round starting a tree: bins its rows under the cuts (before the first tree), adds
+//!   the finished tree's leaves to its margins (after it), and for the new tree pushes its
+//!   rows' gradient and hessian sums and the root's histogram; it answers its rows' loss;
+//! - the other rounds: moves its rows down the layer of splits the tree row shows and pushes
+//!   the histograms of the children the workers build.
+//!
+//! The worker's state ([`Worker`]) stays in the job's memory from round to round ([`Kept`]).
+//!
+//! [`Grower`]: super::grower::Grower
+
+use arrow::array::{ArrayData, ArrayRef};
+
+use super::Gbdt;
+use super::grower::{Names, histogram_row};
+use super::sketch::Cuts;
+use super::tree::Tree;
+use super::worker::Worker;
+use crate::error::{Result, input_err};
+use crate::model::Model;
+use crate::rotation::kept::Kept;
+use crate::rows::SparseRows;
+use angel_client::PushOptions;
+use angel_client::runtime::block_on;
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct TreeTask {
+    model: Model,
+    gbdt: Gbdt,
+    names: Names,
+    /// The function the rows come through, for errors in them.
+    function: &'static str,
+    /// The task's rows, batch after batch: each batch's `label, indices [, values]` arrays.
+    batches: Vec<Vec<ArrayRef>>,
+    kept: Kept<Worker>,
+}
+
+/// What a worker's round measured: its rows and the sum over them of their target (round
+/// 0) or of their loss (a round starting a tree); no rows in the other rounds.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Round {
+    pub rows: u64,
+    pub sum: f64,
+}
+
+impl TreeTask {
+    /// A worker of boosted model `model`, reading rows that come through `function`, keeping
+    /// its state in `kept`; an error when the model is of another kind.
+    pub fn new(model: Model, function: &'static str, kept: Kept<Worker>) -> Result<Self> {
+        let gbdt = Gbdt::of(&model, function)?;
+        Ok(TreeTask {
+            names: Names::of(&model.name),
+            model,
+            gbdt,
+            function,
+            batches: Vec::new(),
+            kept,
+        })
+    }
+
+    /// Keeps a batch of rows (its `label, indices [, values]` arrays) for the round.
+    pub fn add(&mut self, inputs: &[ArrayRef]) {
+        self.batches.push(inputs.to_vec());
+    }
+
+    /// Runs the worker's part of the current round.
+    pub fn run(&mut self) -> Result<Round> {
+        let name = self.model.name.clone();
+        let Some(round) = self.kept.round(&name) else {
+            return input_err(format!(
+                "model '{name}': a boosted model's workers keep their rows' margins in the \
+                 job's memory for the whole statement, and this job streams its training rows \
+                 (on Ballista, or with tables on disk): not supported yet"
+            ));
+        };
+        let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
+        if arrays.is_empty() {
+            return Ok(Round::default());
+        }
+        let (worker, done) = match (round, self.kept.take(&name, &arrays)) {
+            (0, _) => self.sketch()?,
+            (_, Some(mut worker)) => {
+                let done = self.step(&mut worker)?;
+                (worker, done)
+            }
+            (_, None) => {
+                return input_err(format!(
+                    "model '{name}': a worker's rows from round {} are gone (its rows came as \
+                     other record batches); the statement cannot go on",
+                    round - 1
+                ));
+            }
+        };
+        self.kept.put(&name, round, arrays, worker);
+        Ok(done)
+    }
+
+    /// Round 0: reads the rows and pushes their sketch.
+    fn sketch(&self) -> Result<(Worker, Round)> {
+        let read = (self.batches.iter())
+            .map(|b| {
+                let rows = SparseRows::from_arrays(self.function, Some(&b[0]), &b[1], b.get(2))?;
+                rows.check(self.function, &self.model.name, self.model.spec.dim)?;
+                Ok(rows)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let worker = Worker::new(&self.gbdt, SparseRows::concat(read));
+        let (counts, targets) = worker.sketch();
+        let (keys, counts) = counts.into_push();
+        self.push(&self.names.sketch, &[0], &keys, &counts)?;
+        let round = Round {
+            rows: worker.len() as u64,
+            sum: targets,
+        };
+        Ok((worker, round))
+    }
+
+    /// One step of a round after the first (see the module documentation).
+    fn step(&self, worker: &mut Worker) -> Result<Round> {
+        let trees = self.gbdt.trees;
+        let (t, layer) = match worker.at {
+            None => {
+                let cuts = self.cuts()?;
+                worker.start(self.function, &cuts, self.tree(0)?.offset)?;
+                return self.begin(worker, 0);
+            }
+            Some(at) if at.0 < trees => at,
+            Some(_) => return Ok(Round::default()),
+        };
+        let tree = self.tree(t)?;
+        if tree.done {
+            worker.finish_tree(&tree);
+            if t + 1 < trees {
+                return self.begin(worker, t + 1);
+            }
+            worker.at = Some((trees, 0));
+            return Ok(self.loss(worker));
+        }
+        let built = worker.descend(&tree, layer);
+        worker.at = Some((t, layer + 1));
+        self.push_histograms(worker, &built)?;
+        Ok(Round::default())
+    }
+
+    /// Starts tree `t`: pushes the root's sums and histogram; answers the loss before it.
+    fn begin(&self, worker: &mut Worker, t: usize) -> Result<Round> {
+        let loss = self.loss(worker);
+        let (g, h) = worker.begin_tree(&self.gbdt, t);
+        self.push(&self.names.totals, &[0], &[0, 1], &[g, h])?;
+        self.push_histograms(worker, &[0])?;
+        Ok(loss)
+    }
+
+    fn loss(&self, worker: &Worker) -> Round {
+        Round {
+            rows: worker.len() as u64,
+            sum: worker.loss(&self.gbdt),
+        }
+    }
+
+    /// Pushes the histograms of `nodes` (each into its row).
+    fn push_histograms(&self, worker: &Worker, nodes: &[usize]) -> Result<()> {
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        let hist = &self.names.histograms;
+        let width = block_on(self.model.client().matrix(hist))?.meta.cols;
+        let dim = width / (2 * self.gbdt.bins as u64);
+        let values = worker.histograms(nodes, dim, self.gbdt.bins);
+        let rows: Vec<u64> = (nodes.iter())
+            .map(|&n| histogram_row(self.gbdt.depth, n))
+            .collect();
+        let keys: Vec<u64> = (0..width).collect();
+        self.push(hist, &rows, &keys, &values)
+    }
+
+    /// The cuts of every feature.
+    fn cuts(&self) -> Result<Cuts> {
+        let client = self.model.client();
+        let values = block_on(client.pull_rows::<f64>(&self.names.cuts, &[0]))?;
+        Ok(Cuts {
+            bins: self.gbdt.bins,
+            values: values.into_iter().next().unwrap_or_default(),
+        })
+    }
+
+    /// Tree `t` as its row holds it now.
+    fn tree(&self, t: usize) -> Result<Tree> {
+        let client = self.model.client();
+        let rows = block_on(client.pull_rows::<f64>(&self.names.trees, &[t as u64]))?;
+        Ok(Tree::from_row(&rows[0]))
+    }
+
+    fn push<T: angel_client::Element>(
+        &self,
+        matrix: &str,
+        rows: &[u64],
+        keys: &[u64],
+        values: &[T],
+    ) -> Result<()> {
+        let client = self.model.client();
+        let how = PushOptions::default();
+        block_on(client.push_with::<T>(matrix, rows, keys, values, how))?;
+        Ok(())
+    }
+}
