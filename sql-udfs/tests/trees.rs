@@ -110,6 +110,38 @@ fn rows(n: usize, seed: u64) -> Vec<(f64, Vec<(u64, f64)>)> {
         .collect()
 }
 
+/// A job over generated rows (`rows`: 3,000 to train, seed 1; 1,000 to test, seed 2) as tables
+/// `train` and `test`, with a service of two servers.
+async fn generated_job() -> (Standalone, Job) {
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let config = SessionConfig::new().with_target_partitions(2);
+    let job = Job::new(
+        SessionContext::new_with_config(config),
+        &service.master_addr(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (rows(3000, 1), rows(1000, 2));
+    for (table, data) in [("train", &train), ("test", &test)] {
+        let mut text = String::new();
+        for (label, pairs) in data {
+            write!(text, "{label}").unwrap();
+            for (f, v) in pairs {
+                write!(text, " {f}:{v}").unwrap();
+            }
+            text.push('\n');
+        }
+        let file = dir.path().join(format!("{table}.libsvm"));
+        std::fs::write(&file, text).unwrap();
+        let sql = format!(
+            "CREATE TABLE {table} AS SELECT label, idx, val FROM read_libsvm('{}', \
+             'index_base=0')",
+            file.display()
+        );
+        job.execute(&sql).await.unwrap();
+    }
+    (service, job)
+}
+
 /// A plain histogram GBDT: every node's histogram summed from its own rows, the same gain,
 /// candidates and order of scanning as documented for `best_split`, the same leaf values.
 struct Reference {
@@ -210,55 +242,51 @@ fn leaf(tree: &RefTree, row: &[(u64, usize)]) -> f64 {
 /// training loss falls tree after tree and the holdout AUC is well above chance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tree_is_the_tree_a_plain_histogram_gbdt_grows() {
-    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
-    let config = SessionConfig::new().with_target_partitions(2);
-    let job = Job::new(
-        SessionContext::new_with_config(config),
-        &service.master_addr(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let (train, test) = (rows(3000, 1), rows(1000, 2));
-    for (table, data) in [("train", &train), ("test", &test)] {
-        let mut text = String::new();
-        for (label, pairs) in data {
-            write!(text, "{label}").unwrap();
-            for (f, v) in pairs {
-                write!(text, " {f}:{v}").unwrap();
-            }
-            text.push('\n');
-        }
-        let file = dir.path().join(format!("{table}.libsvm"));
-        std::fs::write(&file, text).unwrap();
-        let sql = format!(
-            "CREATE TABLE {table} AS SELECT label, idx, val FROM read_libsvm('{}', \
-             'index_base=0')",
-            file.display()
-        );
-        job.execute(&sql).await.unwrap();
-    }
-    let (trees, depth, bins) = (4usize, 3usize, 16usize);
-    let sql = format!(
-        "CREATE MODEL gb OPTIONS (kind = 'gbdt', dim = 6, trees = {trees}, depth = {depth}, \
-         bins = {bins}, learning_rate = 0.3, l2 = 1, min_child_weight = 1, workers = 2, \
-         holdout = 'test') AS SELECT label, idx, val FROM train"
-    );
-    let table = job.execute(&sql).await.unwrap();
-    let loss = column(&table[0], "train_loss");
-    let auc = column(&table[0], "holdout_auc");
-    eprintln!("train loss {loss:?}, holdout AUC {auc:?}");
-    assert!(loss.windows(2).all(|w| w[1] < w[0]), "{loss:?}");
-    assert!(auc[trees] > 0.8, "{auc:?}");
-
+    let (service, job) = generated_job().await;
+    let train = rows(3000, 1);
     let client = PsClient::connect(&service.master_addr()).await.unwrap();
+    for loss in ["logistic", "squared"] {
+        let table = job.execute(&create("gb", loss, "")).await.unwrap();
+        let train_loss = column(&table[0], "train_loss");
+        let auc = column(&table[0], "holdout_auc");
+        eprintln!("{loss}: train loss {train_loss:?}, holdout AUC {auc:?}");
+        assert!(train_loss.windows(2).all(|w| w[1] < w[0]), "{train_loss:?}");
+        if loss == "logistic" {
+            assert!(auc[TREES] > 0.8, "{auc:?}");
+        }
+        check_trees(&client, loss, &train).await;
+    }
+}
+
+/// The generated rows' models: trees, their depth, and bins.
+const TREES: usize = 4;
+const DEPTH: usize = 3;
+const BINS: usize = 16;
+
+/// `CREATE OR REPLACE MODEL name` over the generated rows, of loss `loss` and `TREES` trees of
+/// depth `DEPTH` with `BINS` bins, with more options (`, ...`).
+fn create(name: &str, loss: &str, more: &str) -> String {
+    format!(
+        "CREATE OR REPLACE MODEL {name} OPTIONS (kind = 'gbdt', loss = '{loss}', dim = 6, \
+         trees = {TREES}, depth = {DEPTH}, bins = {BINS}, learning_rate = 0.3, l2 = 1, \
+         min_child_weight = 1, workers = 2, holdout = 'test'{more}) AS SELECT label, idx, val \
+         FROM train"
+    )
+}
+
+/// Model `gb` (of loss `loss`, trained on `train`) against the plain GBDT, tree by tree.
+async fn check_trees(client: &PsClient, loss: &str, train: &[(f64, Vec<(u64, f64)>)]) {
+    // The model and its cuts were made anew: a map from before names the old matrices.
+    client.refresh().await.unwrap();
     let cut_row = client
         .pull_rows::<f64>("gb.cuts", &[0])
         .await
         .unwrap()
         .remove(0);
     let reference = Reference {
-        cuts: cut_row.chunks(bins - 1).map(<[f64]>::to_vec).collect(),
-        bins,
-        depth,
+        cuts: cut_row.chunks(BINS - 1).map(<[f64]>::to_vec).collect(),
+        bins: BINS,
+        depth: DEPTH,
         l2: 1.0,
         min_child_weight: 1.0,
         learning_rate: 0.3,
@@ -271,23 +299,34 @@ async fn every_tree_is_the_tree_a_plain_histogram_gbdt_grows() {
                 .collect()
         })
         .collect();
-    let ids: Vec<u64> = (0..trees as u64).collect();
+    let ids: Vec<u64> = (0..TREES as u64).collect();
     let rows = client.pull_rows::<f64>("gb", &ids).await.unwrap();
     let model: Vec<Tree> = rows.iter().map(Vec::as_slice).map(Tree::from_row).collect();
     let mean = train.iter().map(|r| r.0).sum::<f64>() / train.len() as f64;
-    let base = (mean / (1.0 - mean)).ln();
+    let logistic = loss == "logistic";
+    let base = match logistic {
+        true => (mean / (1.0 - mean)).ln(),
+        false => mean,
+    };
     assert!(
         (model[0].offset - base).abs() < 1e-12,
-        "{} vs {base}",
+        "{loss}: {} vs {base}",
         model[0].offset
     );
     let mut margins = vec![base; train.len()];
     for (t, grown) in model.iter().enumerate() {
-        let p: Vec<f64> = margins.iter().map(|m| 1.0 / (1.0 + (-m).exp())).collect();
-        let g: Vec<f64> = (p.iter().zip(&train)).map(|(p, r)| p - r.0).collect();
-        let h: Vec<f64> = p.iter().map(|p| (p * (1.0 - p)).max(1e-16)).collect();
+        // The loss's first and second derivatives at each row's margin.
+        let (g, h): (Vec<f64>, Vec<f64>) = (margins.iter().zip(train))
+            .map(|(&m, r)| match logistic {
+                true => {
+                    let p = 1.0 / (1.0 + (-m).exp());
+                    (p - r.0, (p * (1.0 - p)).max(1e-16))
+                }
+                false => (m - r.0, 1.0),
+            })
+            .unzip();
         let expected = reference.grow(&binned, &g, &h);
-        assert!(grown.done, "tree {t} is complete");
+        assert!(grown.done, "{loss}: tree {t} is complete");
         for (&node, want) in &expected {
             match (want, grown.nodes[node]) {
                 (
@@ -303,23 +342,69 @@ async fn every_tree_is_the_tree_a_plain_histogram_gbdt_grows() {
                     assert_eq!(
                         (feature, b, default_left),
                         (*f, *bin, *left),
-                        "tree {t} node {node}"
+                        "{loss}: tree {t} node {node}"
                     );
                     assert_eq!(threshold, reference.cuts[*f as usize][*bin]);
                 }
                 (Err(value), Node::Leaf { value: v, .. }) => {
                     assert!(
                         (v - value).abs() <= 1e-9 * value.abs().max(1e-3),
-                        "tree {t} node {node}: {v} vs {value}"
+                        "{loss}: tree {t} node {node}: {v} vs {value}"
                     );
                 }
-                (want, got) => panic!("tree {t} node {node}: {want:?} vs {got:?}"),
+                (want, got) => panic!("{loss}: tree {t} node {node}: {want:?} vs {got:?}"),
             }
         }
         for (m, row) in margins.iter_mut().zip(&binned) {
             *m += leaf(&expected, row);
         }
     }
+}
+
+/// With early stopping a model stops growing once as many trees as asked for have followed
+/// its best holdout loss, and keeps the trees of that loss: its holdout loss afterwards is
+/// the best row's. A learning rate of 1 overfits within a few trees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_stopping_keeps_the_trees_of_the_best_holdout_loss() {
+    let (_service, job) = generated_job().await;
+    let sql = create("es", "squared", ", early_stopping_rounds = 2")
+        .replace("trees = 4", "trees = 60")
+        .replace("depth = 3", "depth = 6")
+        .replace("learning_rate = 0.3", "learning_rate = 1");
+    let table = job.execute(&sql).await.unwrap();
+    let holdout = column(&table[0], "holdout_loss");
+    let best = (0..holdout.len())
+        .min_by(|&a, &b| holdout[a].total_cmp(&holdout[b]))
+        .unwrap();
+    eprintln!("holdout loss {holdout:?}: best after {best} trees");
+    assert!(best > 0, "a tree helps");
+    assert_eq!(
+        holdout.len(),
+        best + 3,
+        "two trees after the best, then stop"
+    );
+    let scored = job
+        .execute("SELECT avg(ps_loss('es', label, idx, val)) AS loss FROM test")
+        .await
+        .unwrap();
+    let kept = column(&scored[0], "loss")[0];
+    assert!(
+        (kept - holdout[best]).abs() < 1e-9,
+        "{kept} vs {}",
+        holdout[best]
+    );
+    let err = job
+        .execute(
+            &create("no", "squared", ", early_stopping_rounds = 2")
+                .replace(", holdout = 'test'", ""),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("early_stopping_rounds") && err.contains("holdout"),
+        "{err}"
+    );
 }
 
 /// XGBoost's holdout AUC on a9a's test split with the options below (tree_method = 'hist',

@@ -8,11 +8,14 @@
 //! column; a partition of the row must hold whole features. A row without a value of `f` is
 //! missing there: the node's totals less the feature's bins. A split at bin `b` sends bins
 //! `0..=b` left, and the missing rows to the side that gains more (the learned default
-//! direction, as XGBoost learns it).
+//! direction, as XGBoost learns it; right when the node has none).
 
 use angel_proto::{Merge, NodeSplit, PsError, Result};
 
 use super::{PsFunction, PsfContext, PsfRegistry};
+
+/// Below this share of its node's hessian sum a feature's missing rows count as none.
+const MISSING: f64 = 1e-9;
 
 /// What decides a split: XGBoost's gain with L2 regularisation `l2`, children of hessian sum
 /// at least `min_child_weight`, and `min_gain` taken off every gain.
@@ -43,10 +46,16 @@ impl SplitRule {
                 .chunks_exact(2)
                 .fold((0.0, 0.0), |(g, h), b| (g + b[0], h + b[1]));
             let missing = (node.0 - present.0, node.1 - present.1);
+            // Without missing rows both directions are one split: the difference of the sums
+            // is rounding, which must not pick the direction.
+            let sides: &[bool] = match missing.1 > MISSING * node.1.abs() {
+                true => &[false, true],
+                false => &[false],
+            };
             let mut left = (0.0, 0.0);
             for (bin, b) in feature.chunks_exact(2).enumerate().take(self.bins - 1) {
                 left = (left.0 + b[0], left.1 + b[1]);
-                for default_left in [false, true] {
+                for &default_left in sides {
                     let l = match default_left {
                         true => (left.0 + missing.0, left.1 + missing.1),
                         false => left,

@@ -33,6 +33,12 @@ pub(super) async fn train(
     let Some(gbdt) = plan.spec.kind.trees() else {
         return plan_err!("CREATE MODEL {name}: not a boosted model");
     };
+    if gbdt.early_stopping_rounds > 0 && plan.holdout.is_none() {
+        return plan_err!(
+            "CREATE MODEL {name}: early_stopping_rounds stops on the holdout loss; name the \
+             holdout table with the option holdout"
+        );
+    }
     let client = binding.client()?;
     let workers = plan.spec.sync.workers as usize;
     let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
@@ -82,6 +88,12 @@ pub(super) async fn train(
             workers: workers as i64,
         });
         report(binding, name, table.last().expect("pushed")).await?;
+        let patience = gbdt.early_stopping_rounds;
+        let best = best_trees(&table);
+        if patience > 0 && (tree == gbdt.trees || tree >= best + patience) {
+            grower.drop_trees(best..tree).await.map_err(train_error)?;
+            break;
+        }
         if tree == gbdt.trees {
             break;
         }
@@ -95,6 +107,18 @@ pub(super) async fn train(
     grower.finish().await.map_err(train_error)?;
     drop(caching);
     epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
+}
+
+/// The number of trees of the best holdout loss so far (the first such).
+fn best_trees(table: &[Row]) -> usize {
+    let losses = table
+        .iter()
+        .map(|r| r.holdout.loss.unwrap_or(f64::INFINITY));
+    let best = (losses.enumerate()).fold((0, f64::INFINITY), |(b, l), (i, x)| match x < l {
+        true => (i, x),
+        false => (b, l),
+    });
+    best.0
 }
 
 /// The statement's rounds of `ps_train`, numbered for the workers kept between them.

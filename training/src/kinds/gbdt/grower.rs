@@ -86,6 +86,8 @@ pub struct Grower {
     nodes: Vec<(usize, (f64, f64))>,
     /// Leaves of the trees so far.
     pub leaves: u64,
+    /// The margin the first tree's offset holds.
+    base: f64,
 }
 
 impl Grower {
@@ -132,6 +134,7 @@ impl Grower {
             layer: 0,
             nodes: Vec::new(),
             leaves: 0,
+            base: 0.0,
         })
     }
 
@@ -157,9 +160,9 @@ impl Grower {
         )
         .await?;
         self.cuts = Some(Cuts { bins, values });
-        let base = self.gbdt.base_margin(mean_target);
+        self.base = self.gbdt.base_margin(mean_target);
         let names = &self.names;
-        self.push(&names.trees, 0, vec![1], &[base]).await?;
+        self.push(&names.trees, 0, vec![1], &[self.base]).await?;
         self.client.drop_matrix(&self.names.sketch).await?;
         Ok(())
     }
@@ -293,6 +296,21 @@ impl Grower {
         let at = self.nodes.iter().position(|n| n.0 == left);
         let at = at.expect("a child's sibling is of its layer");
         [self.nodes[at], self.nodes[at + 1]]
+    }
+
+    /// Drops trees `trees` (early stopping keeps the ones before): their rows go back to zero,
+    /// the first tree's offset (the base margin) staying.
+    pub async fn drop_trees(&self, trees: std::ops::Range<usize>) -> Result<()> {
+        for t in trees.clone() {
+            (self.client)
+                .psf("zero", &[(&self.names.trees, t as u64)], &[])
+                .await?;
+        }
+        if trees.start == 0 && !trees.is_empty() {
+            let names = &self.names;
+            self.push(&names.trees, 0, vec![1], &[self.base]).await?;
+        }
+        Ok(())
     }
 
     /// Drops the matrices only the statement needed (the sketch, the histograms and the

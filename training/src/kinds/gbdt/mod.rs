@@ -54,6 +54,9 @@ pub struct Gbdt {
     pub l2: f64,
     /// Least loss reduction of a split (option `min_gain`, XGBoost's gamma).
     pub min_gain: f64,
+    /// Trees grown without a better holdout loss after which growing stops and the model
+    /// keeps the trees of its best holdout loss (option `early_stopping_rounds`; 0: never).
+    pub early_stopping_rounds: usize,
     /// The loss (option `loss`: `logistic` or `squared`) and what is predicted from a row's
     /// margin, as the linear kind of that loss predicts it.
     pub objective: Linear,
@@ -70,6 +73,7 @@ impl Default for Gbdt {
             min_child_weight: 1.0,
             l2: 1.0,
             min_gain: 0.0,
+            early_stopping_rounds: 0,
             objective: Linear::Logistic,
         }
     }
@@ -96,6 +100,9 @@ impl ModelKind for Gbdt {
             "min_child_weight" => self.min_child_weight = at_least_0(option)?,
             "l2" | "lambda" => self.l2 = at_least_0(option)?,
             "min_gain" | "gamma" => self.min_gain = at_least_0(option)?,
+            "early_stopping_rounds" => {
+                self.early_stopping_rounds = option.whole(0, MAX_TREES)? as usize
+            }
             "loss" => {
                 self.objective = match option.one_of(&["logistic", "squared"])? {
                     "logistic" => Linear::Logistic,
@@ -120,6 +127,10 @@ impl ModelKind for Gbdt {
             ("min_child_weight", self.min_child_weight.to_string()),
             ("l2", self.l2.to_string()),
             ("min_gain", self.min_gain.to_string()),
+            (
+                "early_stopping_rounds",
+                self.early_stopping_rounds.to_string(),
+            ),
             ("loss", loss.to_string()),
         ]
     }
