@@ -13,6 +13,14 @@
 //! SELECT topic, feature, word_probability FROM (SELECT *, row_number() OVER (PARTITION BY
 //!   topic ORDER BY word_probability DESC) AS rank FROM read_model('topics')) WHERE rank <= 10;
 //! ```
+//!
+//! A boosted model's trees (`tree, node, feature, index, bin, threshold, default_left, left,
+//! right, value, cover, gain`) and, as its second table, each feature's importance
+//! (`feature, index, splits, gain, gain_share, cover`; see [`crate::job::saved_trees`]):
+//!
+//! ```sql
+//! SELECT feature, gain_share, splits FROM read_model('gb', 'importance') LIMIT 10;
+//! ```
 
 use std::sync::Arc;
 
@@ -36,22 +44,32 @@ impl ReadModel {
 
 impl TableFunctionImpl for ReadModel {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let dir = match args.exprs() {
-            [
-                Expr::Literal(
-                    ScalarValue::Utf8(Some(s))
-                    | ScalarValue::LargeUtf8(Some(s))
-                    | ScalarValue::Utf8View(Some(s)),
-                    _,
-                ),
-            ] => s.clone(),
-            _ => return plan_err!("{}: the one argument is the model directory", Self::NAME),
+        let text = |e: &Expr| match e {
+            Expr::Literal(
+                ScalarValue::Utf8(Some(s))
+                | ScalarValue::LargeUtf8(Some(s))
+                | ScalarValue::Utf8View(Some(s)),
+                _,
+            ) => Some(s.clone()),
+            _ => None,
+        };
+        let texts: Option<Vec<String>> = args.exprs().iter().map(text).collect();
+        let (dir, table) = match texts.as_deref() {
+            Some([dir]) => (dir.clone(), None),
+            Some([dir, table]) => (dir.clone(), Some(table.clone())),
+            _ => {
+                return plan_err!(
+                    "{}: the arguments are the model directory and, optionally, a table of it \
+                     (as strings)",
+                    Self::NAME
+                );
+            }
         };
         let plan = |e: &dyn std::fmt::Display| {
             let name = Self::NAME;
             DataFusionError::Plan(format!("{name}: cannot read the model saved at {dir}: {e}"))
         };
-        let (data, schema) = saved_data(&dir).map_err(|e| plan(&e))?;
+        let (data, schema) = saved_data(&dir, table.as_deref()).map_err(|e| plan(&e))?;
         // A missing file would read as an empty table: check it is there.
         list::files(&data).map_err(|e| plan(&e))?;
         // Tagged with its source, so two models read in one query stay apart.
@@ -82,5 +100,10 @@ mod tests {
         );
         let err = ctx.sql("SELECT * FROM read_model(1)").await.unwrap_err();
         assert!(err.to_string().contains("model directory"), "{err}");
+        let err = ctx
+            .sql("SELECT * FROM read_model('a', 'b', 'c')")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("optionally, a table"), "{err}");
     }
 }

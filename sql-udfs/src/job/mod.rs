@@ -12,6 +12,7 @@ pub mod counters;
 mod epoch_table;
 pub mod saved;
 pub mod saved_topics;
+pub mod saved_trees;
 pub mod script;
 pub mod statement;
 pub mod topics;

@@ -19,7 +19,8 @@
 //! loaded too, so a loaded model trains on (`TRAIN MODEL`) where it stopped; a model saved
 //! before the state was kept trains on with fresh state.
 //!
-//! A topic model keeps `counts.parquet` instead of `weights.parquet` ([`super::saved_topics`]).
+//! A topic model keeps `counts.parquet` instead of `weights.parquet` ([`super::saved_topics`]),
+//! a boosted model `trees.parquet` and `importance.parquet` ([`super::saved_trees`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +34,8 @@ use angel_storage::{Location, StorageError};
 use angel_training::ModelSpec;
 use bytes::Bytes;
 use datafusion::arrow::array::{
-    Array, AsArray, Float32Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
+    Array, ArrayRef, AsArray, Float32Array, ListArray, RecordBatch, StringArray, UInt32Array,
+    UInt64Array,
 };
 use datafusion::arrow::datatypes::{
     DataType, Field, Float32Type, Schema, SchemaRef, UInt32Type, UInt64Type,
@@ -45,6 +47,9 @@ use datafusion::prelude::SessionContext;
 use serde::{Deserialize, Serialize};
 
 use super::saved_topics::{counts_file, counts_schema, push_counts, read_counts};
+use super::saved_trees::{
+    importance_schema, push_trees, read_dictionary, read_trees, trees_files, trees_schema,
+};
 use crate::bridge::{ps_error, train_error};
 
 /// The contents of `model.json`.
@@ -60,6 +65,9 @@ struct Metadata {
     options: HashMap<String, String>,
     /// The last row of the epoch table, when trained in this job.
     metrics: HashMap<String, f64>,
+    /// A boosted model's margin before its trees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base_margin: Option<f64>,
 }
 
 /// The columns of `weights.parquet`.
@@ -100,24 +108,84 @@ async fn off_runtime<T: Send + 'static>(
         .map_err(|e| DataFusionError::Execution(format!("storage task failed: {e}")))?
 }
 
-/// The file of a saved model of kind `kind` that holds its parameters, and its columns.
-fn data_file(kind: &str) -> (&'static str, SchemaRef) {
+const TREES: &str = "trees.parquet";
+const IMPORTANCE: &str = "importance.parquet";
+
+/// The tables a saved model of kind `kind` holds: their names, files and columns, the
+/// parameters first.
+fn tables(kind: &str) -> Vec<(&'static str, &'static str, SchemaRef)> {
     match kind {
-        "lda" => ("counts.parquet", counts_schema()),
-        _ => ("weights.parquet", weights_schema()),
+        "lda" => vec![("counts", "counts.parquet", counts_schema())],
+        "gbdt" => vec![
+            ("trees", TREES, trees_schema()),
+            ("importance", IMPORTANCE, importance_schema()),
+        ],
+        _ => vec![("weights", "weights.parquet", weights_schema())],
     }
 }
 
-/// The file of the model saved at `dir` (its committed version) holding its parameters, and
-/// its columns: what `read_model` reads.
-pub fn saved_data(dir: &str) -> Result<(Location, SchemaRef)> {
+/// The file of the model saved at `dir` (its committed version) holding table `table` (by
+/// default its parameters), and its columns: what `read_model` reads.
+pub fn saved_data(dir: &str, table: Option<&str>) -> Result<(Location, SchemaRef)> {
     let at = Versions::new(location(dir)?).current().map_err(storage)?;
     let json = read_all(&at.child("model.json"))
         .map_err(|e| io(&at, format!("cannot read the saved model: {e}")))?;
     let metadata: Metadata =
         serde_json::from_slice(&json).map_err(|e| io(&at.child("model.json"), e))?;
-    let (file, schema) = data_file(&metadata.kind);
-    Ok((at.child(file), schema))
+    let tables = tables(&metadata.kind);
+    let found = match table {
+        None => tables.first(),
+        Some(t) => tables
+            .iter()
+            .find(|(name, ..)| name.eq_ignore_ascii_case(t)),
+    };
+    match found {
+        Some((_, file, schema)) => Ok((at.child(file), schema.clone())),
+        None => {
+            let names: Vec<&str> = tables.iter().map(|t| t.0).collect();
+            plan_err!(
+                "a saved {} model has no table '{}'; it has {}",
+                metadata.kind,
+                table.unwrap_or_default(),
+                names.join(", ")
+            )
+        }
+    }
+}
+
+/// `batch` as the bytes of a Parquet file.
+pub(super) fn parquet_bytes(batch: &RecordBatch) -> Result<Bytes> {
+    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
+    writer.write(batch)?;
+    Ok(Bytes::from(writer.into_inner()?))
+}
+
+/// The batches of Parquet file `parquet` (read from `path`), or an error naming it.
+pub(super) fn batches(path: &Location, parquet: Bytes) -> Result<Vec<RecordBatch>> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(parquet)
+        .map_err(|e| io(path, format!("not a readable Parquet file: {e}")))?;
+    (reader.build()?)
+        .map(|b| b.map_err(|e| io(path, format!("cannot be read whole: {e}"))))
+        .collect()
+}
+
+/// Column `name` of `batch` (read from `path`) as type `t`, or an error naming the file and
+/// the column.
+pub(super) fn column_as(
+    path: &Location,
+    batch: &RecordBatch,
+    name: &str,
+    t: &DataType,
+) -> Result<ArrayRef> {
+    let c = (batch.column_by_name(name)).ok_or_else(|| io(path, format!("no column '{name}'")))?;
+    datafusion::arrow::compute::cast(c, t)
+        .map_err(|_| io(path, format!("column '{name}' is not of type {t}")))
+}
+
+/// Reads file `file` whole, off the async workers.
+async fn read_bytes(file: &Location) -> Result<Bytes> {
+    let file = file.clone();
+    off_runtime(move || Ok(Bytes::from(read_all(&file).map_err(storage)?))).await
 }
 
 /// Writes model `name` to directory `dir` as a new committed version.
@@ -125,12 +193,6 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
     let dir = location(dir)?;
     let matrix = client.matrix(name).await.map_err(ps_error)?;
     let spec = ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?;
-    if spec.kind.trees().is_some() {
-        return plan_err!(
-            "SAVE MODEL {name}: saving a boosted model (kind = 'gbdt') is not supported yet; \
-             its trees stay on the service for the rest of the job"
-        );
-    }
     // Saved without its namespace: a job that loads it keeps the dictionary in its own.
     let local = ModelSpec {
         counter: (spec.counter.as_deref()).map(|c| namespace::split(c).1.to_string()),
@@ -142,15 +204,22 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
             features.insert(index, key);
         }
     }
-    let parquet = match spec.kind.topics() {
-        Some(lda) => counts_file(client, name, &lda.priors(spec.dim), &features).await?,
-        None => {
+    let mut base_margin = None;
+    let files: Vec<(&str, Bytes)> = match (spec.kind.topics(), spec.kind.trees()) {
+        (Some(lda), _) => {
+            let counts = counts_file(client, name, &lda.priors(spec.dim), &features).await?;
+            vec![(tables("lda")[0].1, counts)]
+        }
+        (_, Some(_)) => {
+            let saved = trees_files(client, name, matrix.meta.rows, &features).await?;
+            base_margin = Some(saved.base_margin);
+            vec![(TREES, saved.trees), (IMPORTANCE, saved.importance)]
+        }
+        _ => {
             let all: Vec<u64> = (0..matrix.meta.rows).collect();
             let values: Vec<Vec<f32>> = client.pull_rows(name, &all).await.map_err(ps_error)?;
-            let batch = weights_batch(&spec, &values, &features)?;
-            let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
-            writer.write(&batch)?;
-            Bytes::from(writer.into_inner()?)
+            let weights = parquet_bytes(&weights_batch(&spec, &values, &features)?)?;
+            vec![(tables("")[0].1, weights)]
         }
     };
     let metadata = Metadata {
@@ -162,12 +231,14 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         counter: local.counter.clone(),
         options: local.to_options().into_iter().collect(),
         metrics: last_epoch(ctx, name).await,
+        base_margin,
     };
     let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&dir, e))?;
-    let file = data_file(&metadata.kind).0;
     off_runtime(move || {
         let pending = Versions::new(dir).begin().map_err(storage)?;
-        put(&pending.location().child(file), parquet).map_err(storage)?;
+        for (file, bytes) in files {
+            put(&pending.location().child(file), bytes).map_err(storage)?;
+        }
         put(&pending.location().child("model.json"), json.into()).map_err(storage)?;
         pending.commit().map_err(storage)
     })
@@ -255,11 +326,21 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let options: Vec<(String, String)> = options.into_iter().collect();
     let mut spec = ModelSpec::from_options(name, &options).map_err(train_error)?;
     spec.counter = spec.counter.map(|c| client.qualify(&c));
-    let file = at.child(data_file(&metadata.kind).0);
-    let parquet = {
-        let file = file.clone();
-        off_runtime(move || Ok(Bytes::from(read_all(&file).map_err(storage)?))).await?
-    };
+    let file = at.child(tables(&metadata.kind)[0].1);
+    let parquet = read_bytes(&file).await?;
+    if let Some(gbdt) = spec.kind.trees() {
+        let trees = read_trees(&file, parquet, gbdt, spec.dim)?;
+        let dictionary = at.child(IMPORTANCE);
+        let features = read_dictionary(&dictionary, read_bytes(&dictionary).await?)?;
+        check_features(&at, &features, spec.dim)?;
+        if let Some(counter) = &spec.counter {
+            restore_counter(client, counter, &features).await?;
+            check_counter_size(client, &at, counter, spec.dim).await?;
+        }
+        spec.create(client, name).await.map_err(train_error)?;
+        let base_margin = metadata.base_margin.unwrap_or_default();
+        return push_trees(client, name, trees, base_margin).await;
+    }
     match spec.kind.topics() {
         Some(lda) => {
             let saved = read_counts(&file, parquet, &lda.priors(spec.dim))?;
@@ -472,13 +553,18 @@ fn check_dim(
             intercept.map_or("none".to_string(), |i| i.to_string())
         );
     }
-    if let Some((feature, index)) = features.iter().find(|(_, i)| *i >= spec.dim) {
-        return exec_err!(
-            "{dir}: feature '{feature}' has index {index}, outside the model's dim {}",
-            spec.dim
-        );
+    check_features(dir, features, spec.dim)
+}
+
+/// Fails when a feature of the dictionary of the model saved at `dir` lies outside its
+/// dimension `dim`.
+fn check_features(dir: &Location, features: &[(String, u64)], dim: u64) -> Result<()> {
+    match features.iter().find(|(_, i)| *i >= dim) {
+        Some((feature, index)) => {
+            exec_err!("{dir}: feature '{feature}' has index {index}, outside the model's dim {dim}")
+        }
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Fails when `counter` indexes more features than the model saved at `at` has columns

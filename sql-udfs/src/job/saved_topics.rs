@@ -27,10 +27,8 @@ use datafusion::arrow::datatypes::{
     DataType, Field, Int64Type, Schema, SchemaRef, UInt32Type, UInt64Type,
 };
 use datafusion::common::{Result, exec_err};
-use datafusion::parquet::arrow::ArrowWriter;
-use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-use super::saved::io;
+use super::saved::{batches, column_as, parquet_bytes};
 use crate::bridge::ps_error;
 
 /// Counts one pull brings (topics x words): a pull of 8 MB.
@@ -81,10 +79,7 @@ pub(super) async fn counts_file(
             }));
         }
     }
-    let batch = batch(priors, &counts, features)?;
-    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
-    writer.write(&batch)?;
-    Ok(Bytes::from(writer.into_inner()?))
+    parquet_bytes(&batch(priors, &counts, features)?)
 }
 
 /// The rows of `counts.parquet`, with both probabilities computed from `counts`.
@@ -135,17 +130,9 @@ pub(super) fn read_counts(path: &Location, parquet: Bytes, p: &Priors) -> Result
         features: Vec::new(),
     };
     let (mut seen, mut named) = (std::collections::HashSet::new(), HashMap::new());
-    let reader = ParquetRecordBatchReaderBuilder::try_new(parquet)
-        .map_err(|e| io(path, format!("not a readable Parquet file: {e}")))?;
     let mut row = 0;
-    for batch in reader.build()? {
-        let batch = batch.map_err(|e| io(path, format!("cannot be read whole: {e}")))?;
-        let column = |n: &str, t: &DataType| {
-            let c =
-                (batch.column_by_name(n)).ok_or_else(|| io(path, format!("no column '{n}'")))?;
-            datafusion::arrow::compute::cast(c, t)
-                .map_err(|_| io(path, format!("column '{n}' is not of type {t}")))
-        };
+    for batch in batches(path, parquet)? {
+        let column = |n: &str, t: &DataType| column_as(path, &batch, n, t);
         let feature = column("feature", &DataType::Utf8)?;
         let index = column("index", &DataType::UInt64)?;
         let topic = column("topic", &DataType::UInt32)?;

@@ -220,6 +220,7 @@ impl Grower {
                     tree::column(node, Field::DefaultLeft),
                     f64::from(u8::from(split.default_left)),
                 ),
+                (tree::column(node, Field::Gain), split.gain),
                 (tree::column(2 * node + 1, Field::Cover), split.left.1),
                 (tree::column(2 * node + 2, Field::Cover), right.1),
             ]);

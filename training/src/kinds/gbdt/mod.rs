@@ -14,10 +14,12 @@
 //! - [`worker`]: a worker's rows, their margins, gradients and nodes, kept for the statement;
 //! - [`task`]: a worker's round in a statement (`ps_train`);
 //! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
-//! - [`predict`]: the margins of rows under the trees (`ps_predict`).
+//! - [`predict`]: the margins of rows under the trees (`ps_predict`);
+//! - [`importance`]: each feature's splits, gain and cover over the trees.
 
 pub mod binned;
 pub mod grower;
+pub mod importance;
 pub mod predict;
 pub mod sketch;
 pub mod task;

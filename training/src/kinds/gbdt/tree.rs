@@ -10,8 +10,8 @@
 /// Values before the nodes: done (1 when the tree is complete) and the offset.
 pub const HEADER: usize = 2;
 /// Values per node: split (1) or not, feature, bin, threshold, default left (1) or not,
-/// value (a leaf's), cover (the node's hessian sum).
-pub const FIELDS: usize = 7;
+/// value (a leaf's), cover (the node's hessian sum), gain (a split's loss reduction).
+pub const FIELDS: usize = 8;
 
 /// Where each field of a node sits in its [`FIELDS`] values.
 #[derive(Debug, Clone, Copy)]
@@ -23,6 +23,7 @@ pub enum Field {
     DefaultLeft = 4,
     Value = 5,
     Cover = 6,
+    Gain = 7,
 }
 
 /// Room for nodes in a tree of depth `depth`.
@@ -56,6 +57,7 @@ pub enum Node {
         threshold: f64,
         default_left: bool,
         cover: f64,
+        gain: f64,
     },
     /// A leaf (or a node not grown yet, of value 0).
     Leaf { value: f64, cover: f64 },
@@ -81,6 +83,7 @@ impl Tree {
                     threshold: n[Field::Threshold as usize],
                     default_left: n[Field::DefaultLeft as usize] != 0.0,
                     cover: n[Field::Cover as usize],
+                    gain: n[Field::Gain as usize],
                 },
                 false => Node::Leaf {
                     value: n[Field::Value as usize],
@@ -126,6 +129,54 @@ impl Tree {
             Some(Node::Leaf { value, .. }) => *value,
             _ => 0.0,
         }
+    }
+
+    /// The nodes a row can reach, in order: the root, and the children of every split
+    /// reached (the rest of the row is room a shallower tree does not use).
+    pub fn reachable(&self) -> Vec<usize> {
+        let mut reached = Vec::new();
+        let mut next = vec![0];
+        while let Some(node) = next.pop() {
+            let Some(n) = self.nodes.get(node) else {
+                continue;
+            };
+            reached.push(node);
+            if matches!(n, Node::Split { .. }) {
+                next.extend([2 * node + 2, 2 * node + 1]);
+            }
+        }
+        reached.sort_unstable();
+        reached
+    }
+
+    /// The (column, value) pairs of the row that holds this tree, without its zeros: pushed
+    /// onto a zero row they write it back ([`Tree::from_row`] reads the same tree).
+    pub fn fields(&self) -> Vec<(u64, f64)> {
+        let mut fields = vec![(0, f64::from(u8::from(self.done))), (1, self.offset)];
+        for node in self.reachable() {
+            let values = match self.nodes[node] {
+                Node::Split {
+                    feature,
+                    bin,
+                    threshold,
+                    default_left,
+                    cover,
+                    gain,
+                } => vec![
+                    (Field::Split, 1.0),
+                    (Field::Feature, feature as f64),
+                    (Field::Bin, bin as f64),
+                    (Field::Threshold, threshold),
+                    (Field::DefaultLeft, f64::from(u8::from(default_left))),
+                    (Field::Cover, cover),
+                    (Field::Gain, gain),
+                ],
+                Node::Leaf { value, cover } => vec![(Field::Value, value), (Field::Cover, cover)],
+            };
+            fields.extend(values.into_iter().map(|(f, v)| (column(node, f), v)));
+        }
+        fields.retain(|f| f.1 != 0.0);
+        fields
     }
 
     /// The child of split `node` whose histogram workers build (the other is the parent's
@@ -175,6 +226,8 @@ mod tests {
             set(node, Field::Bin, bin);
             set(node, Field::Threshold, threshold);
             set(node, Field::DefaultLeft, left);
+            set(node, Field::Cover, 3.0);
+            set(node, Field::Gain, 0.5 + feature);
         }
         for (node, value, cover) in [(1, 0.1, 4.0), (5, -0.2, 1.0), (6, 0.3, 2.0)] {
             set(node, Field::Value, value);
@@ -206,5 +259,17 @@ mod tests {
         );
         assert_eq!(tree.built_child(2), 5, "the child of smaller cover");
         assert_eq!(layer(2), 3..7);
+        assert_eq!(tree.reachable(), [0, 1, 2, 5, 6]);
+    }
+
+    #[test]
+    fn a_tree_written_from_its_fields_reads_back_the_same() {
+        let tree = Tree::from_row(&written());
+        let mut row = vec![0.0; columns(2) as usize];
+        for (column, value) in tree.fields() {
+            row[column as usize] = value;
+        }
+        assert_eq!(Tree::from_row(&row), tree);
+        assert_eq!(row, written());
     }
 }

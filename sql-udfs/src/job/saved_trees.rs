@@ -1,0 +1,370 @@
+//! A boosted model (`kind = 'gbdt'`) in a saved model's directory: `trees.parquet` and
+//! `importance.parquet` in place of `weights.parquet`, and the base margin (the margin every
+//! row starts from) in `model.json`.
+//!
+//! `trees.parquet` has a row per node a row can reach, numbered as in a binary heap (the
+//! root 0, node `n`'s children `2n + 1` and `2n + 2`):
+//!
+//! - `tree`, `node`;
+//! - for a split: `feature` (through the model's counter; null without one) and `index`, the
+//!   histogram `bin` it cuts after and its `threshold` (a row goes left when its value is at
+//!   or below it), `default_left` (where rows without the feature go), its children `left`
+//!   and `right`, and its `gain` (the loss reduction);
+//! - for a leaf: its `value` (the margin it adds);
+//! - `cover`: the hessian sum of the node's training rows.
+//!
+//! `importance.parquet` has a row per feature: `splits`, total `gain`, `gain_share` (of all
+//! the trees' gain) and total `cover`, the features split on first by gain, then the rest of
+//! the dictionary with zeros (the counter is rebuilt from it on load).
+//!
+//! A row's margin is the base margin plus one leaf value per tree, so `read_model` gives a
+//! model a query can evaluate; `LOAD MODEL` pushes the same trees back, and predictions are
+//! identical after a reload.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use angel_client::PsClient;
+use angel_storage::Location;
+use angel_training::kinds::gbdt::Gbdt;
+use angel_training::kinds::gbdt::importance::importance;
+use angel_training::kinds::gbdt::tree::{self, Node, Tree};
+use bytes::Bytes;
+use datafusion::arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use datafusion::arrow::datatypes::{
+    DataType, Field, Float64Type, Schema, SchemaRef, UInt32Type, UInt64Type,
+};
+use datafusion::common::{Result, exec_err};
+
+use super::saved::{batches, column_as, io, parquet_bytes};
+use crate::bridge::ps_error;
+
+/// Tree values one pull brings: 8 MB.
+const PULL_VALUES: u64 = 1 << 20;
+
+/// The columns of `trees.parquet`.
+pub fn trees_schema() -> SchemaRef {
+    let field = |name, t| Field::new(name, t, true);
+    Arc::new(Schema::new(vec![
+        Field::new("tree", DataType::UInt32, false),
+        Field::new("node", DataType::UInt32, false),
+        field("feature", DataType::Utf8),
+        field("index", DataType::UInt64),
+        field("bin", DataType::UInt32),
+        field("threshold", DataType::Float64),
+        field("default_left", DataType::Boolean),
+        field("left", DataType::UInt32),
+        field("right", DataType::UInt32),
+        field("value", DataType::Float64),
+        Field::new("cover", DataType::Float64, false),
+        field("gain", DataType::Float64),
+    ]))
+}
+
+/// The columns of `importance.parquet`.
+pub fn importance_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("feature", DataType::Utf8, true),
+        Field::new("index", DataType::UInt64, false),
+        Field::new("splits", DataType::UInt64, false),
+        Field::new("gain", DataType::Float64, false),
+        Field::new("gain_share", DataType::Float64, false),
+        Field::new("cover", DataType::Float64, false),
+    ]))
+}
+
+/// What a boosted model saves: its two files and its base margin.
+pub(super) struct SavedTrees {
+    pub(super) trees: Bytes,
+    pub(super) importance: Bytes,
+    pub(super) base_margin: f64,
+}
+
+/// The saved form of boosted model `name` (`rows` trees), its features named by `features`.
+pub(super) async fn trees_files(
+    client: &PsClient,
+    name: &str,
+    rows: u64,
+    features: &HashMap<u64, String>,
+) -> Result<SavedTrees> {
+    let mut trees = Vec::with_capacity(rows as usize);
+    let per_pull = client.matrix(name).await.map_err(ps_error)?.meta.cols;
+    let per_pull = (PULL_VALUES / per_pull.max(1)).max(1);
+    for first in (0..rows).step_by(per_pull as usize) {
+        let ids: Vec<u64> = (first..(first + per_pull).min(rows)).collect();
+        let pulled = client
+            .pull_rows::<f64>(name, &ids)
+            .await
+            .map_err(ps_error)?;
+        trees.extend(pulled.iter().map(|row| Tree::from_row(row)));
+    }
+    let base_margin = trees.iter().map(|t| t.offset).sum();
+    Ok(SavedTrees {
+        trees: parquet_bytes(&trees_batch(&trees, features)?)?,
+        importance: parquet_bytes(&importance_batch(&trees, features)?)?,
+        base_margin,
+    })
+}
+
+/// The rows of `trees.parquet`: the reachable nodes of the complete trees.
+fn trees_batch(trees: &[Tree], features: &HashMap<u64, String>) -> Result<RecordBatch> {
+    let nodes: Vec<(u32, u32, Node)> = (trees.iter().enumerate().filter(|(_, t)| t.done))
+        .flat_map(|(t, tree)| (tree.reachable().into_iter()).map(move |n| (t, n, tree)))
+        .map(|(t, n, tree)| (t as u32, n as u32, tree.nodes[n]))
+        .collect();
+    let floats = |of: fn(&Node) -> Option<f64>| -> Float64Array {
+        nodes.iter().map(|(.., node)| of(node)).collect()
+    };
+    let children = |offset: u32| -> UInt32Array {
+        (nodes.iter())
+            .map(|(_, n, node)| matches!(node, Node::Split { .. }).then_some(2 * n + offset))
+            .collect()
+    };
+    let feature = |node: &Node| match *node {
+        Node::Split { feature, .. } => Some(feature),
+        Node::Leaf { .. } => None,
+    };
+    let names: StringArray = (nodes.iter())
+        .map(|(.., node)| feature(node).and_then(|f| features.get(&f).cloned()))
+        .collect();
+    let index: UInt64Array = nodes.iter().map(|(.., node)| feature(node)).collect();
+    let bin: UInt32Array = (nodes.iter())
+        .map(|(.., node)| match *node {
+            Node::Split { bin, .. } => Some(bin as u32),
+            Node::Leaf { .. } => None,
+        })
+        .collect();
+    let default_left: BooleanArray = (nodes.iter())
+        .map(|(.., node)| match *node {
+            Node::Split { default_left, .. } => Some(default_left),
+            Node::Leaf { .. } => None,
+        })
+        .collect();
+    Ok(RecordBatch::try_new(
+        trees_schema(),
+        vec![
+            Arc::new(UInt32Array::from_iter_values(nodes.iter().map(|n| n.0))),
+            Arc::new(UInt32Array::from_iter_values(nodes.iter().map(|n| n.1))),
+            Arc::new(names),
+            Arc::new(index),
+            Arc::new(bin),
+            Arc::new(floats(|node| match *node {
+                Node::Split { threshold, .. } => Some(threshold),
+                Node::Leaf { .. } => None,
+            })),
+            Arc::new(default_left),
+            Arc::new(children(1)),
+            Arc::new(children(2)),
+            Arc::new(floats(|node| match *node {
+                Node::Leaf { value, .. } => Some(value),
+                Node::Split { .. } => None,
+            })),
+            Arc::new(floats(|node| match *node {
+                Node::Split { cover, .. } | Node::Leaf { cover, .. } => Some(cover),
+            })),
+            Arc::new(floats(|node| match *node {
+                Node::Split { gain, .. } => Some(gain),
+                Node::Leaf { .. } => None,
+            })),
+        ],
+    )?)
+}
+
+/// The rows of `importance.parquet`: the features split on by total gain, then the rest of
+/// the dictionary `features` by index.
+fn importance_batch(trees: &[Tree], features: &HashMap<u64, String>) -> Result<RecordBatch> {
+    let of = importance(trees);
+    let mut rows: Vec<(u64, _)> = of.iter().map(|(&f, &i)| (f, i)).collect();
+    rows.sort_by(|a, b| b.1.gain.total_cmp(&a.1.gain).then(a.0.cmp(&b.0)));
+    let mut unused: Vec<u64> = (features.keys().copied())
+        .filter(|f| !of.contains_key(f))
+        .collect();
+    unused.sort_unstable();
+    rows.extend(unused.into_iter().map(|f| (f, Default::default())));
+    let total: f64 = of.values().map(|i| i.gain).sum();
+    let share = |gain: f64| if total > 0.0 { gain / total } else { 0.0 };
+    Ok(RecordBatch::try_new(
+        importance_schema(),
+        vec![
+            Arc::new(
+                (rows.iter())
+                    .map(|(f, _)| features.get(f).cloned())
+                    .collect::<StringArray>(),
+            ),
+            Arc::new(UInt64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(UInt64Array::from_iter_values(
+                rows.iter().map(|r| r.1.splits),
+            )),
+            Arc::new(Float64Array::from_iter_values(
+                rows.iter().map(|r| r.1.gain),
+            )),
+            Arc::new(Float64Array::from_iter_values(
+                rows.iter().map(|r| share(r.1.gain)),
+            )),
+            Arc::new(Float64Array::from_iter_values(
+                rows.iter().map(|r| r.1.cover),
+            )),
+        ],
+    )?)
+}
+
+/// Reads `trees.parquet` (`parquet`, from `path`) of a model of `gbdt` over `dim` features
+/// into its trees (a tree not saved is left incomplete), refusing what would predict wrong
+/// with the file and row named: a missing or mistyped column, a NULL where the node needs a
+/// value, a tree or node outside the model, a feature outside `dim`, a value not finite, a
+/// node given twice, and a tree whose saved nodes are not exactly those its splits reach.
+pub(super) fn read_trees(
+    path: &Location,
+    parquet: Bytes,
+    gbdt: &Gbdt,
+    dim: u64,
+) -> Result<Vec<Tree>> {
+    let room = tree::nodes(gbdt.depth);
+    let empty = Tree {
+        done: false,
+        offset: 0.0,
+        nodes: vec![
+            Node::Leaf {
+                value: 0.0,
+                cover: 0.0
+            };
+            room
+        ],
+    };
+    let mut trees = vec![empty; gbdt.trees];
+    let mut saved: Vec<HashSet<usize>> = vec![HashSet::new(); gbdt.trees];
+    let mut row = 0;
+    for batch in batches(path, parquet)? {
+        let column = |n: &str, t: &DataType| column_as(path, &batch, n, t);
+        let [t, n, bin] = ["tree", "node", "bin"].map(|c| column(c, &DataType::UInt32));
+        let (t, n, bin) = (t?, n?, bin?);
+        let (t, n, bin) = (
+            t.as_primitive::<UInt32Type>(),
+            n.as_primitive::<UInt32Type>(),
+            bin.as_primitive::<UInt32Type>(),
+        );
+        let index = column("index", &DataType::UInt64)?;
+        let index = index.as_primitive::<UInt64Type>();
+        let left = column("default_left", &DataType::Boolean)?;
+        let left = left.as_boolean();
+        let [threshold, value, cover, gain] =
+            ["threshold", "value", "cover", "gain"].map(|c| column(c, &DataType::Float64));
+        let (threshold, value, cover, gain) = (threshold?, value?, cover?, gain?);
+        let [threshold, value, cover, gain] =
+            [&threshold, &value, &cover, &gain].map(|c| c.as_primitive::<Float64Type>());
+        for r in 0..batch.num_rows() {
+            row += 1;
+            let at = |what: String| io(path, format!("row {row}: {what}"));
+            if t.is_null(r) || n.is_null(r) || cover.is_null(r) {
+                return Err(at("the tree, node or cover is NULL".into()));
+            }
+            let (tr, node) = (t.value(r) as usize, n.value(r) as usize);
+            if tr >= gbdt.trees || node >= room {
+                return Err(at(format!(
+                    "tree {tr} node {node} is outside the model's {} trees of depth {} ({room} \
+                     nodes each)",
+                    gbdt.trees, gbdt.depth
+                )));
+            }
+            if !saved[tr].insert(node) {
+                return Err(at(format!("tree {tr} node {node} a second time")));
+            }
+            let finite = |c: &Float64Array, name: &str| match c.is_valid(r) {
+                true if c.value(r).is_finite() => Ok(c.value(r)),
+                true => Err(at(format!(
+                    "tree {tr} node {node}: {name} is {}",
+                    c.value(r)
+                ))),
+                false => Err(at(format!("tree {tr} node {node}: {name} is NULL"))),
+            };
+            let c = finite(cover, "cover")?;
+            trees[tr].nodes[node] = match index.is_valid(r) {
+                true => {
+                    let feature = index.value(r);
+                    if feature >= dim {
+                        return Err(at(format!(
+                            "tree {tr} node {node} splits on feature {feature}, outside the \
+                             model's dim {dim}"
+                        )));
+                    }
+                    if bin.is_null(r) || left.is_null(r) {
+                        return Err(at(format!(
+                            "tree {tr} node {node}: a split's bin or default_left is NULL"
+                        )));
+                    }
+                    Node::Split {
+                        feature,
+                        bin: bin.value(r) as usize,
+                        threshold: finite(threshold, "threshold")?,
+                        default_left: left.value(r),
+                        cover: c,
+                        gain: finite(gain, "gain")?,
+                    }
+                }
+                false => Node::Leaf {
+                    value: finite(value, "value")?,
+                    cover: c,
+                },
+            };
+            trees[tr].done = true;
+        }
+    }
+    for (t, (tree, saved)) in trees.iter().zip(&saved).enumerate() {
+        let reached: HashSet<usize> = tree.reachable().into_iter().collect();
+        if tree.done && reached != *saved {
+            let mut odd: Vec<usize> = reached.symmetric_difference(saved).copied().collect();
+            odd.sort_unstable();
+            return exec_err!(
+                "{path}: tree {t}: its splits reach nodes that are not saved, or saved nodes no \
+                 split reaches: {odd:?} (a split's children are 2n + 1 and 2n + 2, within depth \
+                 {})",
+                gbdt.depth
+            );
+        }
+    }
+    Ok(trees)
+}
+
+/// Reads the dictionary's (feature, index) pairs from `importance.parquet` (`parquet`, from
+/// `path`).
+pub(super) fn read_dictionary(path: &Location, parquet: Bytes) -> Result<Vec<(String, u64)>> {
+    let mut features = Vec::new();
+    for batch in batches(path, parquet)? {
+        let column = |n: &str, t: &DataType| column_as(path, &batch, n, t);
+        let feature = column("feature", &DataType::Utf8)?;
+        let index = column("index", &DataType::UInt64)?;
+        let (feature, index) = (
+            feature.as_string::<i32>(),
+            index.as_primitive::<UInt64Type>(),
+        );
+        for r in (0..batch.num_rows()).filter(|&r| feature.is_valid(r) && index.is_valid(r)) {
+            features.push((feature.value(r).to_string(), index.value(r)));
+        }
+    }
+    Ok(features)
+}
+
+/// Pushes `trees` to boosted model `name` (just created), the first tree's offset holding
+/// the base margin `base_margin`.
+pub(super) async fn push_trees(
+    client: &PsClient,
+    name: &str,
+    mut trees: Vec<Tree>,
+    base_margin: f64,
+) -> Result<()> {
+    if let Some(first) = trees.first_mut() {
+        first.offset = base_margin;
+    }
+    for (t, tree) in trees.iter().enumerate() {
+        let (cols, values): (Vec<u64>, Vec<f64>) = tree.fields().into_iter().unzip();
+        if !cols.is_empty() {
+            (client
+                .push_keys::<f64>(name, t as u64, &cols, &values)
+                .await)
+                .map_err(ps_error)?;
+        }
+    }
+    Ok(())
+}
