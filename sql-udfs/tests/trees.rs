@@ -11,6 +11,7 @@ use angel_client::{MatrixSpec, NodeSplit, PsClient, ValueType};
 use angel_ps_service::psf::best_split::SplitRule;
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
+use angel_training::kinds::gbdt::sample;
 use angel_training::kinds::gbdt::tree::{Node, Tree};
 use common::column;
 use datafusion::arrow::compute::concat_batches;
@@ -152,6 +153,8 @@ struct Reference {
     l2: f64,
     min_child_weight: f64,
     learning_rate: f64,
+    /// The features the tree being grown samples (`None`: all).
+    features: Option<Vec<bool>>,
 }
 
 /// Binned rows (feature, bin) with their gradients and hessians.
@@ -185,7 +188,8 @@ impl Reference {
         let score = |(g, h): (f64, f64)| g * g / (h + self.l2);
         let mut best: Option<(f64, u64, usize, bool)> = None;
         if layer < self.depth {
-            for f in 0..self.cuts.len() as u64 {
+            let sampled = |f: u64| self.features.as_ref().is_none_or(|m| m[f as usize]);
+            for f in (0..self.cuts.len() as u64).filter(|&f| sampled(f)) {
                 for bin in 0..self.bins - 1 {
                     for default_left in [false, true] {
                         let left: Vec<usize> = (members.iter().copied())
@@ -240,14 +244,29 @@ fn leaf(tree: &RefTree, row: &[(u64, usize)]) -> f64 {
 /// Every tree of a model grown by two workers through the PS (histograms pushed, siblings
 /// subtracted and splits found on the servers) is the tree the plain GBDT above grows from
 /// the model's cuts: the same splits, leaf values within 1e-9 relative. Along the way the
-/// training loss falls tree after tree and the holdout AUC is well above chance.
+/// training loss falls tree after tree and the holdout AUC is well above chance. With row and
+/// feature subsampling, the plain GBDT grows each tree from the rows and features the model's
+/// seed draws for it ([`sample`]): the workers sample exactly those.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tree_is_the_tree_a_plain_histogram_gbdt_grows() {
     let (service, job) = generated_job().await;
     let train = rows(3000, 1);
     let client = PsClient::connect(&service.master_addr()).await.unwrap();
-    for loss in ["logistic", "squared"] {
-        let table = job.execute(&create("gb", loss, "")).await.unwrap();
+    let sampled = Sampling {
+        rows: 0.7,
+        features: 0.5,
+        seed: 5,
+    };
+    for (loss, sampling) in [
+        ("logistic", Sampling::default()),
+        ("squared", Sampling::default()),
+        ("logistic", sampled),
+    ] {
+        let options = format!(
+            ", subsample = {}, colsample_bytree = {}, seed = {}",
+            sampling.rows, sampling.features, sampling.seed
+        );
+        let table = job.execute(&create("gb", loss, &options)).await.unwrap();
         let train_loss = column(&table[0], "train_loss");
         let auc = column(&table[0], "holdout_auc");
         eprintln!("{loss}: train loss {train_loss:?}, holdout AUC {auc:?}");
@@ -255,7 +274,7 @@ async fn every_tree_is_the_tree_a_plain_histogram_gbdt_grows() {
         if loss == "logistic" {
             assert!(auc[TREES] > 0.8, "{auc:?}");
         }
-        check_trees(&client, loss, &train).await;
+        check_trees(&client, (loss, sampling), &train).await;
     }
 }
 
@@ -276,7 +295,29 @@ fn create(name: &str, loss: &str, more: &str) -> String {
 }
 
 /// Model `gb` (of loss `loss`, trained on `train`) against the plain GBDT, tree by tree.
-async fn check_trees(client: &PsClient, loss: &str, train: &[(f64, Vec<(u64, f64)>)]) {
+/// The shares of rows and features each tree samples, and the seed of the draws.
+#[derive(Debug, Clone, Copy)]
+struct Sampling {
+    rows: f64,
+    features: f64,
+    seed: u64,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            rows: 1.0,
+            features: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+async fn check_trees(
+    client: &PsClient,
+    (loss, sampling): (&str, Sampling),
+    train: &[(f64, Vec<(u64, f64)>)],
+) {
     // The model and its cuts were made anew: a map from before names the old matrices.
     client.refresh().await.unwrap();
     let cut_row = client
@@ -284,13 +325,14 @@ async fn check_trees(client: &PsClient, loss: &str, train: &[(f64, Vec<(u64, f64
         .await
         .unwrap()
         .remove(0);
-    let reference = Reference {
+    let mut reference = Reference {
         cuts: cut_row.chunks(BINS - 1).map(<[f64]>::to_vec).collect(),
         bins: BINS,
         depth: DEPTH,
         l2: 1.0,
         min_child_weight: 1.0,
         learning_rate: 0.3,
+        features: None,
     };
     let binned: Vec<Vec<(u64, usize)>> = (train.iter())
         .map(|(_, pairs)| {
@@ -319,6 +361,15 @@ async fn check_trees(client: &PsClient, loss: &str, train: &[(f64, Vec<(u64, f64
         // The loss's first and second derivatives at each row's margin.
         let (g, h): (Vec<f64>, Vec<f64>) = (margins.iter().zip(train))
             .map(|(&m, r)| match logistic {
+                _ if !sample::keeps_row(
+                    sample::row_id(r.0, r.1.iter().copied()),
+                    sampling.seed,
+                    t,
+                    sampling.rows,
+                ) =>
+                {
+                    (0.0, 0.0)
+                }
                 true => {
                     let p = 1.0 / (1.0 + (-m).exp());
                     (p - r.0, (p * (1.0 - p)).max(1e-16))
@@ -326,6 +377,7 @@ async fn check_trees(client: &PsClient, loss: &str, train: &[(f64, Vec<(u64, f64
                 false => (m - r.0, 1.0),
             })
             .unzip();
+        reference.features = sample::features(sampling.seed, t, 6, sampling.features);
         let expected = reference.grow(&binned, &g, &h);
         assert!(grown.done, "{loss}: tree {t} is complete");
         for (&node, want) in &expected {

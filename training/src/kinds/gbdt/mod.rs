@@ -15,12 +15,14 @@
 //! - [`task`]: a worker's round in a statement (`ps_train`);
 //! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
 //! - [`predict`]: the margins of rows under the trees (`ps_predict`);
-//! - [`importance`]: each feature's splits, gain and cover over the trees.
+//! - [`importance`]: each feature's splits, gain and cover over the trees;
+//! - [`sample`]: the rows and features each tree samples.
 
 pub mod binned;
 pub mod grower;
 pub mod importance;
 pub mod predict;
+pub mod sample;
 pub mod sketch;
 pub mod task;
 pub mod tree;
@@ -59,6 +61,12 @@ pub struct Gbdt {
     /// Trees grown without a better holdout loss after which growing stops and the model
     /// keeps the trees of its best holdout loss (option `early_stopping_rounds`; 0: never).
     pub early_stopping_rounds: usize,
+    /// The share of the rows each tree samples (option `subsample`).
+    pub subsample: f64,
+    /// The share of the features each tree samples (option `colsample_bytree`).
+    pub colsample_bytree: f64,
+    /// The seed of the samples' draws (option `seed`).
+    pub seed: u64,
     /// The loss (option `loss`: `logistic` or `squared`) and what is predicted from a row's
     /// margin, as the linear kind of that loss predicts it.
     pub objective: Linear,
@@ -76,6 +84,9 @@ impl Default for Gbdt {
             l2: 1.0,
             min_gain: 0.0,
             early_stopping_rounds: 0,
+            subsample: 1.0,
+            colsample_bytree: 1.0,
+            seed: 0,
             objective: Linear::Logistic,
         }
     }
@@ -92,6 +103,7 @@ impl ModelKind for Gbdt {
 
     fn set(&mut self, option: &OptionValue) -> Result<bool> {
         let at_least_0 = |o: &OptionValue| o.number(|x| x >= 0.0, "a finite number, 0 or more");
+        let fraction = |o: &OptionValue| o.number(|x| x > 0.0 && x <= 1.0, "above 0 and at most 1");
         match option.key.to_ascii_lowercase().as_str() {
             "trees" => self.trees = option.whole(1, MAX_TREES)? as usize,
             "depth" => self.depth = option.whole(1, MAX_DEPTH)? as usize,
@@ -105,6 +117,9 @@ impl ModelKind for Gbdt {
             "early_stopping_rounds" => {
                 self.early_stopping_rounds = option.whole(0, MAX_TREES)? as usize
             }
+            "subsample" | "bagging_fraction" => self.subsample = fraction(option)?,
+            "colsample_bytree" | "feature_fraction" => self.colsample_bytree = fraction(option)?,
+            "seed" => self.seed = option.whole(0, u64::MAX)?,
             "loss" => {
                 self.objective = match option.one_of(&["logistic", "squared"])? {
                     "logistic" => Linear::Logistic,
@@ -133,6 +148,9 @@ impl ModelKind for Gbdt {
                 "early_stopping_rounds",
                 self.early_stopping_rounds.to_string(),
             ),
+            ("subsample", self.subsample.to_string()),
+            ("colsample_bytree", self.colsample_bytree.to_string()),
+            ("seed", self.seed.to_string()),
             ("loss", loss.to_string()),
         ]
     }
@@ -219,10 +237,22 @@ mod tests {
             ("depth", "3"),
             ("eta", "0.3"),
             ("loss", "squared"),
+            ("feature_fraction", "0.5"),
         ] {
             assert!(gbdt.set(&OptionValue { key, value }).unwrap(), "{key}");
         }
         assert_eq!((gbdt.trees, gbdt.depth, gbdt.learning_rate), (7, 3, 0.3));
+        assert_eq!(gbdt.colsample_bytree, 0.5);
+        let err = (gbdt.set(&OptionValue {
+            key: "subsample",
+            value: "0",
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("subsample") && err.contains("above 0"),
+            "{err}"
+        );
         assert_eq!(
             (gbdt.objective, gbdt.weight_rows()),
             (Linear::Regression, 7)

@@ -152,7 +152,7 @@ impl TreeTask {
     /// Starts tree `t`: pushes the root's sums and histogram; answers the loss before it.
     fn begin(&self, worker: &mut Worker, t: usize) -> Result<Round> {
         let loss = self.loss(worker);
-        let (g, h) = worker.begin_tree(&self.gbdt, t);
+        let (g, h) = worker.begin_tree(&self.gbdt, t, self.model.spec.dim);
         self.push(&self.names.totals, &[0], &[0, 1], &[g, h])?;
         self.push_histograms(worker, &[0])?;
         Ok(loss)

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use super::Gbdt;
 use super::binned::Binned;
+use super::sample;
 use super::sketch::{Counts, Cuts};
 use super::tree::{self, Node, Tree};
 use crate::error::Result;
@@ -28,6 +29,10 @@ pub struct Worker {
     hess: Vec<f64>,
     /// The node each row has reached in the tree being grown.
     node: Vec<u32>,
+    /// Each row's identity for the samples' draws ([`sample::row_id`]).
+    ids: Vec<u64>,
+    /// The features the tree being grown samples (`None`: all).
+    features: Option<Vec<bool>>,
     /// The tree being grown and the layer whose histograms it built last; `None` before the
     /// first tree.
     pub at: Option<(usize, usize)>,
@@ -39,6 +44,12 @@ impl Worker {
         let targets = (0..rows.len())
             .map(|r| gbdt.target(rows.label(r)))
             .collect();
+        let ids = (0..rows.len())
+            .map(|r| {
+                let pairs = rows.keys(r).iter().enumerate();
+                sample::row_id(rows.label(r), pairs.map(|(at, &k)| (k, rows.value(r, at))))
+            })
+            .collect();
         Worker {
             rows: Some(rows),
             binned: Binned::default(),
@@ -47,6 +58,8 @@ impl Worker {
             grad: Vec::new(),
             hess: Vec::new(),
             node: Vec::new(),
+            ids,
+            features: None,
             at: None,
         }
     }
@@ -91,17 +104,24 @@ impl Worker {
             .sum()
     }
 
-    /// Starts tree `t`: every row at the root, with its loss's gradient and hessian at its
-    /// margin; returns their sums (the root's totals).
-    pub fn begin_tree(&mut self, gbdt: &Gbdt, t: usize) -> (f64, f64) {
+    /// Starts tree `t` of a model of `dim` features: every row at the root, with its loss's
+    /// gradient and hessian at its margin (zero for a row the tree does not sample); returns
+    /// their sums (the root's totals).
+    pub fn begin_tree(&mut self, gbdt: &Gbdt, t: usize, dim: u64) -> (f64, f64) {
         let mut d = [0.0];
-        self.grad = (self.targets.iter().zip(&self.margins))
-            .map(|(&y, &m)| {
-                gbdt.objective.loss(y, &[m], &mut d);
-                d[0]
+        let sampled = |r: usize| sample::keeps_row(self.ids[r], gbdt.seed, t, gbdt.subsample);
+        let (grad, hess) = (0..self.len())
+            .map(|r| match sampled(r) {
+                true => {
+                    gbdt.objective
+                        .loss(self.targets[r], &[self.margins[r]], &mut d);
+                    (d[0], gbdt.hessian(self.margins[r]))
+                }
+                false => (0.0, 0.0),
             })
-            .collect();
-        self.hess = self.margins.iter().map(|&m| gbdt.hessian(m)).collect();
+            .unzip();
+        (self.grad, self.hess) = (grad, hess);
+        self.features = sample::features(gbdt.seed, t, dim, gbdt.colsample_bytree);
         self.node = vec![0; self.len()];
         self.at = Some((t, 0));
         (self.grad.iter().sum(), self.hess.iter().sum())
@@ -155,11 +175,15 @@ impl Worker {
             .collect();
         let mut hist = vec![0.0; nodes.len() * width];
         for r in 0..self.len() {
-            let Some(&base) = slots.get(&self.node[r]) else {
+            // A row the tree does not sample (the only rows of no hessian) adds nothing.
+            let Some(&base) = slots.get(&self.node[r]).filter(|_| self.hess[r] != 0.0) else {
                 continue;
             };
             let (features, row_bins) = self.binned.row(r);
             for (&f, &b) in features.iter().zip(row_bins) {
+                if self.features.as_ref().is_some_and(|m| !m[f as usize]) {
+                    continue;
+                }
                 let c = base + 2 * (f as usize * bins + usize::from(b));
                 hist[c] += self.grad[r];
                 hist[c + 1] += self.hess[r];
