@@ -44,7 +44,7 @@ pub(super) async fn train(
     for round in 0..=plan.epochs {
         kept.start_round(name, round as u32);
         let started = Instant::now();
-        let before = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        let before = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
         // The workers count the tokens they draw, which time control may leave short of all.
         let (drawn_before, _) = binding.reports().progress.snapshot();
         let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
@@ -57,7 +57,7 @@ pub(super) async fn train(
         .await?;
         let seconds = started.elapsed().as_secs_f64();
         let drawn = binding.reports().progress.snapshot().0 - drawn_before;
-        let after = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        let after = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
         let (model_side, tokens) =
             (likelihood::model(&client, name, &priors).await).map_err(train_error)?;
         let evaluating = Instant::now();

@@ -320,7 +320,7 @@ async fn train(
     let mut table = EpochTable::default();
     for epoch in 1..=plan.epochs {
         let started = Instant::now();
-        let before = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        let before = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
         let epoch_frame = train_rows.epoch(ctx, (name, workers), 0)?;
         let (loss, n) = watch(
             &bar,
@@ -332,7 +332,7 @@ async fn train(
         let trained = started.elapsed();
         let cached = caching.as_ref().map_or(0, |c| c.after_epoch(epoch));
         let status = client.status().await.map_err(ps_error)?;
-        let after = push_traffic(&status, id);
+        let after = push_traffic(&status, &[id]);
         let traffic = traffic(before, after);
         let holdout = match &plan.holdout {
             Some(h) => evaluate(ctx, name, &*plan.spec.kind, &columns, h).await?,
@@ -424,10 +424,10 @@ impl Drop for Caching<'_> {
 
 /// (bytes sent, raw bytes) of every push to matrix `id` so far, from the master's status:
 /// what every executor or task pushed, compressed or not.
-pub(super) fn push_traffic(status: &StatusReply, id: u32) -> (u64, u64) {
+pub(super) fn push_traffic(status: &StatusReply, ids: &[u32]) -> (u64, u64) {
     angel_proto::pushes::totals(status)
         .iter()
-        .filter(|p| p.matrix_id == id)
+        .filter(|p| ids.contains(&p.matrix_id))
         .fold((0, 0), |(b, r), p| (b + p.bytes, r + p.raw_bytes))
 }
 

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use angel_client::EpochReport;
-use angel_training::kinds::gbdt::grower::Grower;
+use angel_training::kinds::gbdt::grower::{Grower, Names};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, plan_err};
 use datafusion::prelude::SessionContext;
@@ -61,7 +61,13 @@ pub(super) async fn train(
         .map_err(train_error)?;
     let mut table = Vec::new();
     let mut started = Instant::now();
-    let mut before = push_traffic(&client.status().await.map_err(ps_error)?, id);
+    // Traffic of the trees, the histograms and the totals (the sketch's is before the trees).
+    let names = Names::of(name);
+    let mut ids = vec![id];
+    for matrix in [&names.histograms, &names.totals] {
+        ids.push(client.matrix(matrix).await.map_err(ps_error)?.meta.id);
+    }
+    let mut before = push_traffic(&client.status().await.map_err(ps_error)?, &ids);
     let mut leaves_before = 0;
     for tree in 0..=gbdt.trees {
         if tree < gbdt.trees {
@@ -70,7 +76,7 @@ pub(super) async fn train(
         // The round that starts a tree answers the loss after the trees before it.
         let (loss, count) = rounds.run().await?;
         let seconds = started.elapsed().as_secs_f64();
-        let after = push_traffic(&client.status().await.map_err(ps_error)?, id);
+        let after = push_traffic(&client.status().await.map_err(ps_error)?, &ids);
         let evaluating = Instant::now();
         let holdout = match &plan.holdout {
             Some(h) => evaluate(ctx, name, &*plan.spec.kind, &rows.columns, h).await?,

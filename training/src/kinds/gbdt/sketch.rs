@@ -70,26 +70,37 @@ impl Counts {
     }
 }
 
-/// The `bins - 1` cuts of one feature from its merged bucket `counts` (in bucket order): the
-/// largest value of the bucket each `k / bins` quantile falls in, each cut once; the rest
-/// `+inf`, bins no value reaches.
+/// The `bins - 1` cuts of one feature from its merged bucket `counts` (in bucket order), each
+/// the largest value of a bucket, the rest `+inf` (bins no value reaches). With no more
+/// occupied buckets than cuts, a cut after each; otherwise LightGBM's greedy binning: a bucket
+/// holding at least `1 / bins` of the values is a bin of its own, and the other values are cut
+/// into bins of about equal counts. So a value most rows share (a zero) takes one bin, not the
+/// bins the rest of the values need, as XGBoost's and LightGBM's cuts do.
 pub fn cuts(counts: &[i64], bins: usize) -> Vec<f64> {
-    let n = counts.iter().sum::<i64>().max(0) as u64;
+    let occupied: Vec<(u64, i64)> = (counts.iter().enumerate())
+        .filter(|&(_, &c)| c > 0)
+        .map(|(b, &c)| (b as u64, c))
+        .collect();
     let mut cuts = Vec::with_capacity(bins - 1);
-    let (mut seen, mut b) = (0i64, 0usize);
-    for k in 1..bins as u64 {
-        // The first bucket where the count reaches rank k n / bins.
-        let rank = (k * n).div_ceil(bins as u64).max(1) as i64;
-        while b < counts.len() && seen + counts[b] < rank {
-            seen += counts[b];
-            b += 1;
-        }
-        if b == counts.len() {
-            break;
-        }
-        let cut = upper(b as u64);
-        if cuts.last().is_none_or(|&last| cut > last) {
-            cuts.push(cut);
+    if occupied.len() < bins {
+        cuts.extend(occupied.iter().map(|&(b, _)| upper(b)));
+    } else {
+        let n: i64 = occupied.iter().map(|o| o.1).sum();
+        let big = |c: i64| c as f64 * bins as f64 >= n as f64;
+        let (big_buckets, big_values) =
+            (occupied.iter().filter(|o| big(o.1))).fold((0, 0), |(k, s), o| (k + 1, s + o.1));
+        let per_bin = (n - big_values) as f64 / (bins - big_buckets).max(1) as f64;
+        let mut filled = 0;
+        for pair in occupied.windows(2) {
+            let ((b, c), next) = (pair[0], pair[1].1);
+            filled += c;
+            if big(c) || big(next) || filled as f64 >= per_bin {
+                cuts.push(upper(b));
+                filled = 0;
+                if cuts.len() == bins - 1 {
+                    break;
+                }
+            }
         }
     }
     cuts.resize(bins - 1, f64::INFINITY);
@@ -168,5 +179,36 @@ mod tests {
         let cuts = super::cuts(&one, 4);
         assert_eq!(&cuts[1..], [f64::INFINITY; 2]);
         assert_eq!((bin_of(&cuts, 1.0), bin_of(&cuts, 5.0)), (0, 1));
+        // Three values and 8 bins: a cut after each.
+        let mut three = vec![0i64; BUCKETS as usize];
+        for v in [1.0, 2.0, 3.0] {
+            three[bucket(v) as usize] = 5;
+        }
+        let cuts = super::cuts(&three, 8);
+        let bins: Vec<usize> = [1.0, 2.0, 3.0].iter().map(|&v| bin_of(&cuts, v)).collect();
+        assert_eq!(bins, [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_value_most_rows_share_takes_one_bin_and_the_rest_share_the_others() {
+        // 900 zeros and the values 1..=100, in 8 bins: the zeros alone in bin 0, the other 100
+        // values over the 7 other bins, about 100 / 7 in each.
+        let mut counts = vec![0i64; BUCKETS as usize];
+        counts[bucket(0.0) as usize] = 900;
+        for v in 1..=100 {
+            counts[bucket(f64::from(v)) as usize] += 1;
+        }
+        let cuts = cuts(&counts, 8);
+        assert_eq!(cuts[0], 0.0);
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]), "{cuts:?}");
+        let mut per_bin = [0; 8];
+        for v in 1..=100 {
+            per_bin[bin_of(&cuts, f64::from(v))] += 1;
+        }
+        assert_eq!(per_bin[0], 0, "{per_bin:?}");
+        assert!(
+            per_bin[1..].iter().all(|&n| (10..=20).contains(&n)),
+            "{per_bin:?}"
+        );
     }
 }
