@@ -12,6 +12,7 @@
 //!   factorization tests, `bench mf`).
 //! - [`corpus_data`]: a generator of documents from known topics (topic model tests, `bench
 //!   lda`).
+//! - [`sparse_data`]: a generator of wide sparse rows (`bench gbdt`).
 //! - [`bad_rows`]: what happens to rows that do not parse (fail, or skip and report).
 //! - [`source`]: text input as numbered lines, each valid UTF-8 or the reason it is not.
 //! - [`udf_args`]: argument checks and planning errors shared by every SQL function.
@@ -24,6 +25,7 @@ pub mod features;
 pub mod libsvm;
 pub mod ratings_data;
 pub mod source;
+pub mod sparse_data;
 pub mod udf_args;
 
 use bad_rows::BadRow;

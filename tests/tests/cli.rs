@@ -70,7 +70,7 @@ fn every_subcommand_documents_its_flags() {
                 "--storage-level",
             ],
         ),
-        ("bench", &["ps", "e2e", "sync", "scale", "chaos"]),
+        ("bench", &["ps", "e2e", "sync", "scale", "chaos", "gbdt"]),
     ] {
         let out = Command::new(binary())
             .args([sub, "--help"])
@@ -304,6 +304,43 @@ fn demo_runs_within_a_memory_limit_and_cleans_up() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(named), "{err}");
+    }
+}
+
+/// `bench gbdt` trains on both data sets and reports a time, an AUC above chance and the
+/// bytes pushed per tree for each.
+#[test]
+fn bench_gbdt_reports_each_data_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = stdout_of(
+        Command::new(binary())
+            .args(["bench", "gbdt", "--rows", "6000", "--sparse-rows", "4000"])
+            .args([
+                "--sparse-features",
+                "300",
+                "--sparse-nnz",
+                "10",
+                "--trees",
+                "5",
+            ])
+            .args(["--depth", "3", "--output", "json"])
+            .env("TMPDIR", dir.path()),
+    );
+    let lines = angel_tests::json_lines(&text);
+    let rows = lines
+        .iter()
+        .find(|l| l["kind"] == "table" && l["table"] == "gbdt")
+        .unwrap_or_else(|| panic!("no table gbdt in:\n{text}"))["rows"]
+        .as_array()
+        .unwrap()
+        .clone();
+    for set in ["dense", "sparse"] {
+        let row = (rows.iter().find(|r| r["set"] == set))
+            .unwrap_or_else(|| panic!("no row for {set}:\n{text}"));
+        let number = |column: &str| row[column].as_f64().unwrap_or(f64::NAN);
+        assert!(number("training s") > 0.0, "{row}");
+        assert!(number("holdout AUC") > 0.55, "{row}");
+        assert!(number("push MB per tree") > 0.0, "{row}");
     }
 }
 

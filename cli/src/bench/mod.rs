@@ -9,10 +9,12 @@
 //! - [`scale`]: the CTR job at several sizes, time and peak memory per size and phase.
 //! - [`mf`]: matrix factorization on synthetic ratings, data-parallel against model rotation.
 //! - [`lda`]: the topic model on a generated corpus against the Python `lda` package.
+//! - [`gbdt`]: boosted trees on click logs and wide sparse rows against XGBoost and LightGBM.
 
 pub mod chaos;
 pub mod codec;
 pub mod e2e;
+pub mod gbdt;
 pub mod lda;
 pub mod link;
 pub mod mf;
@@ -54,6 +56,9 @@ pub enum BenchCommand {
     /// The topic model on a corpus drawn from known topics, at several numbers of topics:
     /// log-likelihood after the sweeps and tokens/s, against the Python `lda` package.
     Lda(lda::LdaBenchArgs),
+    /// Boosted trees on the demo's click logs and on wide sparse rows: seconds per tree,
+    /// holdout AUC and bytes pushed, against XGBoost and LightGBM at the same settings.
+    Gbdt(gbdt::GbdtBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -68,6 +73,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::Chaos(args) => chaos::run(args).await,
         BenchCommand::Mf(args) => mf::run(args).await,
         BenchCommand::Lda(args) => lda::run(args).await,
+        BenchCommand::Gbdt(args) => gbdt::run(args).await,
     }
 }
 

@@ -20,6 +20,7 @@
 use std::sync::Arc;
 
 use angel_client::{MatrixSpec, NodeSplit, PsClient, PsError, PushOptions, ValueType};
+use futures::future::try_join_all;
 
 use super::Gbdt;
 use super::sketch::{self, Cuts};
@@ -194,12 +195,17 @@ impl Grower {
         if self.layer == 0 {
             fields.push((tree::column(0, Field::Cover), self.nodes[0].1.1));
         }
+        // Each node's split on its own: the layer's calls go out together.
+        let this = &*self;
+        let splits = try_join_all(this.nodes.iter().map(|&(node, totals)| async move {
+            match this.layer < depth {
+                true => this.best_split(node, totals).await,
+                false => Ok(None),
+            }
+        }))
+        .await?;
         let (mut children, mut leaves) = (Vec::new(), 0);
-        for &(node, totals) in &self.nodes {
-            let split = match self.layer < depth {
-                true => self.best_split(node, totals).await?,
-                false => None,
-            };
+        for (&(node, totals), split) in self.nodes.iter().zip(splits) {
             let Some(split) = split.filter(|s| s.gain > 0.0) else {
                 fields.push((
                     tree::column(node, Field::Value),
@@ -255,11 +261,11 @@ impl Grower {
     /// cover (left on a tie), as the workers choose it from the same covers.
     async fn prepare_children(&self, children: &[(usize, (f64, f64))]) -> Result<()> {
         let hist = &self.names.histograms;
-        for pair in children.chunks_exact(2) {
-            let built = built(pair);
-            let row = histogram_row(self.gbdt.depth, built);
-            self.client.psf("zero", &[(hist, row)], &[]).await?;
-        }
+        let rows = children
+            .chunks_exact(2)
+            .map(|pair| histogram_row(self.gbdt.depth, built(pair)));
+        let zero = |row| async move { self.client.psf("zero", &[(hist, row)], &[]).await };
+        try_join_all(rows.map(zero)).await?;
         Ok(())
     }
 
