@@ -5,6 +5,10 @@ use crate::Merge;
 /// Folds `next` into `acc` element by element with `merge`. Both come from partitions of the
 /// same call, so they have equal length; a longer `next` extends `acc`.
 pub fn merge_into(merge: Merge, acc: &mut Vec<f64>, next: &[f64]) {
+    if merge == Merge::Concat {
+        acc.extend_from_slice(next);
+        return;
+    }
     if merge == Merge::Argmax {
         if next
             .first()
@@ -27,7 +31,9 @@ pub fn merge_into(merge: Merge, acc: &mut Vec<f64>, next: &[f64]) {
         *a = match merge {
             Merge::Min => a.min(b),
             Merge::Max => a.max(b),
-            Merge::Sum | Merge::SumSqrt | Merge::Argmax | Merge::Unspecified => *a + b,
+            Merge::Sum | Merge::SumSqrt | Merge::Argmax | Merge::Concat | Merge::Unspecified => {
+                *a + b
+            }
         };
     }
 }
@@ -71,5 +77,10 @@ mod tests {
             vec![3.0, 8.0],
             "the greatest first value, the earliest on a tie"
         );
+        let mut acc = Vec::new();
+        for next in [&[4.0, 1.0][..], &[], &[2.0, 5.0]] {
+            merge_into(Merge::Concat, &mut acc, next);
+        }
+        assert_eq!(acc, vec![4.0, 1.0, 2.0, 5.0]);
     }
 }

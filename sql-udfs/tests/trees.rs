@@ -414,6 +414,26 @@ async fn check_trees(
     }
 }
 
+/// A model of 70,000 features, whose histograms are too wide to keep dense on the servers
+/// (8 rows of 70,000 features x 32 values: over 2^24), keeps them sparse and grows the trees a
+/// model of the same rows over 6 features grows (no row has the others).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_histograms_kept_sparse_grow_the_same_trees() {
+    let (service, job) = generated_job().await;
+    let client = PsClient::connect(&service.master_addr()).await.unwrap();
+    let mut grown = Vec::new();
+    for dim in [6, 70_000] {
+        let sql = create("gb", "logistic", "").replace("dim = 6", &format!("dim = {dim}"));
+        job.execute(&sql).await.unwrap();
+        client.refresh().await.unwrap();
+        let ids: Vec<u64> = (0..TREES as u64).collect();
+        let rows = client.pull_rows::<f64>("gb", &ids).await.unwrap();
+        grown.push(rows.iter().map(|r| Tree::from_row(r)).collect::<Vec<_>>());
+    }
+    assert!(grown[0].iter().all(|t| t.done));
+    assert_eq!(grown[0], grown[1]);
+}
+
 /// With early stopping a model stops growing once as many trees as asked for have followed
 /// its best holdout loss, and keeps the trees of that loss: its holdout loss afterwards is
 /// the best row's. A learning rate of 1 overfits within a few trees.

@@ -10,11 +10,13 @@
 //! - [`elementwise`]: axpy, copy, add, sub, mul, div, scale.
 //! - [`init`]: fill, zero, random uniform and normal initialisation.
 //! - [`best_split`]: best_split, a tree node's best split from its gradient/hessian histogram.
+//! - [`stored`]: stored, a row's elements that are not zero in a column range.
 
 pub mod aggregate;
 pub mod best_split;
 pub mod elementwise;
 pub mod init;
+pub mod stored;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -237,6 +239,7 @@ impl PsfRegistry {
         elementwise::register(&mut registry);
         init::register(&mut registry);
         best_split::register(&mut registry);
+        stored::register(&mut registry);
         registry
     }
 

@@ -14,7 +14,7 @@
 //! - `<model>.cuts`: each feature's `bins - 1` cuts (kept with the model);
 //! - `<model>.histograms`: a row per node of two layers (the parents' and the children's),
 //!   feature `f`'s bin `b` at columns `2 (f bins + b)` (gradient) and the next (hessian),
-//!   partitioned by whole features;
+//!   partitioned by whole features; dense up to 2^24 values, sparse beyond (wide sparse data);
 //! - `<model>.totals`: the root's gradient and hessian sums.
 
 use std::sync::Arc;
@@ -27,12 +27,15 @@ use super::sketch::{self, Cuts};
 use super::tree::{self, Field};
 use crate::error::{Result, option_err};
 
-/// Most values the histograms may hold on the servers (1 GiB).
-const MAX_HISTOGRAM_VALUES: u64 = 1 << 27;
+/// Most values one node's histogram may have (1 GiB): a worker builds it whole.
+const MAX_NODE_VALUES: u64 = 1 << 27;
+/// Most values the histograms keep dense on the servers (128 MiB); wider ones are kept
+/// sparse, as many values as the workers' rows fill (a wide sparse data set fills few).
+const MAX_DENSE_HISTOGRAMS: u64 = 1 << 24;
 /// Most column blocks of the histograms: the servers' share of the split finding.
 const HISTOGRAM_BLOCKS: u64 = 16;
-/// Features per pull of the sketch.
-const SKETCH_FEATURES_PER_PULL: u64 = 64;
+/// Features per read of the sketch.
+const SKETCH_FEATURES_PER_CALL: u64 = 1024;
 
 /// The names of a model's matrices.
 #[derive(Debug, Clone)]
@@ -99,12 +102,12 @@ impl Grower {
         let width = 2 * gbdt.bins as u64;
         let features = padded_features(dim);
         let rows = 1u64 << gbdt.depth;
-        let values = rows.saturating_mul(features).saturating_mul(width);
-        if values > MAX_HISTOGRAM_VALUES {
+        let per_node = features.saturating_mul(width);
+        if per_node > MAX_NODE_VALUES {
             return option_err(format!(
-                "model '{model}': its histograms would hold {values} values (2^depth = {rows} \
-                 nodes x {dim} features x {} bins x 2), over the {MAX_HISTOGRAM_VALUES} the \
-                 servers keep for them; lower depth, bins or dim",
+                "model '{model}': a node's histogram would hold {per_node} values ({dim} \
+                 features x {} bins x 2), over the {MAX_NODE_VALUES} a worker builds; lower \
+                 bins or dim",
                 gbdt.bins
             ));
         }
@@ -114,8 +117,13 @@ impl Grower {
         let specs = [
             MatrixSpec::sparse(&names.sketch, 1, dim * sketch::BUCKETS).value_type(ValueType::I64),
             f64s(&names.cuts, 1, dim * (gbdt.bins as u64 - 1)),
-            f64s(&names.histograms, rows, features * width)
-                .block_shape(rows, features / blocks * width),
+            match rows.saturating_mul(per_node) <= MAX_DENSE_HISTOGRAMS {
+                true => f64s(&names.histograms, rows, per_node),
+                false => {
+                    MatrixSpec::sparse(&names.histograms, rows, per_node).value_type(ValueType::F64)
+                }
+            }
+            .block_shape(rows, features / blocks * width),
             f64s(&names.totals, 1, 2),
         ];
         for spec in specs {
@@ -144,12 +152,17 @@ impl Grower {
     pub async fn after_sketch(&mut self, mean_target: f64) -> Result<()> {
         let bins = self.gbdt.bins;
         let mut values = Vec::with_capacity(self.dim as usize * (bins - 1));
-        for first in (0..self.dim).step_by(SKETCH_FEATURES_PER_PULL as usize) {
-            let last = (first + SKETCH_FEATURES_PER_PULL).min(self.dim);
-            let keys: Vec<u64> = (first * sketch::BUCKETS..last * sketch::BUCKETS).collect();
-            let (counts, _) = (self.client)
-                .pull_at::<i64>(&self.names.sketch, &[0], &keys, None)
+        for first in (0..self.dim).step_by(SKETCH_FEATURES_PER_CALL as usize) {
+            let last = (first + SKETCH_FEATURES_PER_CALL).min(self.dim);
+            let columns = [first, last].map(|f| (f * sketch::BUCKETS) as f64);
+            // Only the buckets some row fell in: a feature's values fill few of its buckets.
+            let pairs = (self.client)
+                .psf("stored", &[(&self.names.sketch, 0)], &columns)
                 .await?;
+            let mut counts = vec![0i64; ((last - first) * sketch::BUCKETS) as usize];
+            for pair in pairs.chunks_exact(2) {
+                counts[pair[0] as usize - columns[0] as usize] = pair[1] as i64;
+            }
             for feature in counts.chunks_exact(sketch::BUCKETS as usize) {
                 values.extend(sketch::cuts(feature, bins));
             }
