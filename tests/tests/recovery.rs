@@ -1,8 +1,8 @@
 //! Recovery on real processes: a server killed with SIGKILL is declared dead (on a client's
 //! report, or when its heartbeats stop) and its partitions, of matrices and of counters, are
 //! restored on the live server from their snapshots, with the changes since replayed; calls
-//! in flight continue, model rotation's and a topic model's too. A master killed and restarted
-//! resumes from its saved state.
+//! in flight continue, model rotation's, a topic model's and a boosted model's too. A master
+//! killed and restarted resumes from its saved state.
 
 use std::time::{Duration, Instant};
 
@@ -500,12 +500,7 @@ async fn a_topic_model_keeps_every_token_when_a_server_is_killed() {
     let flags = ["--namespace", "lda", "--var", "epochs=60", "--var", &out];
     let flags = [&flags[..], &["--var", &data]].concat();
     let job = start_job(&[&args[..], &flags].concat(), &[]);
-    let c = cluster.client().await;
-    wait_for(&c, has_taken("lda/topics", 150), Duration::from_secs(300)).await;
-    cluster.servers[1].kill();
-    let said = summary(&finished(job));
-    let (replayed, lost) = (said["replayed"].as_u64(), said["lost"].as_u64());
-    assert!(replayed > Some(0) && lost == Some(0), "{said}");
+    kill_a_server_during(job, &mut cluster, has_taken("lda/topics", 150)).await;
 
     let check = dir.path().join("check.sql");
     std::fs::write(
@@ -566,14 +561,9 @@ async fn a_boosted_model_grows_the_same_trees_when_a_server_is_killed() {
     let killed = run("killed");
     let master = ["--master", &cluster.master.addr, "--namespace", "gbdt"];
     let killed: Vec<&str> = killed.iter().map(String::as_str).chain(master).collect();
+    // After about 4 of the 15 trees (a tree of depth 4 pushes its row up to 5 times).
     let job = start_job(&killed, &[]);
-    let c = cluster.client().await;
-    // About 4 of the 15 trees (a tree of depth 4 pushes its row up to 5 times).
-    wait_for(&c, has_taken("gbdt/income", 20), Duration::from_secs(300)).await;
-    cluster.servers[1].kill();
-    let said = summary(&finished(job));
-    let (replayed, lost) = (said["replayed"].as_u64(), said["lost"].as_u64());
-    assert!(replayed > Some(0) && lost == Some(0), "{said}");
+    kill_a_server_during(job, &mut cluster, has_taken("gbdt/income", 20)).await;
 
     let check = dir.path().join("check.sql");
     std::fs::write(
@@ -593,6 +583,21 @@ async fn a_boosted_model_grows_the_same_trees_when_a_server_is_killed() {
     );
     assert!(nodes > 15.0 * 7.0, "{nodes} nodes");
     assert_eq!(differing, 0.0, "nodes of the trees that differ");
+}
+
+/// Kills the cluster's second server once `when` holds (within 5 minutes) while `job` runs, and
+/// checks the job ends saying it replayed changes and lost none.
+async fn kill_a_server_during(
+    job: Job,
+    cluster: &mut Cluster,
+    when: impl Fn(&angel_proto::StatusReply) -> bool,
+) {
+    let c = cluster.client().await;
+    wait_for(&c, when, Duration::from_secs(300)).await;
+    cluster.servers[1].kill();
+    let said = summary(&finished(job));
+    let (replayed, lost) = (said["replayed"].as_u64(), said["lost"].as_u64());
+    assert!(replayed > Some(0) && lost == Some(0), "{said}");
 }
 
 /// Polls the status until `done` holds, for at most `limit`.

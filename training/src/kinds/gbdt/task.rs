@@ -29,6 +29,9 @@ use crate::rows::SparseRows;
 use angel_client::PushOptions;
 use angel_client::runtime::block_on;
 
+/// Most values one push of histograms sends (64 MiB).
+const PUSH_VALUES: usize = 1 << 23;
+
 /// See the module documentation.
 #[derive(Debug)]
 pub struct TreeTask {
@@ -178,10 +181,17 @@ impl TreeTask {
             .map(|&n| histogram_row(self.gbdt.depth, n))
             .collect();
         let (keys, values) = nonzero_columns(&dense, width as usize);
-        if keys.is_empty() {
-            return Ok(());
+        // In pushes of at most PUSH_VALUES values: a wide layer's would pass a message's limit.
+        let per_push = (PUSH_VALUES / rows.len()).max(1);
+        for start in (0..keys.len()).step_by(per_push) {
+            let end = (start + per_push).min(keys.len());
+            let part: Vec<f64> = (0..rows.len())
+                .flat_map(|r| &values[r * keys.len() + start..r * keys.len() + end])
+                .copied()
+                .collect();
+            self.push(hist, &rows, &keys[start..end], &part)?;
         }
-        self.push(hist, &rows, &keys, &values)
+        Ok(())
     }
 
     /// The cuts of every feature.

@@ -6,8 +6,6 @@
 //! histogram and one layer's histograms per round, and at each tree's end the tree's values
 //! added to its rows' margins. Every step here is local; [`super::task`] moves the counts.
 
-use std::collections::HashMap;
-
 use super::Gbdt;
 use super::binned::Binned;
 use super::sample;
@@ -170,15 +168,21 @@ impl Worker {
     /// node after node ([`super::grower`]'s layout: feature `f`'s bin `b` at `2 (f bins + b)`).
     pub fn histograms(&self, nodes: &[usize], dim: u64, bins: usize) -> Vec<f64> {
         let width = dim as usize * bins * 2;
-        let slots: HashMap<u32, usize> = (nodes.iter().enumerate())
-            .map(|(s, &n)| (n as u32, s * width))
-            .collect();
+        // Each node's place in the result, by node (nodes are numbered from 0 per tree).
+        let mut slots = vec![usize::MAX; nodes.iter().max().map_or(0, |&n| n + 1)];
+        for (s, &n) in nodes.iter().enumerate() {
+            slots[n] = s * width;
+        }
         let mut hist = vec![0.0; nodes.len() * width];
         for r in 0..self.len() {
+            let base = slots
+                .get(self.node[r] as usize)
+                .copied()
+                .unwrap_or(usize::MAX);
             // A row the tree does not sample (the only rows of no hessian) adds nothing.
-            let Some(&base) = slots.get(&self.node[r]).filter(|_| self.hess[r] != 0.0) else {
+            if base == usize::MAX || self.hess[r] == 0.0 {
                 continue;
-            };
+            }
             let (features, row_bins) = self.binned.row(r);
             for (&f, &b) in features.iter().zip(row_bins) {
                 if self.features.as_ref().is_some_and(|m| !m[f as usize]) {
