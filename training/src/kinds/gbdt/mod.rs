@@ -12,6 +12,7 @@
 //! - [`binned`]: a worker's rows as (feature, bin) pairs;
 //! - [`tree`]: a tree as one row of the model's matrix, and the prediction it makes;
 //! - [`worker`]: a worker's rows, their margins, gradients and nodes, kept for the statement;
+//! - [`partition`]: the rows at each node of the tree being grown;
 //! - [`task`]: a worker's round in a statement (`ps_train`);
 //! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
 //! - [`predict`]: the margins of rows under the trees (`ps_predict`);
@@ -21,6 +22,7 @@
 pub mod binned;
 pub mod grower;
 pub mod importance;
+pub mod partition;
 pub mod predict;
 pub mod sample;
 pub mod sketch;

@@ -21,7 +21,7 @@ use super::Gbdt;
 use super::grower::{Names, histogram_row};
 use super::sketch::Cuts;
 use super::tree::Tree;
-use super::worker::Worker;
+use super::worker::{Histograms, Worker};
 use crate::error::{Result, input_err};
 use crate::model::Model;
 use crate::rotation::kept::Kept;
@@ -169,18 +169,17 @@ impl TreeTask {
     }
 
     /// Pushes the histograms of `nodes` (each into its row).
-    fn push_histograms(&self, worker: &Worker, nodes: &[usize]) -> Result<()> {
+    fn push_histograms(&self, worker: &mut Worker, nodes: &[usize]) -> Result<()> {
         if nodes.is_empty() {
             return Ok(());
         }
         let hist = &self.names.histograms;
         let width = block_on(self.model.client().matrix(hist))?.meta.cols;
         let dim = width / (2 * self.gbdt.bins as u64);
-        let dense = worker.histograms(nodes, dim, self.gbdt.bins);
+        let Histograms { keys, values } = worker.histograms(nodes, dim, self.gbdt.bins);
         let rows: Vec<u64> = (nodes.iter())
             .map(|&n| histogram_row(self.gbdt.depth, n))
             .collect();
-        let (keys, values) = nonzero_columns(&dense, width as usize);
         // In pushes of at most PUSH_VALUES values: a wide layer's would pass a message's limit.
         let per_push = (PUSH_VALUES / rows.len()).max(1);
         for start in (0..keys.len()).step_by(per_push) {
@@ -222,34 +221,5 @@ impl TreeTask {
         let how = PushOptions::default();
         block_on(client.push_with::<T>(matrix, rows, keys, values, how))?;
         Ok(())
-    }
-}
-
-/// Of rows of `width` values laid one after the other in `dense`, the columns where some row
-/// is not zero, and the rows' values there, row after row: a histogram's push without the
-/// bins no row of the worker falls in (most of them, on sparse data).
-fn nonzero_columns(dense: &[f64], width: usize) -> (Vec<u64>, Vec<f64>) {
-    let rows = dense.len() / width.max(1);
-    let keys: Vec<u64> = (0..width)
-        .filter(|&c| (0..rows).any(|r| dense[r * width + c] != 0.0))
-        .map(|c| c as u64)
-        .collect();
-    let values = (0..rows)
-        .flat_map(|r| keys.iter().map(move |&c| dense[r * width + c as usize]))
-        .collect();
-    (keys, values)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_push_keeps_the_columns_some_row_has_a_value_at() {
-        let dense = [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 3.0];
-        let (keys, values) = nonzero_columns(&dense, 5);
-        assert_eq!(keys, [1, 4]);
-        assert_eq!(values, [1.0, 0.0, 2.0, 3.0]);
-        assert_eq!(nonzero_columns(&[0.0; 4], 2), (vec![], vec![]));
     }
 }

@@ -8,6 +8,7 @@
 
 use super::Gbdt;
 use super::binned::Binned;
+use super::partition::Partition;
 use super::sample;
 use super::sketch::{Counts, Cuts};
 use super::tree::{self, Node, Tree};
@@ -25,8 +26,10 @@ pub struct Worker {
     margins: Vec<f64>,
     grad: Vec<f64>,
     hess: Vec<f64>,
-    /// The node each row has reached in the tree being grown.
-    node: Vec<u32>,
+    /// The rows at each node of the tree being grown.
+    partition: Partition,
+    /// All zeros between two histograms: where one is summed.
+    scratch: Vec<f64>,
     /// Each row's identity for the samples' draws ([`sample::row_id`]).
     ids: Vec<u64>,
     /// The features the tree being grown samples (`None`: all).
@@ -55,7 +58,8 @@ impl Worker {
             margins: Vec::new(),
             grad: Vec::new(),
             hess: Vec::new(),
-            node: Vec::new(),
+            partition: Partition::default(),
+            scratch: Vec::new(),
             ids,
             features: None,
             at: None,
@@ -120,17 +124,19 @@ impl Worker {
             .unzip();
         (self.grad, self.hess) = (grad, hess);
         self.features = sample::features(gbdt.seed, t, dim, gbdt.colsample_bytree);
-        self.node = vec![0; self.len()];
+        self.partition.reset(self.len(), tree::nodes(gbdt.depth));
         self.at = Some((t, 0));
         (self.grad.iter().sum(), self.hess.iter().sum())
     }
 
-    /// Ends a tree: each row goes down `tree` to its leaf, whose value joins its margin.
+    /// Ends a tree: the rows go down `tree` to their leaves (nodes in heap order come after
+    /// their parents), whose values join their margins.
     pub fn finish_tree(&mut self, tree: &Tree) {
-        for r in 0..self.len() {
-            let leaf = tree.leaf_from(self.node[r] as usize, |n| self.goes_left(r, n));
-            self.node[r] = leaf as u32;
-            self.margins[r] += tree.value(leaf);
+        for node in 0..tree.nodes.len() {
+            self.split(tree, node);
+            for &r in self.partition.rows(node) {
+                self.margins[r as usize] += tree.value(node);
+            }
         }
     }
 
@@ -140,59 +146,130 @@ impl Worker {
         let splits: Vec<usize> = tree::layer(layer)
             .filter(|&n| matches!(tree.nodes.get(n), Some(Node::Split { .. })))
             .collect();
-        for r in 0..self.len() {
-            let node = self.node[r] as usize;
-            if tree::layer(layer).contains(&node) {
-                self.node[r] = tree.step(node, |n| self.goes_left(r, n)) as u32;
-            }
+        for &node in &splits {
+            self.split(tree, node);
         }
         splits.iter().map(|&n| tree.built_child(n)).collect()
     }
 
-    fn goes_left(&self, r: usize, node: &Node) -> bool {
-        match *node {
-            Node::Split {
-                feature,
-                bin,
-                default_left,
-                ..
-            } => self
-                .binned
-                .bin(r, feature)
-                .map_or(default_left, |b| b <= bin),
-            Node::Leaf { .. } => true,
+    /// Moves the rows at `node` to its children when it is a split of `tree`.
+    fn split(&mut self, tree: &Tree, node: usize) {
+        if let Some(&Node::Split {
+            feature,
+            bin,
+            default_left,
+            ..
+        }) = tree.nodes.get(node)
+        {
+            let column = self.binned.column(feature);
+            let goes_left = |r| column.bin(r).map_or(default_left, |b| b <= bin);
+            self.partition.split(node, goes_left);
         }
     }
 
-    /// The gradient/hessian histograms of nodes `nodes` over `dim` features of `bins` bins,
-    /// node after node ([`super::grower`]'s layout: feature `f`'s bin `b` at `2 (f bins + b)`).
-    pub fn histograms(&self, nodes: &[usize], dim: u64, bins: usize) -> Vec<f64> {
+    /// The gradient/hessian histograms of nodes `nodes` over `dim` features of `bins` bins
+    /// ([`super::grower`]'s layout: feature `f`'s bin `b` at columns `2 (f bins + b)` and the
+    /// one after), as a push sends them: the columns where some node has a value, and the
+    /// values there, node after node.
+    pub fn histograms(&mut self, nodes: &[usize], dim: u64, bins: usize) -> Histograms {
         let width = dim as usize * bins * 2;
-        // Each node's place in the result, by node (nodes are numbered from 0 per tree).
-        let mut slots = vec![usize::MAX; nodes.iter().max().map_or(0, |&n| n + 1)];
-        for (s, &n) in nodes.iter().enumerate() {
-            slots[n] = s * width;
-        }
-        let mut hist = vec![0.0; nodes.len() * width];
-        for r in 0..self.len() {
-            let base = slots
-                .get(self.node[r] as usize)
-                .copied()
-                .unwrap_or(usize::MAX);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.resize(width, 0.0);
+        let per_node: Vec<Vec<(u32, f64, f64)>> = (nodes.iter())
+            .map(|&node| self.histogram(node, &mut scratch))
+            .collect();
+        self.scratch = scratch;
+        Histograms::of(&per_node)
+    }
+
+    /// The gradient and hessian sums of the rows at `node`, by slot, ascending, over the slots
+    /// some row has; `hist` is all zeros before and after (a wide model's histogram is large,
+    /// and a node's rows touch a small part of it).
+    fn histogram(&self, node: usize, hist: &mut [f64]) -> Vec<(u32, f64, f64)> {
+        let mut touched = Vec::new();
+        for &r in self.partition.rows(node) {
+            let (g, h) = (self.grad[r as usize], self.hess[r as usize]);
             // A row the tree does not sample (the only rows of no hessian) adds nothing.
-            if base == usize::MAX || self.hess[r] == 0.0 {
+            if h == 0.0 {
                 continue;
             }
-            let (features, row_bins) = self.binned.row(r);
-            for (&f, &b) in features.iter().zip(row_bins) {
-                if self.features.as_ref().is_some_and(|m| !m[f as usize]) {
-                    continue;
+            let slots = self.binned.slots(r as usize).iter();
+            let mut add = |&slot: &u32| {
+                let c = 2 * slot as usize;
+                if hist[c + 1] == 0.0 {
+                    touched.push(slot);
                 }
-                let c = base + 2 * (f as usize * bins + usize::from(b));
-                hist[c] += self.grad[r];
-                hist[c + 1] += self.hess[r];
+                hist[c] += g;
+                hist[c + 1] += h;
+            };
+            match &self.features {
+                None => slots.for_each(&mut add),
+                Some(mask) => slots
+                    .filter(|&&s| mask[self.binned.feature(s)])
+                    .for_each(&mut add),
             }
         }
-        hist
+        // A slot whose sum is still 0 after a row is listed again by the next.
+        touched.sort_unstable();
+        touched.dedup();
+        (touched.into_iter())
+            .map(|s| {
+                let c = 2 * s as usize;
+                let sums = (s, hist[c], hist[c + 1]);
+                (hist[c], hist[c + 1]) = (0.0, 0.0);
+                sums
+            })
+            .collect()
+    }
+}
+
+/// Histograms as a push sends them: see [`Worker::histograms`].
+#[derive(Debug, Default, PartialEq)]
+pub struct Histograms {
+    /// Columns, ascending.
+    pub keys: Vec<u64>,
+    /// `keys.len()` values per node, node after node.
+    pub values: Vec<f64>,
+}
+
+impl Histograms {
+    /// The push of nodes' sums by slot (each ascending).
+    fn of(per_node: &[Vec<(u32, f64, f64)>]) -> Self {
+        let mut slots: Vec<u32> = per_node.iter().flatten().map(|p| p.0).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let keys = (slots.iter())
+            .flat_map(|&s| [2 * u64::from(s), 2 * u64::from(s) + 1])
+            .collect();
+        let mut values = Vec::with_capacity(2 * slots.len() * per_node.len());
+        for sums in per_node {
+            let mut sums = sums.iter().peekable();
+            for &s in &slots {
+                match sums.next_if(|p| p.0 == s) {
+                    Some(&(_, g, h)) => values.extend([g, h]),
+                    None => values.extend([0.0, 0.0]),
+                }
+            }
+        }
+        Histograms { keys, values }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_push_has_the_columns_of_every_nodes_slots() {
+        let per_node = vec![
+            vec![(1, 0.5, 1.0), (4, -1.0, 2.0)],
+            vec![(4, 3.0, 1.0)],
+            vec![],
+        ];
+        let push = Histograms::of(&per_node);
+        assert_eq!(push.keys, [2, 3, 8, 9]);
+        let values = [[0.5, 1.0, -1.0, 2.0], [0.0, 0.0, 3.0, 1.0], [0.0; 4]];
+        assert_eq!(push.values, values.concat());
+        assert_eq!(Histograms::of(&[]), Histograms::default());
     }
 }
