@@ -97,6 +97,8 @@ impl<T: Element> Block<T> {
                 }
             }
             (RowStore::Sparse(m), Some(keys)) => {
+                // Keys past the stored count are new at least: room for them at once.
+                m.reserve(keys.len().saturating_sub(m.len()));
                 keys.iter().zip(values).for_each(|(&k, d)| m.add(k, d));
             }
         }

@@ -60,6 +60,9 @@ pub trait RowViewMut: RowView {
     fn map(&mut self, f: &mut dyn FnMut(u64, f64) -> f64);
     /// Zeroes the row (sparse rows release their keys).
     fn clear(&mut self);
+    /// Makes room for `additional` more stored elements at once (a sparse row about to take
+    /// many keys grows once rather than step by step; a dense row holds every column).
+    fn reserve(&mut self, additional: usize);
 }
 
 /// A row of type `T` seen through [`RowView`].
@@ -194,6 +197,12 @@ impl<T: Element> RowViewMut for RowMut<'_, T> {
         match self.store {
             RowStore::Dense(v) => v.fill(T::default()),
             RowStore::Sparse(m) => m.clear(),
+        }
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        if let RowStore::Sparse(m) = self.store {
+            m.reserve(additional);
         }
     }
 }

@@ -39,6 +39,7 @@ impl PsFunction for Copy {
         let x = ctx.copy(0);
         ctx.write(1, |y| {
             y.clear();
+            y.reserve(x.stored() as usize);
             try_each(&x, |c, v| y.set(c, v))
         })?;
         Ok(Vec::new())
@@ -83,6 +84,7 @@ impl PsFunction for Binary {
         let op = self.op;
         ctx.write(2, |z| {
             z.clear();
+            z.reserve(x.stored() as usize);
             try_each(&x, |c, xv| z.set(c, op(xv, y.get(c))))?;
             if !self.union {
                 return Ok(());

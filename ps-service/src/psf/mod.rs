@@ -18,13 +18,12 @@ pub mod elementwise;
 pub mod init;
 pub mod stored;
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use angel_proto::{Merge, PsError, Result};
 
-use crate::blocks::{RowView, RowViewMut};
+use crate::blocks::{RowView, RowViewMut, SparseMap};
 use crate::registry::Registry;
 use crate::server::partition::Partition;
 use crate::with_block;
@@ -158,7 +157,7 @@ pub struct RowCopy {
 #[derive(Debug, Clone)]
 enum RowCopyData {
     Dense(Vec<f64>),
-    Sparse(HashMap<u64, f64>),
+    Sparse(SparseMap<f64>),
 }
 
 impl RowCopy {
@@ -169,10 +168,9 @@ impl RowCopy {
             row.for_each(&mut |_, v| values.push(v));
             RowCopyData::Dense(values)
         } else {
-            let mut map = HashMap::with_capacity(row.stored() as usize);
-            row.for_each(&mut |k, v| {
-                map.insert(k, v);
-            });
+            let mut map = SparseMap::default();
+            map.reserve(row.stored() as usize);
+            row.for_each(&mut |k, v| map.add(k, v));
             RowCopyData::Sparse(map)
         };
         RowCopy {
@@ -197,21 +195,21 @@ impl RowView for RowCopy {
                 v[(col - self.cols.start) as usize]
             }
             RowCopyData::Dense(_) => 0.0,
-            RowCopyData::Sparse(m) => m.get(&col).copied().unwrap_or(0.0),
+            RowCopyData::Sparse(m) => m.get(col).unwrap_or(0.0),
         }
     }
 
     fn contains(&self, col: u64) -> bool {
         match &self.data {
             RowCopyData::Dense(_) => self.cols.contains(&col),
-            RowCopyData::Sparse(m) => m.contains_key(&col),
+            RowCopyData::Sparse(m) => m.get(col).is_some(),
         }
     }
 
     fn for_each(&self, f: &mut dyn FnMut(u64, f64)) {
         match &self.data {
             RowCopyData::Dense(v) => self.cols.clone().zip(v).for_each(|(c, &x)| f(c, x)),
-            RowCopyData::Sparse(m) => m.iter().for_each(|(&c, &x)| f(c, x)),
+            RowCopyData::Sparse(m) => m.iter().for_each(|(c, x)| f(c, x)),
         }
     }
 
