@@ -77,6 +77,21 @@ impl<T: Element> Block<T> {
     /// Adds packed `values` at `keys` of `row`, or across the whole row when `keys` is `None`.
     /// Lengths were checked by the caller.
     pub fn push(&mut self, row: u64, keys: Option<&[u64]>, values: &[u8]) -> Result<()> {
+        self.add(row, keys, values)?;
+        self.settle(row);
+        Ok(())
+    }
+
+    /// A sparse row that filled up takes one value per column ([`SparseMap::fill_within`]);
+    /// called after a write.
+    pub fn settle(&mut self, row: u64) {
+        let cols = self.cols.clone();
+        if let RowStore::Sparse(m) = self.store_mut(row) {
+            m.fill_within(cols);
+        }
+    }
+
+    fn add(&mut self, row: u64, keys: Option<&[u64]>, values: &[u8]) -> Result<()> {
         let values: Vec<T> = wire::decode_values(values, "push values")?;
         let start = self.cols.start;
         match (self.store_mut(row), keys) {
@@ -203,6 +218,7 @@ impl<T: Element> Block<T> {
                     }
                     m.reserve(keys.len());
                     keys.into_iter().zip(values).for_each(|(k, v)| m.set(k, v));
+                    m.fill_within(cols.clone());
                 }
                 RowStore::Dense(v) => {
                     return Err(bad(format!(
@@ -270,6 +286,7 @@ impl AnyBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blocks::RowViewMut;
 
     #[test]
     fn dense_and_sparse_blocks_answer_pulls_and_pushes_alike() {
@@ -313,6 +330,36 @@ mod tests {
         rows[0].values = wire::encode_values(&[1.0f64]);
         let err = Block::<f64>::from_rows(0..1, 0..10, StorageKind::Sparse, &rows).unwrap_err();
         assert!(err.to_string().contains("key 500"), "{err}");
+    }
+
+    #[test]
+    fn a_sparse_row_that_fills_up_holds_a_value_per_column_and_snapshots_as_sparse() {
+        let mut block = Block::<f64>::new(0..1, 1000..1100, StorageKind::Sparse).unwrap();
+        let keys: Vec<u64> = (1000..1090).collect();
+        let values: Vec<f64> = (0..90).map(|k| f64::from(k % 7)).collect();
+        block
+            .push(0, Some(&keys[..10]), &wire::encode_values(&values[..10]))
+            .unwrap();
+        assert!(block.usage().1 < 800, "ten keys stay a table");
+        block
+            .push(0, Some(&keys), &wire::encode_values(&values))
+            .unwrap();
+        let (stored, bytes) = block.usage();
+        assert_eq!(
+            (stored, bytes),
+            (77, 800),
+            "90 keys: 100 columns of 8 bytes"
+        );
+        let (_, pulled) = block.pull(0, Some(&[1003, 1009, 1095]));
+        let pulled: Vec<f64> = wire::decode_values(&pulled, "v").unwrap();
+        assert_eq!(pulled, [2.0 * 3.0, 2.0 * 2.0, 0.0]);
+        let rows = block.to_rows();
+        let written = wire::decode_keys(&rows[0].keys, "k").unwrap();
+        assert_eq!(written.len(), 77, "the snapshot has the non-zero keys");
+        let back = Block::<f64>::from_rows(0..1, 1000..1100, StorageKind::Sparse, &rows).unwrap();
+        assert_eq!(back.pull(0, Some(&keys)), block.pull(0, Some(&keys)));
+        block.row_mut(0).clear();
+        assert_eq!(block.usage(), (0, 0), "cleared, it is an empty table again");
     }
 
     #[test]

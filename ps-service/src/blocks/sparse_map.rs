@@ -5,6 +5,12 @@
 //! (12 bytes per slot for f32), the table grows by 1.5x at 80% load, and a slot is free when its
 //! key is `u64::MAX` (never a valid column: columns stop at 2^63). That keeps a live key at
 //! 15-23 bytes.
+//!
+//! A map whose keys come to fill its block's columns (a boosted model's histograms, which
+//! rows of a wide model touch nearly everywhere) is turned, by [`SparseMap::fill_within`], into
+//! one value per column once that takes no more memory than the table: reads, adds and sums
+//! then index an array instead of probing a table that no cache holds. It still behaves as a
+//! sparse map (it stores its non-zero values; a snapshot writes those; `clear` empties it).
 
 use ahash::RandomState;
 use angel_proto::Element;
@@ -22,37 +28,78 @@ pub struct SparseMap<T> {
     /// Keys come from clients: with a fixed hash, keys chosen to share a slot turn every
     /// probe into a scan of the table. A per-map random key makes such sets unguessable.
     hasher: RandomState,
+    /// Set once filled: the values over the block's columns, and the table is empty.
+    filled: Option<Filled<T>>,
+}
+
+/// A filled map's values: one per column from `start`, zero where absent.
+#[derive(Debug, Clone)]
+struct Filled<T> {
+    start: u64,
+    values: Vec<T>,
+    /// Values that are not zero: the map's stored keys.
+    nonzero: usize,
+}
+
+impl<T: Element> Filled<T> {
+    fn slot(&mut self, key: u64) -> Option<&mut T> {
+        let at = usize::try_from(key.checked_sub(self.start)?).ok()?;
+        self.values.get_mut(at)
+    }
+
+    /// Applies `f` to the value at `key` (in range), keeping the count of non-zero values.
+    fn update(&mut self, key: u64, f: impl FnOnce(T) -> T) -> bool {
+        let Some(x) = self.slot(key) else {
+            return false;
+        };
+        let was = *x != T::default();
+        *x = f(*x);
+        let is = *x != T::default();
+        self.nonzero = self.nonzero + usize::from(is) - usize::from(was);
+        true
+    }
 }
 
 impl<T: Element> SparseMap<T> {
     /// Number of stored keys.
     pub fn len(&self) -> usize {
-        self.len
+        self.filled.as_ref().map_or(self.len, |f| f.nonzero)
     }
 
     /// True when no key is stored.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Bytes held by the two arrays.
     pub fn memory_bytes(&self) -> usize {
-        self.keys.capacity() * 8 + self.values.capacity() * std::mem::size_of::<T>()
+        let filled = self.filled.as_ref().map_or(0, |f| f.values.capacity());
+        self.keys.capacity() * 8 + (self.values.capacity() + filled) * std::mem::size_of::<T>()
     }
 
     /// The value stored at `key`, if any.
     pub fn get(&self, key: u64) -> Option<T> {
+        if let Some(f) = &self.filled {
+            let at = usize::try_from(key.checked_sub(f.start)?).ok()?;
+            return f.values.get(at).copied().filter(|&v| v != T::default());
+        }
         self.find(key).ok().map(|slot| self.values[slot])
     }
 
     /// Adds `delta` to the value at `key`, inserting it when absent.
     pub fn add(&mut self, key: u64, delta: T) {
+        if self.filled_update(key, |x| x.plus(delta)) {
+            return;
+        }
         let slot = self.slot_for_insert(key);
         self.values[slot] = self.values[slot].plus(delta);
     }
 
     /// Sets the value at `key`. Storing zero at an absent key stores nothing.
     pub fn set(&mut self, key: u64, value: T) {
+        if self.filled_update(key, |_| value) {
+            return;
+        }
         if value == T::default() && self.find(key).is_err() {
             return;
         }
@@ -60,13 +107,13 @@ impl<T: Element> SparseMap<T> {
         self.values[slot] = value;
     }
 
-    /// Every stored (key, value), in table order.
+    /// Every stored (key, value), in table order (a filled map's in column order).
     pub fn iter(&self) -> impl Iterator<Item = (u64, T)> + '_ {
-        self.keys
-            .iter()
-            .zip(&self.values)
-            .filter(|(k, _)| **k != EMPTY)
-            .map(|(&k, &v)| (k, v))
+        let table = (self.keys.iter().copied().zip(&self.values)).filter(|(k, _)| *k != EMPTY);
+        let filled = (self.filled.iter())
+            .flat_map(|f| (f.start..).zip(&f.values))
+            .filter(|(_, v)| **v != T::default());
+        table.chain(filled).map(|(k, &v)| (k, v))
     }
 
     /// Calls `f` on every stored (key, value) with the value mutable.
@@ -76,6 +123,59 @@ impl<T: Element> SparseMap<T> {
                 f(*k, v);
             }
         }
+        if let Some(filled) = &mut self.filled {
+            let values = (filled.start..).zip(filled.values.iter_mut());
+            for (k, v) in values.filter(|(_, v)| **v != T::default()) {
+                f(k, v);
+            }
+            filled.nonzero = filled.values.iter().filter(|&&v| v != T::default()).count();
+        }
+    }
+
+    /// Turns the map into one value per column of `cols` (the block's, which hold every key)
+    /// when that takes no more memory than its table; see the module documentation.
+    pub fn fill_within(&mut self, cols: std::ops::Range<u64>) {
+        let Ok(width) = usize::try_from(cols.end.saturating_sub(cols.start)) else {
+            return;
+        };
+        let dense = width.saturating_mul(std::mem::size_of::<T>());
+        if self.filled.is_some() || self.memory_bytes() < dense {
+            return;
+        }
+        let mut values = Vec::new();
+        if values.try_reserve_exact(width).is_err() {
+            return;
+        }
+        values.resize(width, T::default());
+        let mut filled = Filled {
+            start: cols.start,
+            values,
+            nonzero: 0,
+        };
+        if self.iter().any(|(k, v)| !filled.update(k, |_| v)) {
+            return;
+        }
+        *self = SparseMap {
+            filled: Some(filled),
+            ..SparseMap::default()
+        };
+    }
+
+    /// Applies `f` at `key` of a filled map; false when the map is not filled, or `key` lies
+    /// outside its columns (the map is then a table again, to take it).
+    fn filled_update(&mut self, key: u64, f: impl FnOnce(T) -> T) -> bool {
+        let Some(filled) = &mut self.filled else {
+            return false;
+        };
+        if filled.update(key, f) {
+            return true;
+        }
+        let filled = self.filled.take().expect("filled");
+        let stored = (filled.start..).zip(filled.values);
+        for (k, v) in stored.filter(|(_, v)| *v != T::default()) {
+            self.set(k, v);
+        }
+        false
     }
 
     /// Removes every key and frees the memory.
@@ -132,6 +232,9 @@ impl<T: Element> SparseMap<T> {
     /// Makes room for `additional` more keys without growing in between (a restore knows
     /// its key count up front).
     pub fn reserve(&mut self, additional: usize) {
+        if self.filled.is_some() {
+            return;
+        }
         let needed = (self.len + additional) * MAX_LOAD_DEN / MAX_LOAD_NUM + 1;
         if needed > self.keys.len() {
             self.grow_to(needed);
@@ -187,6 +290,52 @@ mod tests {
             expected.sort_unstable();
             prop_assert_eq!(seen, expected);
         }
+    }
+
+    proptest! {
+        #[test]
+        fn a_filled_map_reads_as_the_table_it_was(
+            ops in proptest::collection::vec((0u64..40, -3i64..3, 0u8..4), 0..300)
+        ) {
+            // Keys 10..30 are the block's columns; a key outside them turns it back to a table.
+            let mut map = SparseMap::<i64>::default();
+            let mut reference = HashMap::new();
+            for (key, v, op) in ops {
+                match op {
+                    0 => map.fill_within(10..30),
+                    1 => {
+                        map.set(key, v);
+                        reference.insert(key, v);
+                    }
+                    _ => {
+                        map.add(key, v);
+                        *reference.entry(key).or_insert(0) += v;
+                    }
+                }
+            }
+            reference.retain(|_, v| *v != 0);
+            for k in 0..40 {
+                prop_assert_eq!(map.get(k).unwrap_or(0), reference.get(&k).copied().unwrap_or(0));
+            }
+            let mut seen: Vec<_> = map.iter().filter(|p| p.1 != 0).collect();
+            seen.sort_unstable();
+            let mut expected: Vec<_> = reference.into_iter().collect();
+            expected.sort_unstable();
+            prop_assert_eq!(seen, expected);
+        }
+    }
+
+    #[test]
+    fn a_map_fills_once_its_table_outweighs_the_columns() {
+        let mut map = SparseMap::<f64>::default();
+        (0..4).for_each(|k| map.add(k, 1.0));
+        map.fill_within(0..1000);
+        assert!(map.filled.is_none(), "4 keys of 1,000 columns stay a table");
+        (0..900).for_each(|k| map.add(k, 1.0));
+        map.fill_within(0..1000);
+        assert_eq!((map.len(), map.memory_bytes()), (900, 8000));
+        map.add(5000, 2.0);
+        assert!(map.filled.is_none() && map.len() == 901 && map.get(5000) == Some(2.0));
     }
 
     /// Mean distance from a key's home slot to where it lives: the cost of a lookup.

@@ -138,7 +138,11 @@ impl<'a> PsfContext<'a> {
         let mut block = part.data.write();
         part.applied.lock().version += 1;
         self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
-        with_block!(&mut *block, b => f(&mut b.row_mut(*row)))
+        with_block!(&mut *block, b => {
+            let written = f(&mut b.row_mut(*row));
+            b.settle(*row);
+            written
+        })
     }
 
     /// A copy of operand `i`'s row, for functions that read one operand and write another.
