@@ -34,8 +34,11 @@ const MAX_NODE_VALUES: u64 = 1 << 27;
 const MAX_DENSE_HISTOGRAMS: u64 = 1 << 24;
 /// Most column blocks of the histograms: the servers' share of the split finding.
 const HISTOGRAM_BLOCKS: u64 = 16;
-/// Features per read of the sketch.
+/// Features of the first read of the sketch.
 const SKETCH_FEATURES_PER_CALL: u64 = 1024;
+/// About how many (bucket, count) pairs a later read of the sketch answers (32 MiB): an
+/// eighth of a message's limit, as features' densities vary.
+const SKETCH_PAIRS_PER_CALL: u64 = 1 << 21;
 
 /// The names of a model's matrices.
 #[derive(Debug, Clone)]
@@ -152,20 +155,34 @@ impl Grower {
     pub async fn after_sketch(&mut self, mean_target: f64) -> Result<()> {
         let bins = self.gbdt.bins;
         let mut values = Vec::with_capacity(self.dim as usize * (bins - 1));
-        for first in (0..self.dim).step_by(SKETCH_FEATURES_PER_CALL as usize) {
-            let last = (first + SKETCH_FEATURES_PER_CALL).min(self.dim);
+        let mut counts = vec![0i64; sketch::BUCKETS as usize];
+        let (mut first, mut features) = (0, SKETCH_FEATURES_PER_CALL);
+        while first < self.dim {
+            let last = first.saturating_add(features).min(self.dim);
             let columns = [first, last].map(|f| (f * sketch::BUCKETS) as f64);
             // Only the buckets some row fell in: a feature's values fill few of its buckets.
-            let pairs = (self.client)
+            let answer = (self.client)
                 .psf("stored", &[(&self.names.sketch, 0)], &columns)
                 .await?;
-            let mut counts = vec![0i64; ((last - first) * sketch::BUCKETS) as usize];
-            for pair in pairs.chunks_exact(2) {
-                counts[pair[0] as usize - columns[0] as usize] = pair[1] as i64;
+            let mut pairs: Vec<(u64, i64)> = (answer.chunks_exact(2))
+                .map(|p| (p[0] as u64, p[1] as i64))
+                .collect();
+            pairs.sort_unstable_by_key(|p| p.0);
+            let mut pairs_left = pairs.iter().peekable();
+            for feature in first..last {
+                let (start, end) = (feature * sketch::BUCKETS, (feature + 1) * sketch::BUCKETS);
+                counts.fill(0);
+                while let Some(&(column, count)) = pairs_left.next_if(|p| p.0 < end) {
+                    counts[(column - start) as usize] = count;
+                }
+                values.extend(sketch::cuts(&counts, bins));
             }
-            for feature in counts.chunks_exact(sketch::BUCKETS as usize) {
-                values.extend(sketch::cuts(feature, bins));
-            }
+            // Each call scans the whole row on the servers: the next one takes as many
+            // features as fill about SKETCH_PAIRS_PER_CALL pairs at this call's density, and
+            // at most 4 times this call's.
+            let per_feature = (pairs.len() as u64).div_ceil(last - first).max(1);
+            features = (SKETCH_PAIRS_PER_CALL / per_feature).clamp(1, 4 * (last - first));
+            first = last;
         }
         self.push_row(
             &self.names.cuts,
