@@ -11,6 +11,7 @@ use angel_client::{MatrixSpec, NodeSplit, PsClient, ValueType};
 use angel_ps_service::psf::best_split::SplitRule;
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
+use angel_sql::storage_level::{StorageLevel, TableStorage};
 use angel_training::kinds::gbdt::sample;
 use angel_training::kinds::gbdt::tree::{Node, Tree};
 use common::column;
@@ -115,12 +116,19 @@ fn rows(n: usize, seed: u64) -> Vec<(f64, Vec<(u64, f64)>)> {
 /// A job over generated rows (`rows`: 3,000 to train, seed 1; 1,000 to test, seed 2) as tables
 /// `train` and `test`, with a service of two servers.
 async fn generated_job() -> (Standalone, Job) {
+    generated_job_keeping(TableStorage::default()).await
+}
+
+/// [`generated_job`] with its tables kept in `tables`.
+async fn generated_job_keeping(tables: TableStorage) -> (Standalone, Job) {
     let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
     let config = SessionConfig::new().with_target_partitions(2);
     let job = Job::new(
         SessionContext::new_with_config(config),
         &service.master_addr(),
-    );
+    )
+    .keeping_tables(tables)
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (rows(3000, 1), rows(1000, 2));
     for (table, data) in [("train", &train), ("test", &test)] {
@@ -276,6 +284,32 @@ async fn every_tree_is_the_tree_a_plain_histogram_gbdt_grows() {
         }
         check_trees(&client, (loss, sampling), &train).await;
     }
+}
+
+/// With its tables on disk a job reads the training rows anew every round, as Ballista's
+/// tasks do, so no worker finds what it kept: each one rebuilds its state from its rows and
+/// the trees on the servers. The trees are still the plain GBDT's, subsampling included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_that_read_their_rows_anew_every_round_grow_the_same_trees() {
+    let disk = TableStorage::new(Some(StorageLevel::Disk), None);
+    let (service, job) = generated_job_keeping(disk).await;
+    let sampling = Sampling {
+        rows: 0.7,
+        features: 0.5,
+        seed: 5,
+    };
+    let options = format!(
+        ", subsample = {}, colsample_bytree = {}, seed = {}",
+        sampling.rows, sampling.features, sampling.seed
+    );
+    let table = job
+        .execute(&create("gb", "logistic", &options))
+        .await
+        .unwrap();
+    let train_loss = column(&table[0], "train_loss");
+    assert!(train_loss.windows(2).all(|w| w[1] < w[0]), "{train_loss:?}");
+    let client = PsClient::connect(&service.master_addr()).await.unwrap();
+    check_trees(&client, ("logistic", sampling), &rows(3000, 1)).await;
 }
 
 /// The generated rows' models: trees, their depth, and bins.

@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
 use angel_ps_cli::local_cluster::{LocalCluster, Options, Process};
-use angel_tests::{Job, binary, finished, repo, result_value, run_job, start_job, stock_scheduler};
+use angel_tests::{
+    Job, binary, finished, repo, result_row, result_value, run_job, start_job, stock_scheduler,
+};
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
 fn run(args: &[&str]) -> (u32, Output) {
@@ -18,7 +20,13 @@ fn run(args: &[&str]) -> (u32, Output) {
 
 /// Runs the Adult job with `extra` flags; returns (pid, holdout AUC, stdout).
 fn adult(out: &Path, extra: &[&str]) -> (u32, f64, String) {
-    let job = repo("examples/adult/job.sql");
+    example("adult", out, extra)
+}
+
+/// Runs example job `examples/NAME/job.sql` on the Adult data with `extra` flags; returns
+/// (pid, holdout AUC, stdout).
+fn example(name: &str, out: &Path, extra: &[&str]) -> (u32, f64, String) {
+    let job = repo(&format!("examples/{name}/job.sql"));
     let data = format!("data={}", repo("examples/data/adult").display());
     let out = format!("out={}", out.display());
     let mut args = vec![job.to_str().unwrap(), "--var", &data, "--var", &out];
@@ -31,7 +39,8 @@ fn adult(out: &Path, extra: &[&str]) -> (u32, f64, String) {
         "angel-ps run {extra:?} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let auc = result_value(&stdout, "holdout_auc");
+    // The scored holdout's row (a boosted model's epoch table has an AUC per tree too).
+    let auc = result_row(&stdout, "holdout_logloss")["holdout_auc"];
     (pid, auc, stdout)
 }
 
@@ -85,6 +94,16 @@ fn adult_on_ballista_matches_embedded_and_trains_in_the_executors() {
         "saved and reloaded model differ by {difference}"
     );
 
+    trained_in_the_executors(&cluster, (client_pid, false), "adult");
+}
+
+/// Both executors pushed to matrix `matrix` (`""`: matrices dropped since, whose names the
+/// status no longer has), and the client process (`client_pid`) did not, unless `client`.
+fn trained_in_the_executors(
+    cluster: &LocalCluster,
+    (client_pid, client): (u32, bool),
+    matrix: &str,
+) {
     let pushes = pushes_by_pid(&cluster.master.addr);
     let trainers: Vec<u32> = cluster
         .executors
@@ -92,20 +111,59 @@ fn adult_on_ballista_matches_embedded_and_trains_in_the_executors() {
         .map(Process::pid)
         .filter(|pid| {
             pushes
-                .get(&(u64::from(*pid), "adult".into()))
+                .get(&(u64::from(*pid), matrix.into()))
                 .is_some_and(|&n| n > 0)
         })
         .collect();
     assert_eq!(
         trainers.len(),
         2,
-        "executors that pushed to 'adult': {pushes:?}"
+        "executors that pushed to '{matrix}': {pushes:?}"
     );
-    assert_eq!(
-        pushes.get(&(u64::from(client_pid), "adult".to_string())),
-        None,
-        "the client process pushed to the trained model: {pushes:?}"
+    if !client {
+        assert_eq!(
+            pushes.get(&(u64::from(client_pid), matrix.to_string())),
+            None,
+            "the client process pushed to '{matrix}': {pushes:?}"
+        );
+    }
+}
+
+/// A boosted model on Ballista: its workers are the executors' tasks, which read their rows
+/// anew every round and rebuild what a worker keeps (bins, margins, nodes) from them and the
+/// trees on the servers. The trees score the holdout as the embedded run's do: histograms
+/// summed in another order can tip a near-tie between two splits, and no further.
+#[test]
+fn boosted_trees_on_ballista_match_embedded_and_grow_in_the_executors() {
+    let out = tempfile::tempdir().unwrap();
+    let small = ["--var", "trees=8", "--var", "depth=4"];
+    let embedded = [&small[..], &["--partitions", "2"]].concat();
+    let (_, embedded_auc, _) = example("gbdt", &out.path().join("embedded"), &embedded);
+
+    let cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
+    let on_cluster = [
+        "--ballista",
+        cluster.scheduler_url(),
+        "--master",
+        &cluster.master.addr,
+    ];
+    let (client_pid, cluster_auc, stdout) = example(
+        "gbdt",
+        &out.path().join("cluster"),
+        &[&small[..], &on_cluster[..]].concat(),
     );
+    assert!(
+        (cluster_auc - embedded_auc).abs() <= 0.002,
+        "AUC on Ballista {cluster_auc} vs embedded {embedded_auc}"
+    );
+    eprintln!("holdout AUC on Ballista {cluster_auc}, embedded {embedded_auc}");
+    assert!(
+        result_value(&stdout, "max_difference") == 0.0,
+        "the reloaded model predicts otherwise:\n{stdout}"
+    );
+    // The statement's histograms, totals and sketch are dropped at its end; the client
+    // process pushed only the round numbers to them, the executors the rest.
+    trained_in_the_executors(&cluster, (client_pid, true), "");
 }
 
 /// Runs a one-statement job that needs the PS; returns (stderr, seconds taken).

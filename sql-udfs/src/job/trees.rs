@@ -1,7 +1,8 @@
 //! `CREATE MODEL ... OPTIONS (kind = 'gbdt', ...)`: a boosted model's statement. Rounds of
 //! `ps_train` over the rows (whose workers keep their rows' bins and margins from round to
-//! round) alternate with the [`Grower`]'s work on the servers: round 0 sketches every
-//! feature, then each tree takes a round for its root and one per further layer. The epoch
+//! round, or rebuild them where their tasks read the rows anew: on Ballista) alternate with
+//! the [`Grower`]'s work on the servers: round 0 sketches every feature, then each tree takes
+//! a round for its root and one per further layer. The epoch
 //! table has a row per tree, tree 0 being the base margin alone: rows, the training loss
 //! after it, with a `holdout` table its loss and AUC (logistic) or RMSE (squared), the leaves
 //! of the tree it adds, seconds, push traffic and workers.
@@ -47,14 +48,12 @@ pub(super) async fn train(
         .map_err(train_error)?;
     let mut rounds = Rounds {
         ctx,
-        binding,
         name,
         rows: &rows,
         workers,
-        next: 0,
     };
     let bar = bar(gbdt.trees as u64, "trees");
-    let (mean_target, _) = rounds.run().await?;
+    let (mean_target, _) = rounds.run(&mut grower).await?;
     grower
         .after_sketch(mean_target)
         .await
@@ -74,7 +73,7 @@ pub(super) async fn train(
             grower.begin_tree(tree).await.map_err(train_error)?;
         }
         // The round that starts a tree answers the loss after the trees before it.
-        let (loss, count) = rounds.run().await?;
+        let (loss, count) = rounds.run(&mut grower).await?;
         let seconds = started.elapsed().as_secs_f64();
         let after = push_traffic(&client.status().await.map_err(ps_error)?, &ids);
         let evaluating = Instant::now();
@@ -105,7 +104,7 @@ pub(super) async fn train(
         }
         (started, before, leaves_before) = (Instant::now(), after, grower.leaves);
         while grower.after_round().await.map_err(train_error)? {
-            rounds.run().await?;
+            rounds.run(&mut grower).await?;
         }
         bar.inc(1);
     }
@@ -127,23 +126,19 @@ fn best_trees(table: &[Row]) -> usize {
     best.0
 }
 
-/// The statement's rounds of `ps_train`, numbered for the workers kept between them.
+/// The statement's rounds of `ps_train`.
 struct Rounds<'a> {
     ctx: &'a SessionContext,
-    binding: &'a Binding,
     name: &'a str,
     rows: &'a Rows,
     workers: usize,
-    next: u32,
 }
 
 impl Rounds<'_> {
-    /// Runs the next round; answers its mean (target or loss) and the rows it counted.
-    async fn run(&mut self) -> Result<(f64, u64)> {
-        self.binding
-            .tree_workers()
-            .start_round(self.name, self.next);
-        self.next += 1;
+    /// Runs the next round, numbered by `grower` on the servers for the workers; answers its
+    /// mean (target or loss) and the rows it counted.
+    async fn run(&mut self, grower: &mut Grower) -> Result<(f64, u64)> {
+        grower.start_round().await.map_err(train_error)?;
         let frame = self
             .rows
             .rows

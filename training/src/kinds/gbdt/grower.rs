@@ -15,7 +15,9 @@
 //! - `<model>.histograms`: a row per node of two layers (the parents' and the children's),
 //!   feature `f`'s bin `b` at columns `2 (f bins + b)` (gradient) and the next (hessian),
 //!   partitioned by whole features; dense up to 2^24 values, sparse beyond (wide sparse data);
-//! - `<model>.totals`: the root's gradient and hessian sums.
+//! - `<model>.totals`: the root's gradient and hessian sums (row 0), and the number of the
+//!   round the workers run (row 1), from which a worker that kept nothing from the round
+//!   before rebuilds its state (on Ballista, or after its executor died).
 
 use std::sync::Arc;
 
@@ -39,6 +41,9 @@ const SKETCH_FEATURES_PER_CALL: u64 = 1024;
 /// About how many (bucket, count) pairs a later read of the sketch answers (32 MiB): an
 /// eighth of a message's limit, as features' densities vary.
 const SKETCH_PAIRS_PER_CALL: u64 = 1 << 21;
+
+/// The row of the totals matrix that holds the round number.
+pub const ROUND_ROW: u64 = 1;
 
 /// The names of a model's matrices.
 #[derive(Debug, Clone)]
@@ -93,6 +98,8 @@ pub struct Grower {
     nodes: Vec<(usize, (f64, f64))>,
     /// Leaves of the trees so far.
     pub leaves: u64,
+    /// Rounds started so far.
+    rounds: u32,
     /// The margin the first tree's offset holds.
     base: f64,
 }
@@ -127,7 +134,7 @@ impl Grower {
                 }
             }
             .block_shape(rows, features / blocks * width),
-            f64s(&names.totals, 1, 2),
+            f64s(&names.totals, 2, 2),
         ];
         for spec in specs {
             match client.drop_matrix(&spec.name).await {
@@ -146,6 +153,7 @@ impl Grower {
             layer: 0,
             nodes: Vec::new(),
             leaves: 0,
+            rounds: 0,
             base: 0.0,
         })
     }
@@ -195,6 +203,17 @@ impl Grower {
         let names = &self.names;
         self.push(&names.trees, 0, vec![1], &[self.base]).await?;
         self.client.drop_matrix(&self.names.sketch).await?;
+        Ok(())
+    }
+
+    /// Before each round of the workers: counts it in the totals' round row (round 0, the
+    /// sketch's, is the row's zero).
+    pub async fn start_round(&mut self) -> Result<()> {
+        if self.rounds > 0 {
+            self.push(&self.names.totals, ROUND_ROW, vec![0], &[1.0])
+                .await?;
+        }
+        self.rounds += 1;
         Ok(())
     }
 

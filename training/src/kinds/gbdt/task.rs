@@ -12,17 +12,20 @@
 //!   the histograms of the children the workers build.
 //!
 //! The worker's state ([`Worker`]) stays in the job's memory from round to round ([`Kept`]).
+//! A worker that finds none kept for its rows (on Ballista, whose tasks read their rows anew
+//! every round, or with tables on disk) rebuilds it from its rows and the trees on the
+//! servers: every round's state follows from those alone.
 //!
 //! [`Grower`]: super::grower::Grower
 
 use arrow::array::{ArrayData, ArrayRef};
 
 use super::Gbdt;
-use super::grower::{Names, histogram_row};
+use super::grower::{Names, ROUND_ROW, histogram_row};
 use super::sketch::Cuts;
 use super::tree::Tree;
 use super::worker::{Histograms, Worker};
-use crate::error::{Result, input_err};
+use crate::error::Result;
 use crate::model::Model;
 use crate::rotation::kept::Kept;
 use crate::rows::SparseRows;
@@ -76,37 +79,30 @@ impl TreeTask {
     /// Runs the worker's part of the current round.
     pub fn run(&mut self) -> Result<Round> {
         let name = self.model.name.clone();
-        let Some(round) = self.kept.round(&name) else {
-            return input_err(format!(
-                "model '{name}': a boosted model's workers keep their rows' margins in the \
-                 job's memory for the whole statement, and this job streams its training rows \
-                 (on Ballista, or with tables on disk): not supported yet"
-            ));
-        };
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
         if arrays.is_empty() {
             return Ok(Round::default());
         }
-        let (worker, done) = match (round, self.kept.take(&name, &arrays)) {
+        let round = self.round()?;
+        let kept = (self.kept.take(&name, &arrays)).filter(|w| w.round + 1 == round);
+        let (mut worker, done) = match (round, kept) {
             (0, _) => self.sketch()?,
-            (_, Some(mut worker)) => {
+            (_, kept) => {
+                let mut worker = match kept {
+                    Some(worker) => worker,
+                    None => self.rebuild()?,
+                };
                 let done = self.step(&mut worker)?;
                 (worker, done)
             }
-            (_, None) => {
-                return input_err(format!(
-                    "model '{name}': a worker's rows from round {} are gone (its rows came as \
-                     other record batches); the statement cannot go on",
-                    round - 1
-                ));
-            }
         };
+        worker.round = round;
         self.kept.put(&name, round, arrays, worker);
         Ok(done)
     }
 
-    /// Round 0: reads the rows and pushes their sketch.
-    fn sketch(&self) -> Result<(Worker, Round)> {
+    /// The task's rows, checked.
+    fn rows(&self) -> Result<SparseRows> {
         let read = (self.batches.iter())
             .map(|b| {
                 let rows = SparseRows::from_arrays(self.function, Some(&b[0]), &b[1], b.get(2))?;
@@ -114,7 +110,12 @@ impl TreeTask {
                 Ok(rows)
             })
             .collect::<Result<Vec<_>>>()?;
-        let worker = Worker::new(&self.gbdt, SparseRows::concat(read));
+        Ok(SparseRows::concat(read))
+    }
+
+    /// Round 0: reads the rows and pushes their sketch.
+    fn sketch(&self) -> Result<(Worker, Round)> {
+        let worker = Worker::new(&self.gbdt, self.rows()?);
         let (counts, targets) = worker.sketch();
         let (keys, counts) = counts.into_push();
         self.push(&self.names.sketch, &[0], &keys, &counts)?;
@@ -123,6 +124,34 @@ impl TreeTask {
             sum: targets,
         };
         Ok((worker, round))
+    }
+
+    /// A worker that kept nothing from the round before (its rows came as new record batches:
+    /// on Ballista, or after a task ran again), brought from its rows and the trees on the
+    /// servers to where the round before left its rows' workers. The draws of the samples
+    /// follow the rows' content, so it is the same worker whichever task held them.
+    fn rebuild(&self) -> Result<Worker> {
+        let mut worker = Worker::new(&self.gbdt, self.rows()?);
+        let trees: Vec<u64> = (0..self.gbdt.trees as u64).collect();
+        let client = self.model.client();
+        let rows = block_on(client.pull_rows::<f64>(&self.names.trees, &trees))?;
+        let trees: Vec<Tree> = rows.iter().map(|r| Tree::from_row(r)).collect();
+        let growing = trees.iter().position(|t| !t.done);
+        tracing::debug!(model = %self.model.name, rows = worker.len(), ?growing, "rebuilding a worker");
+        // Before the first tree's first round the step starts the worker itself.
+        if trees[0].done || trees[0].split_layers() > 0 {
+            worker.start(self.function, &self.cuts()?, trees[0].offset)?;
+            worker.catch_up(&self.gbdt, &trees, self.model.spec.dim);
+        }
+        Ok(worker)
+    }
+
+    /// The round the statement runs, as the servers count it.
+    fn round(&self) -> Result<u32> {
+        let client = self.model.client();
+        let totals = &self.names.totals;
+        let round = block_on(client.pull_keys::<f64>(totals, ROUND_ROW, &[0]))?;
+        Ok(round[0] as u32)
     }
 
     /// One step of a round after the first (see the module documentation).

@@ -131,6 +131,16 @@ impl Tree {
         }
     }
 
+    /// The layers holding a split, from the root down (a split's parent is one): the layers
+    /// a tree being grown has finished and grows on from.
+    pub fn split_layers(&self) -> usize {
+        let splits = |l: usize| {
+            (self.nodes.get(layer(l)).unwrap_or_default().iter())
+                .any(|n| matches!(n, Node::Split { .. }))
+        };
+        (0..).take_while(|&l| splits(l)).count()
+    }
+
     /// The nodes a row can reach, in order: the root, and the children of every split
     /// reached (the rest of the row is room a shallower tree does not use).
     pub fn reachable(&self) -> Vec<usize> {
@@ -260,6 +270,8 @@ mod tests {
         assert_eq!(tree.built_child(2), 5, "the child of smaller cover");
         assert_eq!(layer(2), 3..7);
         assert_eq!(tree.reachable(), [0, 1, 2, 5, 6]);
+        assert_eq!(tree.split_layers(), 2);
+        assert_eq!(Tree::from_row(&[0.0; 58]).split_layers(), 0);
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct Worker {
     /// The tree being grown and the layer whose histograms it built last; `None` before the
     /// first tree.
     pub at: Option<(usize, usize)>,
+    /// The statement's round it last took part in.
+    pub round: u32,
 }
 
 impl Worker {
@@ -63,6 +65,7 @@ impl Worker {
             ids,
             features: None,
             at: None,
+            round: 0,
         }
     }
 
@@ -138,6 +141,29 @@ impl Worker {
                 self.margins[r as usize] += tree.value(node);
             }
         }
+    }
+
+    /// Brings a worker just started (binned, margins at the base) to where the rounds that
+    /// grew `trees` (every tree's row as the servers hold it now, the first one begun) left
+    /// the workers that took part in them: the complete trees' values in its margins, and the
+    /// tree being grown begun and descended to the layer the next round descends; a tree just
+    /// completed is left for the next round to finish, as it is after its last round.
+    pub fn catch_up(&mut self, gbdt: &Gbdt, trees: &[Tree], dim: u64) {
+        let t = trees.iter().position(|t| !t.done).unwrap_or(trees.len());
+        let layers = trees.get(t).map_or(0, Tree::split_layers);
+        // The tree the next round goes on with: the one being grown, or the last complete.
+        let Some(current) = t.checked_sub(usize::from(layers == 0)) else {
+            return;
+        };
+        for tree in &trees[..current] {
+            self.partition.reset(self.len(), tree.nodes.len());
+            self.finish_tree(tree);
+        }
+        self.begin_tree(gbdt, current, dim);
+        for layer in 0..layers.saturating_sub(1) {
+            self.descend(&trees[current], layer);
+        }
+        self.at = Some((current, layers.saturating_sub(1)));
     }
 
     /// Moves the rows at layer `layer`'s splits of `tree` to their children; returns the
