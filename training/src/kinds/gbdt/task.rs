@@ -211,6 +211,9 @@ impl TreeTask {
             .collect();
         // In pushes of at most PUSH_VALUES values: a wide layer's would pass a message's limit.
         let per_push = (PUSH_VALUES / rows.len()).max(1);
+        if keys.len() <= per_push {
+            return self.push(hist, &rows, &keys, &values);
+        }
         for start in (0..keys.len()).step_by(per_push) {
             let end = (start + per_push).min(keys.len());
             let part: Vec<f64> = (0..rows.len())
