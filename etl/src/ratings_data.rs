@@ -4,8 +4,8 @@
 //! of the given sigma, the floor no model's RMSE can go below. Users and items are drawn
 //! uniformly; a share of the ratings goes to the holdout file. Same seed, same files.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use crate::split_files::SplitFiles;
+use std::io::Write;
 use std::path::Path;
 
 use rand::rngs::StdRng;
@@ -67,12 +67,7 @@ pub fn generate(
     let items: Vec<_> = (0..spec.items)
         .map(|i| hidden(seed, 1, i, spec.rank))
         .collect();
-    let open = |path: &Path| -> std::io::Result<BufWriter<File>> {
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
-        writeln!(out, "user,item,rating")?;
-        Ok(out)
-    };
-    let (mut to_train, mut to_holdout) = (open(train)?, open(holdout)?);
+    let mut files = SplitFiles::create(train, holdout, Some("user,item,rating"))?;
     let noise = Normal::new(0.0, spec.noise).expect("valid normal");
     let mut rng = StdRng::seed_from_u64(seed);
     for _ in 0..spec.ratings {
@@ -83,14 +78,10 @@ pub fn generate(
         let ((p, bu), (q, bi)) = (&users[u as usize], &items[i as usize]);
         let dot: f64 = p.iter().zip(q).map(|(a, b)| a * b).sum();
         let rating = 3.0 + bu + bi + dot + noise.sample(&mut rng);
-        let out = match rng.random::<f64>() < spec.holdout {
-            true => &mut to_holdout,
-            false => &mut to_train,
-        };
+        let out = files.pick(&mut rng, spec.holdout);
         writeln!(out, "{u},{i},{rating:.6}")?;
     }
-    to_train.flush()?;
-    to_holdout.flush()
+    files.finish().map(drop)
 }
 
 #[cfg(test)]

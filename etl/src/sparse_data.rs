@@ -6,8 +6,8 @@
 //! from 0, ascending), which `read_libsvm(path, 'index_base=0')` and scikit-learn's
 //! `load_svmlight_file` both read; a share goes to the holdout file. Same seed, same files.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use crate::split_files::SplitFiles;
+use std::io::Write;
 use std::path::Path;
 
 use rand::rngs::StdRng;
@@ -44,12 +44,10 @@ pub fn generate(
     spec: &SparseSpec,
     seed: u64,
 ) -> std::io::Result<(u64, u64)> {
-    let open = |p: &Path| File::create(p).map(|f| BufWriter::with_capacity(1 << 20, f));
-    let (mut train_file, mut holdout_file) = (open(train)?, open(holdout)?);
+    let mut files = SplitFiles::create(train, holdout, None)?;
     let mut rng = StdRng::seed_from_u64(seed);
     let zipf = Zipf::new(spec.features as f64, 1.0).expect("valid zipf");
     let nnz = spec.nnz.min(spec.features as usize);
-    let mut counts = (0, 0);
     let mut row: Vec<(u64, f64)> = Vec::with_capacity(nnz);
     for _ in 0..spec.rows {
         row.clear();
@@ -72,25 +70,14 @@ pub fn generate(
             margin += if (a > 0.3) == (b > 0.6) { 1.5 } else { -1.5 };
         }
         let label = u8::from(rng.random::<f64>() < 1.0 / (1.0 + (-margin).exp()));
-        let out = match rng.random::<f64>() < spec.holdout {
-            true => {
-                counts.1 += 1;
-                &mut holdout_file
-            }
-            false => {
-                counts.0 += 1;
-                &mut train_file
-            }
-        };
+        let out = files.pick(&mut rng, spec.holdout);
         write!(out, "{label}")?;
         for &(f, v) in &row {
             write!(out, " {f}:{v}")?;
         }
         writeln!(out)?;
     }
-    train_file.flush()?;
-    holdout_file.flush()?;
-    Ok(counts)
+    files.finish()
 }
 
 #[cfg(test)]

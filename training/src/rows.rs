@@ -279,6 +279,14 @@ impl SparseRows {
         }
     }
 
+    /// Adds to `grads` (one weight row of the gathered keys, the intercept last) the gradient
+    /// of `d` times row `r`'s linear margin: `d x` to its features' weights, `d` to the
+    /// intercept.
+    pub fn add_gradient(&self, r: usize, g: &Gathered, d: f64, grads: &mut [f64]) {
+        self.row(r, g).for_each(|(s, v)| grads[s] += d * v);
+        grads[g.keys.len() - 1] += d;
+    }
+
     /// A hash of rows `range` (gathered in `g`): their labels, keys and values in row order.
     /// What orders a BSP model's workers, so it tells apart any two mini-batches that would
     /// not push the same gradients (dense rows all use the same keys).

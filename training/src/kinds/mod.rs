@@ -3,6 +3,7 @@
 //!
 //! - [`linear`]: logistic regression, linear regression, the linear SVM;
 //! - [`softmax`]: multinomial logistic regression over `classes` classes;
+//! - [`fm`]: factorization machines, a linear model plus every pair of features' interaction;
 //! - [`mf`]: matrix factorization of (user, item, rating) rows;
 //! - [`lda`]: the topic model (latent Dirichlet allocation), trained by Gibbs sampling;
 //! - [`gbdt`]: gradient-boosted decision trees, split where their histograms are.
@@ -17,6 +18,7 @@
 //! `CREATE MODEL`, `ps_train`, `ps_predict`, `ps_predict_proba`, `ps_loss`, `SAVE MODEL` and
 //! `LOAD MODEL` then work with it: they dispatch through the interface.
 
+pub mod fm;
 pub mod gbdt;
 pub mod lda;
 pub mod linear;
@@ -172,9 +174,7 @@ pub trait Gradient {
         let _ = weights;
         let n = g.keys.len();
         for (o, &d) in d.iter().enumerate().filter(|(_, d)| **d != 0.0) {
-            let grads = &mut grads[o * n..(o + 1) * n];
-            rows.row(r, g).for_each(|(s, v)| grads[s] += d * v);
-            grads[n - 1] += d;
+            rows.add_gradient(r, g, d, &mut grads[o * n..(o + 1) * n]);
         }
     }
 
@@ -317,6 +317,9 @@ pub const KINDS: &[(&[&str], Make)] = &[
     (&["softmax", "multinomial"], || {
         Box::new(softmax::Softmax::default())
     }),
+    (&["fm", "factorization_machine"], || {
+        Box::new(fm::Fm::default())
+    }),
     (&["mf", "matrix_factorization"], || {
         Box::new(mf::Mf::default())
     }),
@@ -400,5 +403,45 @@ mod tests {
         assert_eq!(by_name("multinomial").unwrap().name(), "softmax");
         let err = by_name("forest").unwrap_err().to_string();
         assert!(err.contains("'forest'") && err.contains("softmax"), "{err}");
+    }
+}
+
+/// What the kinds' tests share.
+#[cfg(test)]
+pub(crate) mod checks {
+    use super::Gradient;
+    use crate::rows::{Gathered, SparseRows};
+
+    /// Asserts that `kind`'s gradient of each row's loss (`margins`, `loss`, `backprop`) is
+    /// the central difference of that loss, weight by weight (steps of 1e-2, within 1e-3
+    /// relative): `weights` hold the gathered keys' weights row after row.
+    pub(crate) fn gradient_is_that_of_the_loss(
+        kind: &dyn Gradient,
+        (rows, g): (&SparseRows, &Gathered),
+        weights: &[f32],
+    ) {
+        let loss_at = |w: &[f32], r: usize| {
+            let mut m = [0.0];
+            kind.margins(rows, r, g, w, &mut m);
+            kind.loss(rows.label(r), &m, &mut [0.0])
+        };
+        for r in 0..rows.len() {
+            let (mut m, mut d) = ([0.0], [0.0]);
+            kind.margins(rows, r, g, weights, &mut m);
+            kind.loss(rows.label(r), &m, &mut d);
+            let mut grads = vec![0.0; weights.len()];
+            kind.backprop((rows, r, g), weights, &d, &mut grads);
+            for (j, &analytic) in grads.iter().enumerate() {
+                let h = 1e-2f32;
+                let (mut up, mut down) = (weights.to_vec(), weights.to_vec());
+                up[j] += h;
+                down[j] -= h;
+                let numeric = (loss_at(&up, r) - loss_at(&down, r)) / (2.0 * f64::from(h));
+                assert!(
+                    (analytic - numeric).abs() < 1e-3 * (1.0 + numeric.abs()),
+                    "row {r}, weight {j}: {analytic} vs {numeric}"
+                );
+            }
+        }
     }
 }

@@ -122,22 +122,14 @@ impl ModelKind for Gbdt {
             "subsample" | "bagging_fraction" => self.subsample = fraction(option)?,
             "colsample_bytree" | "feature_fraction" => self.colsample_bytree = fraction(option)?,
             "seed" => self.seed = option.whole(0, u64::MAX)?,
-            "loss" => {
-                self.objective = match option.one_of(&["logistic", "squared"])? {
-                    "logistic" => Linear::Logistic,
-                    _ => Linear::Regression,
-                }
-            }
+            "loss" => self.objective = Linear::from_loss_option(option)?,
             _ => return Ok(false),
         }
         Ok(true)
     }
 
     fn options(&self) -> Vec<(&'static str, String)> {
-        let loss = match self.objective {
-            Linear::Logistic => "logistic",
-            _ => "squared",
-        };
+        let loss = self.objective.loss_option();
         vec![
             ("trees", self.trees.to_string()),
             ("depth", self.depth.to_string()),

@@ -2,7 +2,9 @@
 //! per feature and an intercept (one output); they differ only in the loss of a row's margin
 //! `w . x + b` and in what they predict from it.
 
+use crate::error::Result;
 use crate::kinds::{Gradient, Metric, ModelKind};
+use crate::options::OptionValue;
 
 /// The loss a linear model minimises, and how it turns a margin into a prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,6 +18,23 @@ pub enum Linear {
 }
 
 impl Linear {
+    /// The loss of a kind that scores a margin as logistic or linear regression does (boosted
+    /// trees, factorization machines), from its option `loss = 'logistic' | 'squared'`.
+    pub fn from_loss_option(option: &OptionValue) -> Result<Linear> {
+        Ok(match option.one_of(&["logistic", "squared"])? {
+            "logistic" => Linear::Logistic,
+            _ => Linear::Regression,
+        })
+    }
+
+    /// The value of option `loss` that gives this loss ([`Linear::from_loss_option`]).
+    pub fn loss_option(self) -> &'static str {
+        match self {
+            Linear::Logistic => "logistic",
+            _ => "squared",
+        }
+    }
+
     /// The label as the loss uses it.
     fn target(self, label: f64) -> f64 {
         match self {

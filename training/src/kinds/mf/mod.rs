@@ -308,30 +308,7 @@ mod tests {
     #[test]
     fn the_gradient_of_a_rating_is_that_of_its_loss() {
         let (mf, rows, g, weights) = two_ratings();
-        let loss_at = |w: &[f32], r: usize| {
-            let mut m = [0.0];
-            mf.margins(&rows, r, &g, w, &mut m);
-            mf.loss(rows.label(r), &m, &mut [0.0])
-        };
-        for r in 0..2 {
-            let mut m = [0.0];
-            mf.margins(&rows, r, &g, &weights, &mut m);
-            let mut d = [0.0];
-            mf.loss(rows.label(r), &m, &mut d);
-            let mut grads = vec![0.0; weights.len()];
-            mf.backprop((&rows, r, &g), &weights, &d, &mut grads);
-            for (j, &analytic) in grads.iter().enumerate() {
-                let h = 1e-2f32;
-                let (mut up, mut down) = (weights.clone(), weights.clone());
-                up[j] += h;
-                down[j] -= h;
-                let numeric = (loss_at(&up, r) - loss_at(&down, r)) / (2.0 * f64::from(h));
-                assert!(
-                    (analytic - numeric).abs() < 1e-3,
-                    "row {r} weight {j}: {analytic} vs {numeric}"
-                );
-            }
-        }
+        crate::kinds::checks::gradient_is_that_of_the_loss(&mf, (&rows, &g), &weights);
     }
 
     /// Rotation's step on weights key after key is the generic path's: the loss and
