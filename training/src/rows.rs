@@ -287,6 +287,23 @@ impl SparseRows {
         grads[g.keys.len() - 1] += d;
     }
 
+    /// A hash of every row's label, keys and values: rows read anew from the same data hash
+    /// the same.
+    pub fn content_hash(&self) -> u64 {
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        for (label, bounds) in self.labels.iter().zip(self.offsets.windows(2)) {
+            hasher.update(&label.to_le_bytes());
+            hasher.update(&((bounds[1] - bounds[0]) as u64).to_le_bytes());
+        }
+        for index in &self.indices {
+            hasher.update(&index.to_le_bytes());
+        }
+        for value in self.values.iter().flatten() {
+            hasher.update(&value.to_le_bytes());
+        }
+        hasher.digest()
+    }
+
     /// A hash of rows `range` (gathered in `g`): their labels, keys and values in row order.
     /// What orders a BSP model's workers, so it tells apart any two mini-batches that would
     /// not push the same gradients (dense rows all use the same keys).

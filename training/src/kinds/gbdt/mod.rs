@@ -14,6 +14,7 @@
 //! - [`worker`]: a worker's rows, their margins, gradients and nodes, kept for the statement;
 //! - [`partition`]: the rows at each node of the tree being grown;
 //! - [`task`]: a worker's round in a statement (`ps_train`);
+//! - [`resident`]: workers kept in a process between rounds whose rows come as new batches;
 //! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
 //! - [`predict`]: the margins of rows under the trees (`ps_predict`);
 //! - [`importance`]: each feature's splits, gain and cover over the trees;
@@ -24,6 +25,7 @@ pub mod grower;
 pub mod importance;
 pub mod partition;
 pub mod predict;
+pub mod resident;
 pub mod sample;
 pub mod sketch;
 pub mod task;

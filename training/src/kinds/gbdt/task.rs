@@ -22,6 +22,7 @@ use arrow::array::{ArrayData, ArrayRef};
 
 use super::Gbdt;
 use super::grower::{Names, ROUND_ROW, histogram_row};
+use super::resident;
 use super::sketch::Cuts;
 use super::tree::Tree;
 use super::worker::{Histograms, Worker};
@@ -85,19 +86,29 @@ impl TreeTask {
         }
         let round = self.round()?;
         let kept = (self.kept.take(&name, &arrays)).filter(|w| w.round + 1 == round);
-        let (mut worker, done) = match (round, kept) {
-            (0, _) => self.sketch()?,
-            (_, kept) => {
-                let mut worker = match kept {
-                    Some(worker) => worker,
-                    None => self.rebuild()?,
+        let (mut worker, resident) = match kept {
+            Some(worker) => (worker, None),
+            None => {
+                let rows = self.rows()?;
+                let key = self.resident_key(&rows)?;
+                let found = resident::take(&key).filter(|w| w.round < round);
+                let worker = match (round, found) {
+                    (0, _) => Worker::new(&self.gbdt, rows),
+                    (_, Some(w)) if w.round + 1 == round => w,
+                    (_, found) => self.bring_forward(found, rows)?,
                 };
-                let done = self.step(&mut worker)?;
-                (worker, done)
+                (worker, Some(key))
             }
         };
+        let done = match round {
+            0 => self.sketch(&worker)?,
+            _ => self.step(&mut worker)?,
+        };
         worker.round = round;
-        self.kept.put(&name, round, arrays, worker);
+        match resident {
+            Some(key) if self.kept.round(&name).is_none() => resident::put(key, worker),
+            _ => self.kept.put(&name, round, arrays, worker),
+        }
         Ok(done)
     }
 
@@ -113,35 +124,59 @@ impl TreeTask {
         Ok(SparseRows::concat(read))
     }
 
-    /// Round 0: reads the rows and pushes their sketch.
-    fn sketch(&self) -> Result<(Worker, Round)> {
-        let worker = Worker::new(&self.gbdt, self.rows()?);
+    /// Where this statement's worker of `rows` is kept in the process ([`resident`]).
+    fn resident_key(&self, rows: &SparseRows) -> Result<resident::Key> {
+        let client = self.model.client();
+        Ok(resident::Key {
+            model: client.qualify(&self.model.name),
+            statement: block_on(client.matrix(&self.names.totals))?.meta.id,
+            content: rows.content_hash(),
+        })
+    }
+
+    /// Round 0: pushes the sketch of the worker's rows.
+    fn sketch(&self, worker: &Worker) -> Result<Round> {
         let (counts, targets) = worker.sketch();
         let (keys, counts) = counts.into_push();
         self.push(&self.names.sketch, &[0], &keys, &counts)?;
-        let round = Round {
+        Ok(Round {
             rows: worker.len() as u64,
             sum: targets,
-        };
-        Ok((worker, round))
+        })
     }
 
-    /// A worker that kept nothing from the round before (its rows came as new record batches:
-    /// on Ballista, or after a task ran again), brought from its rows and the trees on the
-    /// servers to where the round before left its rows' workers. The draws of the samples
+    /// A worker for the round after the one that left `found` (kept in this process some
+    /// rounds ago), or a new one of `rows`, brought from the trees on the servers to where
+    /// the round before left its rows' workers: on Ballista the task that holds these rows
+    /// may have run elsewhere, or run again after its executor died. The draws of the samples
     /// follow the rows' content, so it is the same worker whichever task held them.
-    fn rebuild(&self) -> Result<Worker> {
-        let mut worker = Worker::new(&self.gbdt, self.rows()?);
+    fn bring_forward(&self, found: Option<Worker>, rows: SparseRows) -> Result<Worker> {
         let trees: Vec<u64> = (0..self.gbdt.trees as u64).collect();
         let client = self.model.client();
-        let rows = block_on(client.pull_rows::<f64>(&self.names.trees, &trees))?;
-        let trees: Vec<Tree> = rows.iter().map(|r| Tree::from_row(r)).collect();
+        let values = block_on(client.pull_rows::<f64>(&self.names.trees, &trees))?;
+        let trees: Vec<Tree> = values.iter().map(|r| Tree::from_row(r)).collect();
         let growing = trees.iter().position(|t| !t.done);
-        tracing::debug!(model = %self.model.name, rows = worker.len(), ?growing, "rebuilding a worker");
+        let from = found.as_ref().map(|w| w.round);
+        tracing::debug!(model = %self.model.name, ?from, ?growing, "bringing a worker forward");
+        let mut rows = Some(rows);
+        let mut worker =
+            found.unwrap_or_else(|| Worker::new(&self.gbdt, rows.take().expect("rows")));
         // Before the first tree's first round the step starts the worker itself.
-        if trees[0].done || trees[0].split_layers() > 0 {
-            worker.start(self.function, &self.cuts()?, trees[0].offset)?;
-            worker.catch_up(&self.gbdt, &trees, self.model.spec.dim);
+        if !(trees[0].done || trees[0].split_layers() > 0) {
+            return Ok(worker);
+        }
+        let dim = self.model.spec.dim;
+        let cuts = self.cuts()?;
+        if !worker.started() {
+            worker.start(self.function, &cuts, trees[0].offset)?;
+        }
+        if !worker.catch_up(&self.gbdt, &trees, dim) {
+            let rows = rows
+                .take()
+                .expect("a worker found here is never ahead of a new one");
+            worker = Worker::new(&self.gbdt, rows);
+            worker.start(self.function, &cuts, trees[0].offset)?;
+            worker.catch_up(&self.gbdt, &trees, dim);
         }
         Ok(worker)
     }

@@ -143,27 +143,57 @@ impl Worker {
         }
     }
 
-    /// Brings a worker just started (binned, margins at the base) to where the rounds that
-    /// grew `trees` (every tree's row as the servers hold it now, the first one begun) left
-    /// the workers that took part in them: the complete trees' values in its margins, and the
-    /// tree being grown begun and descended to the layer the next round descends; a tree just
-    /// completed is left for the next round to finish, as it is after its last round.
-    pub fn catch_up(&mut self, gbdt: &Gbdt, trees: &[Tree], dim: u64) {
+    /// Brings a started worker (binned; margins at the base, or kept from an earlier round of
+    /// the statement) to where the rounds that grew `trees` (every tree's row as the servers
+    /// hold it now, the first one begun) left the workers that took part in them: the
+    /// complete trees' values in its margins, and the tree being grown begun and descended to
+    /// the layer the next round descends; a tree just completed is left for the next round to
+    /// finish, as it is after its last round. False, changing nothing, when the worker is
+    /// past that point (it was kept from another statement).
+    pub fn catch_up(&mut self, gbdt: &Gbdt, trees: &[Tree], dim: u64) -> bool {
         let t = trees.iter().position(|t| !t.done).unwrap_or(trees.len());
         let layers = trees.get(t).map_or(0, Tree::split_layers);
-        // The tree the next round goes on with: the one being grown, or the last complete.
+        // The tree the next round goes on with (the one being grown, or the last complete),
+        // and the layer it descends.
         let Some(current) = t.checked_sub(usize::from(layers == 0)) else {
-            return;
+            return self.at.is_none();
         };
-        for tree in &trees[..current] {
-            self.partition.reset(self.len(), tree.nodes.len());
-            self.finish_tree(tree);
+        // A complete tree is finished by the next round however far its descent went.
+        let (next, complete) = (layers.saturating_sub(1), layers == 0);
+        match self.at {
+            Some((t0, l0)) if t0 > current || (t0 == current && !complete && l0 > next) => {
+                return false;
+            }
+            Some((t0, _)) if t0 == current && complete => return true,
+            Some((t0, l0)) if t0 == current => {
+                for layer in l0..next {
+                    self.descend(&trees[current], layer);
+                }
+            }
+            at => {
+                // The tree it was growing ends (a split node's rows are gone from it, so
+                // finishing picks up where its descent stopped); those after it replay whole.
+                let first = at.map_or(0, |(t0, _)| {
+                    self.finish_tree(&trees[t0]);
+                    t0 + 1
+                });
+                for tree in &trees[first..current] {
+                    self.partition.reset(self.len(), tree.nodes.len());
+                    self.finish_tree(tree);
+                }
+                self.begin_tree(gbdt, current, dim);
+                for layer in 0..next {
+                    self.descend(&trees[current], layer);
+                }
+            }
         }
-        self.begin_tree(gbdt, current, dim);
-        for layer in 0..layers.saturating_sub(1) {
-            self.descend(&trees[current], layer);
-        }
-        self.at = Some((current, layers.saturating_sub(1)));
+        self.at = Some((current, next));
+        true
+    }
+
+    /// Whether its rows are binned (it took part in a round after the sketch's).
+    pub fn started(&self) -> bool {
+        self.rows.is_none()
     }
 
     /// Moves the rows at layer `layer`'s splits of `tree` to their children; returns the
@@ -297,5 +327,173 @@ mod tests {
         let values = [[0.5, 1.0, -1.0, 2.0], [0.0, 0.0, 3.0, 1.0], [0.0; 4]];
         assert_eq!(push.values, values.concat());
         assert_eq!(Histograms::of(&[]), Histograms::default());
+    }
+
+    fn split(feature: u64, bin: usize, default_left: bool) -> Node {
+        let (threshold, cover, gain) = (0.0, 1.0, 1.0);
+        Node::Split {
+            feature,
+            bin,
+            threshold,
+            default_left,
+            cover,
+            gain,
+        }
+    }
+
+    fn leaf(value: f64) -> Node {
+        Node::Leaf { value, cover: 1.0 }
+    }
+
+    /// The three trees of depth 2 a statement grows, as the servers hold them at each of its
+    /// rounds after the sketch's (rounds 1 to 7), each tree written layer by layer.
+    fn rounds() -> Vec<Vec<Tree>> {
+        let empty = || vec![leaf(0.0); tree::nodes(2)];
+        let tree = |done, offset, nodes| Tree {
+            done,
+            offset,
+            nodes,
+        };
+        let mut first = empty();
+        first[0] = split(0, 1, true);
+        let mut first_done = first.clone();
+        first_done[1] = split(1, 0, false);
+        (first_done[2], first_done[3], first_done[4]) = (leaf(0.25), leaf(-0.5), leaf(0.125));
+        let mut second = empty();
+        second[0] = split(1, 2, false);
+        let mut second_done = second.clone();
+        (second_done[1], second_done[2]) = (leaf(-0.0625), leaf(0.375));
+        let mut third_done = empty();
+        third_done[0] = leaf(0.03125);
+        let t0 = [
+            tree(false, 0.5, empty()),
+            tree(false, 0.5, first),
+            tree(true, 0.5, first_done),
+        ];
+        let t1 = [
+            tree(false, 0.0, empty()),
+            tree(false, 0.0, second),
+            tree(true, 0.0, second_done),
+        ];
+        let t2 = [tree(false, 0.0, empty()), tree(true, 0.0, third_done)];
+        let state =
+            |a: usize, b: usize, c: usize| vec![t0[a].clone(), t1[b].clone(), t2[c].clone()];
+        vec![
+            state(0, 0, 0),
+            state(1, 0, 0),
+            state(2, 0, 0),
+            state(2, 1, 0),
+            state(2, 2, 0),
+            state(2, 2, 1),
+        ]
+    }
+
+    /// 40 rows of two features (some missing), binned into 4 bins, started at margin 0.5.
+    fn started(gbdt: &Gbdt) -> Worker {
+        use arrow::array::{ArrayRef, Float64Array, ListArray};
+        use arrow::datatypes::{Float64Type, Int64Type};
+        use std::sync::Arc;
+        let keys = |r: i64| match r % 3 {
+            0 => vec![Some(0), Some(1)],
+            1 => vec![Some(0)],
+            _ => vec![Some(1)],
+        };
+        let values = |r: i64| {
+            keys(r)
+                .iter()
+                .map(|k| Some((r * 7 + k.unwrap() * 3) as f64 % 10.0))
+                .collect::<Vec<_>>()
+        };
+        let idx: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>(
+            (0..40).map(|r| Some(keys(r))),
+        ));
+        let val: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(
+            (0..40).map(|r| Some(values(r))),
+        ));
+        let labels: ArrayRef = Arc::new(Float64Array::from_iter_values(
+            (0..40).map(|r| f64::from(r % 2 == 0)),
+        ));
+        let rows = SparseRows::from_arrays("t", Some(&labels), &idx, Some(&val)).unwrap();
+        let cuts = Cuts {
+            bins: 4,
+            values: vec![2.0, 5.0, 7.0, 1.0, 4.0, 8.0],
+        };
+        let mut worker = Worker::new(gbdt, rows);
+        worker.start("t", &cuts, 0.5).unwrap();
+        worker
+    }
+
+    /// What a round's step does to a worker locally (`TreeTask::step` without the pushes).
+    fn step(worker: &mut Worker, gbdt: &Gbdt, trees: &[Tree]) {
+        match worker.at {
+            None => {
+                worker.begin_tree(gbdt, 0, 2);
+            }
+            Some((t, _)) if trees[t].done => {
+                worker.finish_tree(&trees[t]);
+                match t + 1 < trees.len() {
+                    true => drop(worker.begin_tree(gbdt, t + 1, 2)),
+                    false => worker.at = Some((trees.len(), 0)),
+                }
+            }
+            Some((t, layer)) => {
+                worker.descend(&trees[t], layer);
+                worker.at = Some((t, layer + 1));
+            }
+        }
+    }
+
+    fn same(a: &Worker, b: &Worker, what: &str) {
+        assert_eq!(a.at, b.at, "{what}: where");
+        assert_eq!(a.margins, b.margins, "{what}: margins");
+        assert_eq!((&a.grad, &a.hess), (&b.grad, &b.hess), "{what}: gradients");
+        for node in 0..tree::nodes(2) {
+            assert_eq!(
+                a.partition.rows(node),
+                b.partition.rows(node),
+                "{what}: node {node}"
+            );
+        }
+    }
+
+    /// A worker brought forward to any round, from a fresh start or from any earlier round,
+    /// is the worker that took part in every round: the same place in the trees, margins,
+    /// gradients and rows per node.
+    #[test]
+    fn a_worker_brought_forward_is_the_one_that_ran_every_round() {
+        let gbdt = Gbdt {
+            depth: 2,
+            ..Gbdt::default()
+        };
+        let rounds = rounds();
+        // The worker that ran every round through round `last` (of `rounds`).
+        let ran = |last: usize| {
+            let mut worker = started(&gbdt);
+            for trees in &rounds[..=last] {
+                step(&mut worker, &gbdt, trees);
+            }
+            worker
+        };
+        for (r, trees) in rounds.iter().enumerate() {
+            let reference = ran(r);
+            let mut fresh = started(&gbdt);
+            assert!(fresh.catch_up(&gbdt, trees, 2));
+            step(&mut fresh, &gbdt, trees);
+            same(&fresh, &reference, &format!("round {r}, fresh"));
+            for earlier in 0..r {
+                let mut kept = ran(earlier);
+                assert!(kept.catch_up(&gbdt, trees, 2));
+                step(&mut kept, &gbdt, trees);
+                same(
+                    &kept,
+                    &reference,
+                    &format!("round {r}, kept from {earlier}"),
+                );
+            }
+        }
+        // A worker past the trees (another statement's) is left as it is.
+        let mut ahead = started(&gbdt);
+        ahead.at = Some((2, 0));
+        assert!(!ahead.catch_up(&gbdt, &rounds[0], 2));
     }
 }
