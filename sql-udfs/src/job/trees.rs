@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use angel_client::EpochReport;
 use angel_training::kinds::gbdt::grower::{Grower, Names};
+use angel_training::kinds::gbdt::resident;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, plan_err};
 use datafusion::prelude::SessionContext;
@@ -110,6 +111,8 @@ pub(super) async fn train(
     }
     bar.finish_and_clear();
     grower.finish().await.map_err(train_error)?;
+    // Workers this process kept for rows it read anew each round (tables on disk).
+    resident::forget(&client.qualify(name));
     drop(caching);
     epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
 }

@@ -48,6 +48,12 @@ pub fn take(key: &Key) -> Option<Worker> {
     Some(workers.swap_remove(at).worker)
 }
 
+/// Drops the workers kept for model `model` (qualified): its statement ended. Executors have
+/// no word of that and drop them once idle for [`MAX_IDLE`].
+pub fn forget(model: &str) {
+    workers().retain(|e| e.key.model != model);
+}
+
 /// Keeps `worker` for `key`, dropping workers idle too long and, beyond the limit, the
 /// longest kept.
 pub fn put(key: Key, worker: Worker) {
