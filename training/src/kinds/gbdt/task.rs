@@ -12,9 +12,10 @@
 //!   the histograms of the children the workers build.
 //!
 //! The worker's state ([`Worker`]) stays in the job's memory from round to round ([`Kept`]).
-//! A worker that finds none kept for its rows (on Ballista, whose tasks read their rows anew
-//! every round, or with tables on disk) rebuilds it from its rows and the trees on the
-//! servers: every round's state follows from those alone.
+//! Where the rows come as new batches every round (on Ballista, or with tables on disk) the
+//! process keeps it by the rows' content instead ([`resident`]), and a worker kept some rounds
+//! ago, or none, is brought forward from the trees on the servers: every round's state
+//! follows from the rows and the trees alone.
 //!
 //! [`Grower`]: super::grower::Grower
 
@@ -84,20 +85,28 @@ impl TreeTask {
         if arrays.is_empty() {
             return Ok(Round::default());
         }
-        let round = self.round()?;
-        let kept = (self.kept.take(&name, &arrays)).filter(|w| w.round + 1 == round);
+        // A worker the job kept by its batches is the previous round's: no need to ask.
+        let kept = self.kept.take(&name, &arrays);
+        let round = match &kept {
+            Some(worker) => worker.round + 1,
+            None => self.round()?,
+        };
+        // Jobs that keep workers by their batches (embedded, rows in memory) set a round.
+        let by_batches = self.kept.round(&name).is_some();
         let (mut worker, resident) = match kept {
             Some(worker) => (worker, None),
             None => {
                 let rows = self.rows()?;
-                let key = self.resident_key(&rows)?;
-                let found = resident::take(&key).filter(|w| w.round < round);
+                let key = (!by_batches)
+                    .then(|| self.resident_key(&rows))
+                    .transpose()?;
+                let found = (key.as_ref().and_then(resident::take)).filter(|w| w.round < round);
                 let worker = match (round, found) {
                     (0, _) => Worker::new(&self.gbdt, rows),
                     (_, Some(w)) if w.round + 1 == round => w,
                     (_, found) => self.bring_forward(found, rows)?,
                 };
-                (worker, Some(key))
+                (worker, key)
             }
         };
         let done = match round {
@@ -106,8 +115,8 @@ impl TreeTask {
         };
         worker.round = round;
         match resident {
-            Some(key) if self.kept.round(&name).is_none() => resident::put(key, worker),
-            _ => self.kept.put(&name, round, arrays, worker),
+            Some(key) => resident::put(key, worker),
+            None => self.kept.put(&name, round, arrays, worker),
         }
         Ok(done)
     }
