@@ -122,6 +122,15 @@ impl ReplayBuffer {
         }
     }
 
+    /// Forgets every held change, returning how many there were: they went to a service that
+    /// no longer answers at its master's address, and the one there now never held them.
+    pub(crate) fn clear(&self) -> usize {
+        let mut guard = self.held.lock();
+        let held = guard.0.values().map(|h| h.entries.len()).sum();
+        *guard = (HashMap::new(), 0);
+        held
+    }
+
     /// Whether the buffer holds more than its size: time to ask for snapshots.
     pub(crate) fn over_limit(&self) -> bool {
         self.held.lock().1 > self.limit

@@ -23,6 +23,8 @@ pub(crate) struct ServerConn {
 #[derive(Debug, Default)]
 pub(crate) struct Routing {
     pub(crate) epoch: u64,
+    /// The service the map came from ([`angel_proto::PartitionMap::service`]).
+    pub(crate) service: u64,
     pub(crate) servers: HashMap<u32, ServerConn>,
     pub(crate) by_name: HashMap<String, Arc<Matrix>>,
     /// Matrices and counter key spaces by id (ids are unique across both).

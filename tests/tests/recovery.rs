@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use angel_client::{MatrixSpec, PsClient, ValueType};
 use angel_proto::{Caller, PushRequest, RowSlice, wire};
 use angel_ps_cli::local_cluster::free_port;
+use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_tests::{
     Cluster, Job, finished, raw_server, repo, result_value, spawn, start_job, summary,
 };
@@ -661,4 +662,37 @@ async fn a_push_sent_twice_with_the_same_writer_and_seq_applies_once() {
         .map(|p| p.duplicates)
         .sum();
     assert_eq!(duplicates, 2);
+}
+
+/// A client that knew one service follows a fresh one started at the same address (a master
+/// started without its state, or the next embedded service of a process): the new service's
+/// map replaces its cache although its epochs start lower, so what the new service creates is
+/// found and counted into. Before maps carried the service's identity the client ignored them
+/// as older than its cache, and "no counter named" failed the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_follows_a_fresh_service_started_at_its_old_address() {
+    let first = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let addr = first.master_addr();
+    let client = PsClient::connect(&addr).await.unwrap();
+    for i in 0..20 {
+        client.create_counter(&format!("old{i}")).await.unwrap();
+    }
+    first.shutdown().await.unwrap();
+
+    let second = StandaloneConfig {
+        bind: addr.parse().unwrap(),
+        ..StandaloneConfig::new(1)
+    };
+    let second = Standalone::start(second).await.unwrap();
+    client.create_counter("new").await.unwrap();
+    client
+        .counter_increase("new", &["a", "b", "a"], &[1, 1, 1])
+        .await
+        .unwrap();
+    client.counter_seal("new", 2).await.unwrap();
+    let indexed = client.counter_get("new", &["a", "b"]).await.unwrap();
+    assert_eq!(indexed, vec![(2, Some(0)), (1, None)]);
+    let gone = client.counter("old0").await.unwrap_err();
+    assert!(gone.to_string().contains("no counter named"), "{gone}");
+    second.shutdown().await.unwrap();
 }

@@ -38,14 +38,30 @@ impl PsClient {
         self.replay(moved).await
     }
 
-    /// Installs `map` unless it is older than the cached one; returns the partitions it shows
-    /// restored on another server since.
+    /// Installs `map` unless it is older than the cached one of the same service; returns the
+    /// partitions it shows restored on another server since. A map of another service (a
+    /// master started afresh at the cached one's address) replaces the cache whatever its
+    /// epoch, and nothing of the old service is replayed into it.
     fn install(&self, map: PartitionMap) -> Result<Vec<Moved>> {
         let mut routing = self.routing.write();
-        if map.epoch < routing.epoch {
+        let same_service = map.service == routing.service;
+        if same_service && map.epoch < routing.epoch {
             return Ok(Vec::new());
         }
-        let moved = moved_partitions(&routing, &map);
+        let moved = match same_service {
+            true => moved_partitions(&routing, &map),
+            false => {
+                let forgotten = self.replays.clear();
+                if routing.service != 0 {
+                    tracing::warn!(
+                        forgotten,
+                        "another service answers at the master's address; the cached map and \
+                         the changes held for replay to the old one are dropped"
+                    );
+                }
+                Vec::new()
+            }
+        };
         let mut servers = HashMap::new();
         for s in &map.servers {
             let conn = match routing.servers.get(&s.id) {
@@ -79,6 +95,7 @@ impl PsClient {
         }
         *routing = Routing {
             epoch: map.epoch,
+            service: map.service,
             servers,
             by_name,
             by_id,

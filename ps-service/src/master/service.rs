@@ -71,6 +71,8 @@ pub(super) type Placement = BTreeMap<u32, (ServerEntry, Vec<u32>)>;
 #[derive(Debug, Default)]
 pub(super) struct State {
     pub(super) epoch: u64,
+    /// Which service this state is ([`PartitionMap::service`]).
+    pub(super) service: u64,
     pub(super) next_server: u32,
     pub(super) next_matrix: u32,
     pub(super) servers: BTreeMap<u32, ServerEntry>,
@@ -121,6 +123,7 @@ impl State {
         let awaiting = self.awaiting.iter().map(|(&id, a)| (id, &a.addr));
         PartitionMap {
             epoch: self.epoch,
+            service: self.service,
             servers: registered
                 .chain(awaiting)
                 .map(|(id, addr)| ServerInfo {
@@ -253,7 +256,11 @@ impl MasterService {
         quotas: Quotas,
     ) -> Self {
         MasterService {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                // Never 0, which marks states saved before services had an identity.
+                service: rand::random::<u64>().max(1),
+                ..State::default()
+            }),
             persisting: Mutex::new(()),
             creating: tokio::sync::Mutex::new(()),
             server_timeout,

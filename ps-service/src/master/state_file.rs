@@ -99,6 +99,7 @@ impl State {
             .map(|(&id, a)| (id, &a.addr, &a.optimizers, a.standby, a.nonce));
         MasterSnapshot {
             epoch: self.epoch,
+            service: self.service,
             next_server: self.next_server,
             next_matrix: self.next_matrix,
             servers: registered
@@ -125,6 +126,7 @@ impl State {
         let since = Instant::now();
         State {
             epoch: saved.epoch + 1,
+            service: saved.service,
             saved_epoch: Some(saved.epoch),
             doubt: None,
             state_error: None,
