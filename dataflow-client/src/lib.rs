@@ -43,7 +43,7 @@ pub mod worker_calls;
 pub use angel_proto::{
     Ack, ClockPhase, ClockReply, ClockRequest, Compression, CompressionMode, CounterState, Element,
     EpochReport, Layout, Lease, MatrixMeta, Merge, NodeSplit, OptimizerParams, PsError, Result,
-    RotatePhase, RotateReply, RotateRequest, SnapshotReply, StorageKind, Sync, Training,
+    RotatePhase, RotateReply, RotateRequest, SnapshotReply, Solver, StorageKind, Sync, Training,
     UpdateRule, ValueType, optimizer_params,
 };
 pub use client::{ClientConfig, PsClient, REPLAY_MB_VAR, worker_pid};

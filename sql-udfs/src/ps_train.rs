@@ -15,6 +15,7 @@ use std::sync::LazyLock;
 use angel_training::kinds::Inputs;
 use angel_training::kinds::gbdt::task::TreeTask;
 use angel_training::kinds::lda::task::TopicTask;
+use angel_training::lbfgs::task::GradientTask;
 use angel_training::{Model, ModelSpec, RotationTask, TrainTask};
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
@@ -173,10 +174,12 @@ struct Train {
 }
 
 /// How the task trains: mini-batch after mini-batch as its rows come, or, under model
-/// rotation and for a topic model, all its rows once they are all in.
+/// rotation and for a topic model, all its rows once they are all in; a full-batch model's
+/// task sums the gradient of its rows and pushes it when they end.
 #[derive(Debug)]
 enum Pass {
     Steps(Box<TrainTask>),
+    FullBatch(Box<GradientTask>),
     Rotation(Box<RotationTask>),
     Topics(Box<TopicTask>),
     Trees(Box<TreeTask>),
@@ -189,7 +192,9 @@ impl Train {
             let model = Model::open(self.binding.client()?, &self.name).map_err(train_error)?;
             let topics = model.spec.kind.topics().is_some();
             let trees = model.spec.kind.trees().is_some();
+            let full_batch = model.spec.solver.method.is_some();
             self.task = Some(match (topics, model.spec.sync.rotation) {
+                _ if full_batch => Pass::FullBatch(Box::new(GradientTask::new(model))),
                 _ if trees => Pass::Trees(Box::new(
                     TreeTask::new(model, MODEL.function, self.binding.tree_workers().clone())
                         .map_err(train_error)?,
@@ -222,6 +227,11 @@ impl Train {
         let progress = self.binding.reports().progress.clone();
         match self.task.as_mut() {
             Some(Pass::Steps(task)) => task.finish().map_err(train_error),
+            Some(Pass::FullBatch(task)) => {
+                task.finish().map_err(train_error)?;
+                self.task = None;
+                Ok(())
+            }
             Some(Pass::Rotation(task)) => {
                 let trained = task
                     .run(|rows, loss| progress.add(rows, loss))
@@ -262,6 +272,13 @@ impl Accumulator for Train {
         let (binding, name) = (self.binding.clone(), self.name.clone());
         let (rows, trained) = match self.task()? {
             Pass::Steps(task) => train(&binding, &name, task, values)?,
+            Pass::FullBatch(task) => {
+                let spec = &task.model().spec;
+                let batches = batches(&binding, &name, spec, values)?;
+                let summed = task.add(&batches).map_err(train_error)?;
+                binding.reports().progress.add(summed.rows, summed.loss);
+                (summed.rows as usize, summed.loss)
+            }
             Pass::Rotation(task) => {
                 let (label, inputs) = columns(&task.model().spec, values)?;
                 task.add(label, inputs);
@@ -319,6 +336,21 @@ fn columns<'a>(spec: &ModelSpec, values: &'a [ArrayRef]) -> Result<(&'a ArrayRef
     })
 }
 
+/// The mini-batches of one batch of rows of model `name`, read once and kept across epochs
+/// when the job keeps its rows in memory.
+fn batches(
+    binding: &Binding,
+    name: &str,
+    spec: &ModelSpec,
+    values: &[ArrayRef],
+) -> Result<std::sync::Arc<angel_training::rows::MiniBatches>> {
+    // The model name argument is a new array at every call; the rows are not.
+    let rows = values.get(LABEL.index..).unwrap_or_default();
+    let (label, inputs) = columns(spec, values)?;
+    let read = || spec.mini_batches(MODEL.function, name, (label, inputs));
+    (binding.key_lists().get_or_read(name, rows, read)).map_err(train_error)
+}
+
 /// Trains `task` of model `name` on one batch of rows, mini-batch after mini-batch; returns
 /// the rows and their summed loss.
 fn train(
@@ -328,11 +360,7 @@ fn train(
     values: &[ArrayRef],
 ) -> Result<(usize, f64)> {
     let spec = task.model().spec.clone();
-    // The model name argument is a new array at every call; the rows are not.
-    let rows = values.get(LABEL.index..).unwrap_or_default();
-    let (label, inputs) = columns(&spec, values)?;
-    let read = || spec.mini_batches(MODEL.function, name, (label, inputs));
-    let batches = (binding.key_lists().get_or_read(name, rows, read)).map_err(train_error)?;
+    let batches = batches(binding, name, &spec, values)?;
     let progress = binding.reports().progress.clone();
     let sum = task
         .train(&batches, |rows, loss| progress.add(rows, loss))

@@ -177,6 +177,16 @@ async fn options_out_of_range_are_named() {
             "counter = 'nosuch': no counter",
         ),
         ("dim = 2, holdout = 'nosuch'", "holdout = 'nosuch'"),
+        (
+            "dim = 2, kind = 'svm', optimizer = 'lbfgs'",
+            "not a svm model",
+        ),
+        (
+            "dim = 2, optimizer = 'lbfgs', l1 = 0.1",
+            "use optimizer = 'owlqn'",
+        ),
+        ("dim = 2, memory = 5", "not optimizer 'adam''s"),
+        ("dim = 2, optimizer = 'lbfgs', memory = 0", "memory = '0'"),
     ] {
         fails(&m, &model(options), &["case.sql:2", expected]).await;
     }

@@ -22,6 +22,7 @@
 pub mod error;
 pub mod key_lists;
 pub mod kinds;
+pub mod lbfgs;
 pub mod model;
 pub mod options;
 pub mod recommend;

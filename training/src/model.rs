@@ -24,6 +24,8 @@ use arrow::array::ArrayRef;
 use crate::error::{Error, Result, input_err, option_err};
 use crate::kinds::gbdt::{self, tree};
 use crate::kinds::{self, Gradient, Kind};
+use crate::lbfgs::history;
+use crate::lbfgs::solver::{Method, Solver};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
 use crate::sync::{self, StepBudget, SyncSpec};
@@ -55,6 +57,8 @@ pub struct ModelSpec {
     pub compression_mode: CompressionMode,
     /// How its workers keep in step, and the update rule.
     pub sync: SyncSpec,
+    /// Mini-batch steps, or a full-batch quasi-Newton method (`optimizer = 'lbfgs'`).
+    pub solver: Solver,
 }
 
 impl ModelSpec {
@@ -70,6 +74,7 @@ impl ModelSpec {
             compression: Compression::None,
             compression_mode: CompressionMode::Auto,
             sync: SyncSpec::default(),
+            solver: Solver::default(),
         }
     }
 
@@ -78,7 +83,7 @@ impl ModelSpec {
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let option = OptionValue { key, value };
         let key = &key.to_ascii_lowercase();
-        if self.sync.set(key, value)? {
+        if self.sync.set(key, value)? || self.solver.set(&option)? {
             return Ok(());
         }
         if key == "kind" {
@@ -97,7 +102,15 @@ impl ModelSpec {
         let u = &mut self.optimizer;
         match key.as_str() {
             "dim" => self.dim = option.whole(1, MAX_DIM)?,
-            "optimizer" => u.name = value.trim().to_ascii_lowercase(),
+            "optimizer" => {
+                let name = value.trim().to_ascii_lowercase();
+                self.solver.method = Method::named(&name);
+                // What the servers would apply to a push to a full-batch model: plain steps.
+                u.name = match self.solver.method {
+                    Some(_) => "sgd".to_string(),
+                    None => name,
+                };
+            }
             "learning_rate" | "lr" | "alpha" => {
                 u.learning_rate = option.number(|x| x > 0.0, "a finite number above 0")?
             }
@@ -144,6 +157,7 @@ impl ModelSpec {
             local_steps: self.sync.local_steps,
             compression: self.compression.to_string(),
             compression_mode: self.compression_mode.to_string(),
+            solver: self.solver.to_proto(),
         }
     }
 
@@ -196,10 +210,12 @@ impl ModelSpec {
     /// Creates the model's matrix on the service, with the rows of state the servers report
     /// for its optimizer (built-in or registered by a user on the servers).
     pub async fn create(&self, client: &PsClient, name: &str) -> Result<Arc<Matrix>> {
-        // A kind without gradients (the topic model's counts) keeps no optimizer state.
-        let state_rows = match self.kind.gradient() {
-            Some(_) => client.optimizer(&self.optimizer.name).await?.state_rows,
-            None => 0,
+        // A kind without gradients (the topic model's counts) keeps no optimizer state; a
+        // full-batch model keeps its history.
+        let state_rows = match (self.kind.gradient(), self.solver.method) {
+            (Some(_), Some(_)) => history::state_rows(self.solver.memory) as u32,
+            (Some(_), None) => client.optimizer(&self.optimizer.name).await?.state_rows,
+            (None, _) => 0,
         };
         let spec = self.matrix(name, state_rows)?;
         Ok(client.create_matrix(spec).await?)
@@ -263,6 +279,34 @@ impl ModelSpec {
         Ok(())
     }
 
+    /// Refuses what a full-batch solver cannot train: a kind whose loss is not smooth and
+    /// convex in its weights, mini-batch options, an L1 penalty without OWL-QN.
+    fn check_solver(&self) -> Result<()> {
+        self.solver.check(&self.optimizer.name)?;
+        let Some(method) = self.solver.method else {
+            return Ok(());
+        };
+        let (kind, name) = (self.kind.name(), method.name());
+        if !self.kind.full_batch() {
+            return option_err(format!(
+                "optimizer = '{name}' trains logistic, linear and softmax models (a smooth \
+                 convex loss), not a {kind} model"
+            ));
+        }
+        if self.sync.rotation || rule::of(self.sync.rule).averages() {
+            return option_err(format!(
+                "optimizer = '{name}' computes full gradients and moves the weights on the \
+                 servers: it takes no parallelism = 'rotation' or update = 'average'"
+            ));
+        }
+        if self.optimizer.l1 > 0.0 && method == Method::Lbfgs {
+            return option_err(
+                "an l1 penalty is not smooth, which L-BFGS needs: use optimizer = 'owlqn'",
+            );
+        }
+        Ok(())
+    }
+
     /// The matrix holding the model: per output, weights and intercept in one row, then
     /// `state_rows` rows of optimizer state; every row together in each block.
     fn matrix(&self, name: &str, state_rows: u32) -> Result<MatrixSpec> {
@@ -273,6 +317,7 @@ impl ModelSpec {
             ));
         }
         self.kind.check()?;
+        self.check_solver()?;
         if rule::of(self.sync.rule).averages() {
             self.local_optimizer()?;
         }
@@ -315,7 +360,12 @@ impl ModelSpec {
         let rows = gradient.read_rows(function, Some(label), inputs)?;
         rows.check(function, name, self.dim)?;
         rows.check_labels(function, name, gradient)?;
-        Ok(rows.into_mini_batches(self.batch_size, self.bias_key()))
+        // A full-batch model's gradient takes every row: one pull per batch of rows.
+        let size = match self.solver.method {
+            Some(_) => rows.len(),
+            None => self.batch_size,
+        };
+        Ok(rows.into_mini_batches(size, self.bias_key()))
     }
 
     /// How the model's kind learns by gradients and predicts (a boosted model: its loss and
@@ -389,6 +439,10 @@ fn options(t: &Training) -> Vec<(String, String)> {
     }
     let sync = t.sync.unwrap_or_default();
     text.extend(sync::options(&sync, t.update(), t.local_steps));
+    // After the optimizer's: `optimizer = 'lbfgs'` replaces the plain SGD stored.
+    if let Some(solver) = &t.solver {
+        text.extend(Solver::options(solver));
+    }
     let mut text: Vec<(String, String)> =
         text.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let mut own: Vec<_> = t.kind_options.clone().into_iter().collect();
@@ -546,21 +600,36 @@ impl Model {
         g: &Gathered,
         weights: &[f32],
     ) -> Result<(f64, Vec<f32>)> {
+        let n = range.len();
+        let (loss, grads) = self.summed_gradients(rows, range, g, weights)?;
+        let kind = self.spec.gradient("ps_train", &self.name)?;
+        let scale = match kind.mean_gradient() {
+            true => 1.0 / n as f64,
+            false => 1.0,
+        };
+        Ok((loss, grads.iter().map(|&x| (x * scale) as f32).collect()))
+    }
+
+    /// The summed loss of rows `range` of `rows` under `weights` (of `g.keys`, weight row
+    /// after weight row), and the summed gradient of their losses, laid out as `weights`.
+    pub fn summed_gradients(
+        &self,
+        rows: &SparseRows,
+        range: Range<usize>,
+        g: &Gathered,
+        weights: &[f32],
+    ) -> Result<(f64, Vec<f64>)> {
         let kind = self.spec.gradient("ps_train", &self.name)?;
         let outputs = self.spec.kind.outputs();
         let (mut margins, mut d) = (vec![0.0; outputs], vec![0.0; outputs]);
         let mut grads = vec![0.0f64; weights.len()];
         let mut loss = 0.0;
-        for r in range.clone() {
+        for r in range {
             kind.margins(rows, r, g, weights, &mut margins);
             loss += kind.loss(rows.label(r), &margins, &mut d);
             kind.backprop((rows, r, g), weights, &d, &mut grads);
         }
-        let scale = match kind.mean_gradient() {
-            true => 1.0 / range.len() as f64,
-            false => 1.0,
-        };
-        Ok((loss, grads.iter().map(|&x| (x * scale) as f32).collect()))
+        Ok((loss, grads))
     }
 
     /// `each(kind, margins)` of every row of `rows`, after one pruned pull of the weights of

@@ -1,4 +1,4 @@
-//! Reductions: sum, nnz, norm2, min, max over one row, dot of two rows, and `lgamma_sum`
+//! Reductions: sum, asum (of absolute values), nnz, norm2, min, max over one row, dot of two rows, and `lgamma_sum`
 //! over any rows (the topic model's log-likelihood, summed where its counts are).
 
 use angel_proto::{Merge, Result};
@@ -111,6 +111,7 @@ pub(super) fn register(registry: &mut PsfRegistry) {
             |a, v| a + f64::from(u8::from(v != 0.0)),
             false,
         ),
+        ("asum", Merge::Sum, 0.0, |a, v| a + v.abs(), false),
         ("norm2", Merge::SumSqrt, 0.0, |a, v| a + v * v, false),
         ("min", Merge::Min, f64::INFINITY, f64::min, true),
         ("max", Merge::Max, f64::NEG_INFINITY, f64::max, true),

@@ -6,16 +6,18 @@
 //! the function's [`Merge`]. Users add functions by registering them in a [`PsfRegistry`] when
 //! they build a server: no server code changes.
 //!
-//! - [`aggregate`]: sum, nnz, norm2, min, max, dot, lgamma_sum.
+//! - [`aggregate`]: sum, asum, nnz, norm2, min, max, dot, lgamma_sum.
 //! - [`elementwise`]: axpy, copy, add, sub, mul, div, scale.
 //! - [`init`]: fill, zero, random uniform and normal initialisation.
 //! - [`best_split`]: best_split, a tree node's best split from its gradient/hessian histogram.
+//! - [`orthant`]: pseudo_gradient, orthant_direction, orthant_project: OWL-QN's steps.
 //! - [`stored`]: stored, a row's elements that are not zero in a column range.
 
 pub mod aggregate;
 pub mod best_split;
 pub mod elementwise;
 pub mod init;
+pub mod orthant;
 pub mod stored;
 
 use std::ops::Range;
@@ -241,6 +243,7 @@ impl PsfRegistry {
         elementwise::register(&mut registry);
         init::register(&mut registry);
         best_split::register(&mut registry);
+        orthant::register(&mut registry);
         stored::register(&mut registry);
         registry
     }

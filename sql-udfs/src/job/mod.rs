@@ -10,6 +10,7 @@
 
 pub mod counters;
 mod epoch_table;
+mod lbfgs;
 pub mod saved;
 pub mod saved_topics;
 pub mod saved_trees;

@@ -257,6 +257,11 @@ fn weights_batch(
     let (mut index, mut output, mut weight) = (Vec::new(), Vec::new(), Vec::new());
     let mut state: Vec<Option<Vec<Option<f32>>>> = Vec::new();
     for (o, rows) in values.chunks(group.max(1)).enumerate() {
+        // A full-batch model's history is worth nothing without the job's record of it.
+        let rows = match spec.solver.method {
+            Some(_) => &rows[..1],
+            None => rows,
+        };
         for i in 0..rows[0].len() {
             let kept = |r: &Vec<f32>| r[i] != 0.0;
             if rows.iter().any(kept) || features.contains_key(&(i as u64)) || i as u64 == spec.dim {

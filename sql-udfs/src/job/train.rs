@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use angel_client::{CounterState, EpochReport, PsError};
+use angel_client::{CounterState, EpochReport, PsClient, PsError};
 use angel_proto::{StatusReply, WorkerStatus};
 use angel_training::ModelSpec;
 use angel_training::kinds::{self, Inputs, Metric, ModelKind};
@@ -25,7 +25,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
 use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{epoch_table, topics, trees};
+use super::{epoch_table, lbfgs, topics, trees};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 use crate::reports::Progress;
@@ -69,6 +69,11 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
         if !plan.run_option(key, value)? {
             plan.spec.set(key, value).map_err(train_error)?;
         }
+    }
+    // A full-batch solver's epochs are its iterations, at most 100 unless said (as Spark
+    // MLlib's and scikit-learn's).
+    if plan.spec.solver.method.is_some() && !options.iter().any(|(k, _)| k == "epochs") {
+        plan.epochs = 100;
     }
     for (option, named, counter) in plan.spec.kind.counted_options() {
         let size = sealed_size(binding, (named, &counter)).await?;
@@ -307,6 +312,9 @@ async fn train(
     plan: &Plan,
     rows: Rows,
 ) -> Result<RecordBatch> {
+    if plan.spec.solver.method.is_some() {
+        return lbfgs::train(ctx, binding, name, plan, rows).await;
+    }
     let Rows {
         rows: train_rows,
         count: rows,
@@ -340,26 +348,8 @@ async fn train(
         };
         let rows = float(&n).unwrap_or_default() as i64;
         let evaluated = started.elapsed() - trained;
-        // A diverged epoch's NaN loss is reported as missing: the rest of the epoch still counts.
-        let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
-        let report = EpochReport {
-            model: name.to_string(),
-            epoch: epoch as u32,
-            rows: rows as u64,
-            train_loss: finite(float(&loss)),
-            holdout_loss: finite(holdout.loss),
-            holdout_auc: finite(holdout.auc),
-            holdout_accuracy: finite(holdout.accuracy),
-            seconds: trained.as_secs_f64(),
-        };
-        // The curves are for people watching; training goes on without them.
-        if let Err(e) = client.report_epoch(report).await {
-            tracing::warn!(
-                model = name,
-                epoch,
-                "the master did not take the epoch report: {e}"
-            );
-        }
+        let figures = (rows as u64, float(&loss), trained.as_secs_f64());
+        report(&client, (name, epoch), figures, &holdout).await;
         // Half the squared error is the loss of the kinds that report RMSE.
         let rmse = (metrics(&*plan.spec.kind).contains(&Metric::Rmse))
             .then(|| float(&loss).map(|l| (2.0 * l).sqrt()))
@@ -649,6 +639,36 @@ pub(super) struct Holdout {
     pub(super) auc: Option<f64>,
     pub(super) accuracy: Option<f64>,
     pub(super) rmse: Option<f64>,
+}
+
+/// Reports epoch `epoch` of model `name` to the master, for the status page's curves: its
+/// (rows, training loss, seconds) and holdout figures. A diverged epoch's NaN loss is
+/// reported as missing.
+pub(super) async fn report(
+    client: &PsClient,
+    (name, epoch): (&str, usize),
+    (rows, train_loss, seconds): (u64, Option<f64>, f64),
+    holdout: &Holdout,
+) {
+    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+    let report = EpochReport {
+        model: name.to_string(),
+        epoch: epoch as u32,
+        rows,
+        train_loss: finite(train_loss),
+        holdout_loss: finite(holdout.loss),
+        holdout_auc: finite(holdout.auc),
+        holdout_accuracy: finite(holdout.accuracy),
+        seconds,
+    };
+    // The curves are for people watching; training goes on without them.
+    if let Err(e) = client.report_epoch(report).await {
+        tracing::warn!(
+            model = name,
+            epoch,
+            "the master did not take the epoch report: {e}"
+        );
+    }
 }
 
 /// Scores the holdout table with the model; see [`Holdout`].

@@ -9,7 +9,6 @@
 
 use std::time::Instant;
 
-use angel_client::EpochReport;
 use angel_training::kinds::gbdt::grower::{Grower, Names};
 use angel_training::kinds::gbdt::resident;
 use datafusion::arrow::array::RecordBatch;
@@ -18,7 +17,8 @@ use datafusion::prelude::SessionContext;
 
 use super::epoch_table::{self, Column};
 use super::train::{
-    Caching, Holdout, Plan, Rows, TrainRows, bar, evaluate, first_row, float, push_traffic, traffic,
+    Caching, Holdout, Plan, Rows, TrainRows, bar, evaluate, first_row, float, push_traffic, report,
+    traffic,
 };
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
@@ -93,7 +93,9 @@ pub(super) async fn train(
             push_mb: traffic(before, after).0 as f64 / 1e6,
             workers: workers as i64,
         });
-        report(binding, name, table.last().expect("pushed")).await?;
+        let row = table.last().expect("pushed");
+        let figures = (row.rows as u64, Some(row.train_loss), row.seconds);
+        report(&client, (name, tree), figures, &row.holdout).await;
         let patience = gbdt.early_stopping_rounds;
         let best = best_trees(&table);
         if patience > 0 && (tree == gbdt.trees || tree >= best + patience) {
@@ -150,29 +152,6 @@ impl Rounds<'_> {
         let rows = float(&rows).unwrap_or_default() as u64;
         Ok((float(&mean).unwrap_or(f64::NAN), rows))
     }
-}
-
-/// Reports tree `row` to the master, for the status page's curves.
-async fn report(binding: &Binding, name: &str, row: &Row) -> Result<()> {
-    let client = binding.client()?;
-    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
-    let report = EpochReport {
-        model: name.to_string(),
-        epoch: row.tree as u32,
-        rows: row.rows as u64,
-        train_loss: finite(Some(row.train_loss)),
-        holdout_loss: finite(row.holdout.loss),
-        holdout_auc: finite(row.holdout.auc),
-        holdout_accuracy: None,
-        seconds: row.seconds,
-    };
-    if let Err(e) = client.report_epoch(report).await {
-        tracing::warn!(
-            model = name,
-            "the master did not take the epoch report: {e}"
-        );
-    }
-    Ok(())
 }
 
 /// One tree's figures.

@@ -109,6 +109,12 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// Whether a full-batch quasi-Newton solver (`optimizer = 'lbfgs'`) can train it: its
+    /// loss is smooth and convex in its weights.
+    fn full_batch(&self) -> bool {
+        false
+    }
+
     /// The weight rows drawn at random when the model is created, with their standard
     /// deviation (matrix factorization's factors; zero weights would never move).
     fn random_rows(&self) -> Option<(std::ops::Range<usize>, f64)> {

@@ -68,6 +68,10 @@ impl ModelKind for Linear {
         }
     }
 
+    fn full_batch(&self) -> bool {
+        *self != Linear::Svm
+    }
+
     fn gradient(&self) -> Option<&dyn Gradient> {
         Some(self)
     }

@@ -53,6 +53,10 @@ impl ModelKind for Softmax {
         self.classes
     }
 
+    fn full_batch(&self) -> bool {
+        true
+    }
+
     fn gradient(&self) -> Option<&dyn Gradient> {
         Some(self)
     }
