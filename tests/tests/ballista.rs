@@ -129,7 +129,7 @@ fn trained_in_the_executors(
     }
 }
 
-/// The boosted trees, the factorization machine and softmax on Ballista, against the same
+/// The boosted trees, the factorization machine, softmax and L-BFGS on Ballista, against the same
 /// examples embedded, on one cluster.
 ///
 /// - Boosted trees: the workers are the executors' tasks, which read their rows anew every
@@ -140,6 +140,9 @@ fn trained_in_the_executors(
 ///   of the embedded holdout AUC (asynchronous workers: runs differ by about 0.0005).
 /// - Softmax over six classes, within 0.01 of the embedded holdout accuracy (0.78 of 6,500
 ///   rows: about one standard error).
+/// - L-BFGS and OWL-QN on a9a, 10 iterations each: the executors sum the gradients; the test
+///   AUCs within 0.001 of the embedded run's (the same iterations, the gradients summed in
+///   another order).
 #[test]
 fn new_model_kinds_on_ballista_match_embedded() {
     let out = tempfile::tempdir().unwrap();
@@ -160,6 +163,15 @@ fn new_model_kinds_on_ballista_match_embedded() {
     let accuracy = |stdout: &str| result_row(stdout, "holdout_cross_entropy")["holdout_accuracy"];
     let (_, stdout) = example("adult/classes.sql", &at("softmax"), &embedded);
     let embedded_softmax = accuracy(&stdout);
+    let a9a = format!("data={}", repo("examples/data/a9a").display());
+    let lbfgs = ["--var", &a9a, "--var", "iterations=10"];
+    let lbfgs_aucs = |stdout: &str| result_row(stdout, "lbfgs_auc");
+    let (_, stdout) = example(
+        "lbfgs/job.sql",
+        &at("lbfgs"),
+        &[&lbfgs[..], &embedded].concat(),
+    );
+    let embedded_lbfgs = lbfgs_aucs(&stdout);
 
     let cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
     let on_cluster = [
@@ -201,6 +213,23 @@ fn new_model_kinds_on_ballista_match_embedded() {
         "softmax accuracy on Ballista {cluster_softmax} vs embedded {embedded_softmax}"
     );
     trained_in_the_executors(&cluster, (client_pid, false), "relationship");
+
+    let (client_pid, stdout) = example(
+        "lbfgs/job.sql",
+        &at("c4"),
+        &[&lbfgs[..], &on_cluster].concat(),
+    );
+    let cluster_lbfgs = lbfgs_aucs(&stdout);
+    for model in ["lbfgs_auc", "owlqn_auc"] {
+        let (cluster, embedded) = (cluster_lbfgs[model], embedded_lbfgs[model]);
+        assert!(
+            (cluster - embedded).abs() <= 0.001,
+            "{model} on Ballista {cluster} vs embedded {embedded}"
+        );
+    }
+    // The executors push the gradients' sums; the job moves the weights with PS functions
+    // and pushes the intercepts' share of the penalty.
+    trained_in_the_executors(&cluster, (client_pid, true), "a9a_lbfgs");
 }
 
 /// Runs a one-statement job that needs the PS; returns (stderr, seconds taken).

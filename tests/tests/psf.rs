@@ -250,3 +250,74 @@ async fn operands_must_share_a_layout_and_functions_must_exist() {
         "{err}"
     );
 }
+
+/// OWL-QN's functions and `asum`, on a dense and a sparse matrix, against their definitions
+/// written here: the pseudo-gradient of `f + l1 |x|_1` from `f`'s gradient, the direction
+/// zeroed where it does not descend along it, a step projected onto the start's orthant;
+/// columns from `free` on (intercepts) unpenalised and never projected.
+#[tokio::test]
+async fn orthant_functions_match_their_definitions() {
+    let cluster = Cluster::start(2);
+    let c = cluster.client().await;
+    let (l1, free) = (0.5, N as u64 - 10);
+    // Zeros in every row, and gradients on either side of l1 where x is zero.
+    let x: Vec<f64> = (0..N)
+        .map(|i| ((i % 7) as f64 - 3.0) * f64::from(i % 3 != 0))
+        .collect();
+    let g: Vec<f64> = (0..N).map(|i| ((i * 13) % 9) as f64 / 4.0 - 1.0).collect();
+    let d: Vec<f64> = (0..N).map(|i| ((i * 5) % 11) as f64 - 5.0).collect();
+    let pseudo = |i: usize| match (x[i], g[i]) {
+        _ if i as u64 >= free => g[i],
+        (x, g) if x > 0.0 => g + l1,
+        (x, g) if x < 0.0 => g - l1,
+        (_, g) if g + l1 < 0.0 => g + l1,
+        (_, g) if g - l1 > 0.0 => g - l1,
+        _ => 0.0,
+    };
+    let pg: Vec<f64> = (0..N).map(pseudo).collect();
+    let kept = |i: usize| i as u64 >= free || d[i] * pg[i] < 0.0;
+    let want_d: Vec<f64> = (0..N).map(|i| if kept(i) { d[i] } else { 0.0 }).collect();
+    // w = x + d, then zero where it left x's orthant (-pg's where x is zero).
+    let w: Vec<f64> = (0..N).map(|i| x[i] + d[i]).collect();
+    let orthant = |i: usize| if x[i] != 0.0 { x[i] } else { -pg[i] };
+    let stays = |i: usize| i as u64 >= free || w[i] * orthant(i) > 0.0;
+    let want_w: Vec<f64> = (0..N).map(|i| if stays(i) { w[i] } else { 0.0 }).collect();
+    for (name, spec) in [
+        ("dense", MatrixSpec::dense("od", 5, N as u64)),
+        ("sparse", MatrixSpec::sparse("os", 5, N as u64)),
+    ] {
+        let m = spec.value_type(ValueType::F64).block_shape(5, 300);
+        let m = c.create_matrix(m).await.unwrap().meta.name.clone();
+        let keys: Vec<u64> = (0..N as u64).collect();
+        for (row, values) in [(0, &x), (1, &g), (3, &d), (4, &w)] {
+            c.push_keys(&m, row, &keys, values).await.unwrap();
+        }
+        let at = |r: u64| (m.as_str(), r);
+        let row = |r: u64| {
+            let (c, m) = (c.clone(), m.clone());
+            async move {
+                c.pull_keys::<f64>(&m, r, &(0..N as u64).collect::<Vec<_>>())
+                    .await
+                    .unwrap()
+            }
+        };
+        c.psf(
+            "pseudo_gradient",
+            &[at(0), at(1), at(2)],
+            &[l1, free as f64],
+        )
+        .await
+        .unwrap();
+        assert_eq!(row(2).await, pg, "{name}: pseudo_gradient");
+        c.psf("orthant_direction", &[at(3), at(2)], &[free as f64])
+            .await
+            .unwrap();
+        assert_eq!(row(3).await, want_d, "{name}: orthant_direction");
+        c.psf("orthant_project", &[at(4), at(0), at(2)], &[free as f64])
+            .await
+            .unwrap();
+        assert_eq!(row(4).await, want_w, "{name}: orthant_project");
+        let asum = c.psf("asum", &[at(0)], &[]).await.unwrap()[0];
+        close(asum, x.iter().map(|v| v.abs()).sum());
+    }
+}

@@ -10,11 +10,13 @@
 //! - [`mf`]: matrix factorization on synthetic ratings, data-parallel against model rotation.
 //! - [`lda`]: the topic model on a generated corpus against the Python `lda` package.
 //! - [`gbdt`]: boosted trees on click logs and wide sparse rows against XGBoost and LightGBM.
+//! - [`lbfgs`]: full-batch L-BFGS logistic regression against scikit-learn and Spark MLlib.
 
 pub mod chaos;
 pub mod codec;
 pub mod e2e;
 pub mod gbdt;
+pub mod lbfgs;
 pub mod lda;
 pub mod link;
 pub mod mf;
@@ -59,6 +61,9 @@ pub enum BenchCommand {
     /// Boosted trees on the demo's click logs and on wide sparse rows: seconds per tree,
     /// holdout AUC and bytes pushed, against XGBoost and LightGBM at the same settings.
     Gbdt(gbdt::GbdtBenchArgs),
+    /// Full-batch L-BFGS logistic regression on a9a and the demo's click logs: seconds,
+    /// iterations and the objective reached, against scikit-learn and Spark MLlib.
+    Lbfgs(lbfgs::LbfgsBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -74,6 +79,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::Mf(args) => mf::run(args).await,
         BenchCommand::Lda(args) => lda::run(args).await,
         BenchCommand::Gbdt(args) => gbdt::run(args).await,
+        BenchCommand::Lbfgs(args) => lbfgs::run(args).await,
     }
 }
 
