@@ -66,6 +66,26 @@ pub struct DemoArgs {
     pub memory: MemoryArgs,
 }
 
+impl DemoArgs {
+    /// The demo's defaults for `rows` rows of click logs, embedded: what benchmarks start
+    /// from.
+    pub fn of_rows(rows: u64) -> Self {
+        DemoArgs {
+            rows,
+            seed: 7,
+            data: None,
+            epochs: 5,
+            servers: 2,
+            ballista: false,
+            executors: 2,
+            compression: "none".into(),
+            compression_mode: "auto".into(),
+            http: None,
+            memory: Default::default(),
+        }
+    }
+}
+
 /// `angel-ps demo`: the demo job's flags and how to print.
 #[derive(Debug, Args)]
 pub struct DemoCommand {

@@ -115,20 +115,7 @@ struct Files {
 
 /// The click logs as 39 features a row; writes them for the Python tools into `dir`.
 async fn dense(args: &GbdtBenchArgs, dir: &Path) -> Result<Files, Box<dyn Error>> {
-    let demo = DemoArgs {
-        rows: args.rows,
-        seed: 7,
-        data: None,
-        epochs: 1,
-        servers: 2,
-        ballista: false,
-        executors: 0,
-        compression: "none".into(),
-        compression_mode: "auto".into(),
-        http: None,
-        memory: Default::default(),
-    };
-    let data = logs(&demo)?;
+    let data = logs(&DemoArgs::of_rows(args.rows))?;
     let numbers: Vec<String> = (1..=NUMERIC).map(|i| format!("i{i}")).collect();
     let categories: Vec<String> = (1..=CATEGORICAL).map(|c| format!("c{c}")).collect();
     let columns: Vec<String> = (numbers.iter().map(|n| format!("{n} int")))

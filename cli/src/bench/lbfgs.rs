@@ -132,20 +132,7 @@ fn a9a() -> Rows {
 
 /// The click logs featurised as the CTR example does; the Python tools read `train` as CSV.
 fn ctr(args: &LbfgsBenchArgs, dir: &Path) -> Result<Rows, Box<dyn Error>> {
-    let demo = DemoArgs {
-        rows: args.rows,
-        seed: 7,
-        data: None,
-        epochs: 1,
-        servers: 2,
-        ballista: false,
-        executors: 0,
-        compression: "none".into(),
-        compression_mode: "auto".into(),
-        http: None,
-        memory: Default::default(),
-    };
-    let data = logs(&demo)?;
+    let data = logs(&DemoArgs::of_rows(args.rows))?;
     let features = CTR_JOB
         .split("CREATE OR REPLACE MODEL")
         .next()

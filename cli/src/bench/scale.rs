@@ -64,17 +64,11 @@ pub async fn run(args: ScaleBenchArgs) -> Result<(), Box<dyn Error>> {
     let mut runs = Vec::new();
     for &rows in &args.rows {
         let demo = DemoArgs {
-            rows,
-            seed: 7,
-            data: None,
             epochs: args.epochs,
             servers: args.servers,
-            ballista: false,
             executors: 0,
-            compression: "none".into(),
-            compression_mode: "auto".into(),
-            http: None,
             memory: args.memory.clone(),
+            ..DemoArgs::of_rows(rows)
         };
         logs(&demo)?;
         runs.push(run_one(&demo).await?);

@@ -89,17 +89,8 @@ struct Outcome {
 /// Runs the benchmark and prints its tables.
 pub async fn run(args: SyncBenchArgs) -> Result<(), Box<dyn Error>> {
     let demo = DemoArgs {
-        rows: args.rows,
-        seed: 7,
-        data: None,
         epochs: args.epochs,
-        servers: 2,
-        ballista: false,
-        executors: 2,
-        compression: "none".into(),
-        compression_mode: "auto".into(),
-        http: None,
-        memory: Default::default(),
+        ..DemoArgs::of_rows(args.rows)
     };
     let data = logs(&demo)?;
     set_slow_worker(None);
