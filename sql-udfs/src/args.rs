@@ -89,6 +89,11 @@ pub fn indices_type(arg: Arg, t: &DataType) -> Result<DataType> {
     }
 }
 
+/// Whether `t` is a list of floating-point numbers: a k-means model's point.
+pub fn is_point_type(t: &DataType) -> bool {
+    list_element(t).is_some_and(DataType::is_floating)
+}
+
 /// A label: a number or a boolean per row, computed on as Float64.
 pub fn label_type(arg: Arg, t: &DataType) -> Result<DataType> {
     match t {

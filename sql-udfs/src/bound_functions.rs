@@ -6,8 +6,8 @@ use datafusion::logical_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, Scalar
 
 use crate::binding::{Binding, PsBound};
 use crate::{
-    ps_counter_add, ps_counter_clean, ps_counter_seal, ps_index, ps_loss, ps_perplexity,
-    ps_predict, ps_predict_proba, ps_recommend, ps_topics, ps_train,
+    ps_counter_add, ps_counter_clean, ps_counter_seal, ps_distance, ps_index, ps_loss,
+    ps_perplexity, ps_predict, ps_predict_proba, ps_recommend, ps_topics, ps_train,
 };
 
 /// One PS-bound function of kind `U` (scalar or aggregate): how to build it for a binding,
@@ -40,7 +40,7 @@ fn aggregate<T: AggregateUDFImpl + PsBound + 'static>() -> Bound<AggregateUDF> {
 }
 
 /// The PS-bound scalar functions.
-pub fn scalars() -> [Bound<ScalarUDF>; 8] {
+pub fn scalars() -> [Bound<ScalarUDF>; 9] {
     [
         scalar::<ps_counter_seal::PsCounterSeal>(),
         scalar::<ps_counter_clean::PsCounterClean>(),
@@ -50,6 +50,7 @@ pub fn scalars() -> [Bound<ScalarUDF>; 8] {
         scalar::<ps_recommend::PsRecommend>(),
         scalar::<ps_loss::PsLoss>(),
         scalar::<ps_topics::PsTopics>(),
+        scalar::<ps_distance::PsDistance>(),
     ]
 }
 

@@ -13,6 +13,7 @@
 //!   pass.
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions;
 //!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
+//!   [`ps_distance`]: a k-means model's distance from each row to its nearest centre;
 //!   [`model_rows`]: the arguments those three share; [`ps_recommend`]: a matrix
 //!   factorization model's top-k items for a user; [`ps_topics`]: a document's topic mixture
 //!   under a topic model; [`ps_perplexity`]: a topic model's perplexity on documents.
@@ -58,6 +59,7 @@ pub mod ps_auc;
 pub mod ps_counter_add;
 pub mod ps_counter_clean;
 pub mod ps_counter_seal;
+pub mod ps_distance;
 pub mod ps_hash;
 pub mod ps_index;
 pub mod ps_logloss;

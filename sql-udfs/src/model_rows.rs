@@ -3,13 +3,15 @@
 //! `ps_predict_proba`, `ps_loss`): their types, and the model and rows they name in a call.
 
 use angel_training::Model;
-use angel_training::kinds::Inputs;
+use angel_training::kinds::{Inputs, kmeans};
 use angel_training::rows::SparseRows;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
 use datafusion::logical_expr::ScalarFunctionArgs;
 
-use crate::args::{Arg, arity, const_str, indices_type, integer_type, label_type, name_type};
+use crate::args::{
+    Arg, arity, const_str, indices_type, integer_type, is_point_type, label_type, name_type,
+};
 use crate::binding::Binding;
 use crate::bridge::train_error;
 
@@ -70,6 +72,11 @@ impl ModelRows {
             types.push(integer_type(item, t)?);
             return Ok(types);
         }
+        if args.len() == first + 1 && is_point_type(&args[first]) {
+            let point = Arg::new(self.model.function, first, "point");
+            types.push(point.numbers(&args[first])?);
+            return Ok(types);
+        }
         types.push(indices_type(self.indices, &args[first])?);
         if let Some(values) = args.get(first + 1) {
             types.push(self.values.numbers(values)?);
@@ -90,6 +97,16 @@ impl ModelRows {
             .collect::<Result<Vec<_>>>()?;
         let pairs = inputs[0].data_type().is_integer();
         let function = self.model.function;
+        if model.spec.kind.clusters().is_some() {
+            let read = kmeans::points::read(function, &name, model.spec.dim, &inputs);
+            return Ok((model, read.map_err(train_error)?));
+        }
+        // A list of floats is a point only for a k-means model.
+        if inputs.len() == 1 && is_point_type(inputs[0].data_type()) {
+            return self
+                .indices
+                .error("a list of integers", inputs[0].data_type());
+        }
         let kind = (model.spec.gradient(function, &name)).map_err(train_error)?;
         let spec_kind = &model.spec.kind;
         if pairs != (spec_kind.inputs() == Inputs::Pairs) {
@@ -99,7 +116,9 @@ impl ModelRows {
                 spec_kind.name(),
                 match spec_kind.inputs() {
                     Inputs::Pairs => "a user and an item (integers)",
-                    Inputs::Features | Inputs::Documents => "a list of feature indices",
+                    Inputs::Features | Inputs::Documents | Inputs::Points => {
+                        "a list of feature indices"
+                    }
                 },
                 self.syntax
             );

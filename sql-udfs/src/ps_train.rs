@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 
 use angel_training::kinds::Inputs;
 use angel_training::kinds::gbdt::task::TreeTask;
+use angel_training::kinds::kmeans::task::ClusterTask;
 use angel_training::kinds::lda::task::TopicTask;
 use angel_training::lbfgs::task::GradientTask;
 use angel_training::{Model, ModelSpec, RotationTask, TrainTask};
@@ -27,7 +28,7 @@ use datafusion::logical_expr::{
 
 use crate::args::{
     Arg, DOC_SECTION, INDICES_DOC, MODEL_DOC, USER_ITEM_DOC, VALUES_DOC, arity, const_str,
-    indices_type, integer_type, label_type, name_type,
+    indices_type, integer_type, is_point_type, label_type, name_type,
 };
 use crate::binding::{Binding, PsBound};
 use crate::bridge::train_error;
@@ -42,8 +43,9 @@ const ITEM: Arg = Arg::new("ps_train", 2, "item");
 const RATING: Arg = Arg::new("ps_train", 3, "rating");
 const WORDS: Arg = Arg::new("ps_train", 1, "words");
 const COUNTS: Arg = Arg::new("ps_train", 2, "counts");
+const POINT: Arg = Arg::new("ps_train", 1, "point");
 const SYNTAX: &str = "ps_train(model, label, indices[, values]), ps_train(model, user, item, \
-                      rating) or ps_train(model, words[, counts])";
+                      rating), ps_train(model, words[, counts]) or ps_train(model, point)";
 
 /// See the module documentation.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -81,6 +83,9 @@ impl AggregateUDFImpl for PsTrain {
             DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
         ) {
             arity(self.name(), SYNTAX, args, 2..=3)?;
+            if args.len() == 2 && is_point_type(&args[1]) {
+                return Ok(vec![name_type(MODEL, &args[0])?, POINT.numbers(&args[1])?]);
+            }
             let mut types = vec![name_type(MODEL, &args[0])?, indices_type(WORDS, &args[1])?];
             if let Some(counts) = args.get(2) {
                 types.push(COUNTS.numbers(counts)?);
@@ -180,6 +185,7 @@ struct Train {
 enum Pass {
     Steps(Box<TrainTask>),
     FullBatch(Box<GradientTask>),
+    Clusters(Box<ClusterTask>),
     Rotation(Box<RotationTask>),
     Topics(Box<TopicTask>),
     Trees(Box<TreeTask>),
@@ -193,7 +199,11 @@ impl Train {
             let topics = model.spec.kind.topics().is_some();
             let trees = model.spec.kind.trees().is_some();
             let full_batch = model.spec.solver.method.is_some();
+            let clusters = model.spec.kind.clusters().is_some();
             self.task = Some(match (topics, model.spec.sync.rotation) {
+                _ if clusters => Pass::Clusters(Box::new(
+                    ClusterTask::new(model, MODEL.function).map_err(train_error)?,
+                )),
                 _ if full_batch => Pass::FullBatch(Box::new(GradientTask::new(model))),
                 _ if trees => Pass::Trees(Box::new(
                     TreeTask::new(model, MODEL.function, self.binding.tree_workers().clone())
@@ -228,6 +238,11 @@ impl Train {
         match self.task.as_mut() {
             Some(Pass::Steps(task)) => task.finish().map_err(train_error),
             Some(Pass::FullBatch(task)) => {
+                task.finish().map_err(train_error)?;
+                self.task = None;
+                Ok(())
+            }
+            Some(Pass::Clusters(task)) => {
                 task.finish().map_err(train_error)?;
                 self.task = None;
                 Ok(())
@@ -289,6 +304,12 @@ impl Accumulator for Train {
                 task.add(values.get(WORDS.index..).unwrap_or_default());
                 (0, 0.0)
             }
+            Pass::Clusters(task) => {
+                let points = values.get(POINT.index..).unwrap_or_default();
+                let (rows, inertia) = task.add(points).map_err(train_error)?;
+                binding.reports().progress.add(rows, inertia);
+                (rows as usize, inertia)
+            }
             Pass::Trees(task) => {
                 task.add(values.get(LABEL.index..).unwrap_or_default());
                 (0, 0.0)
@@ -331,6 +352,12 @@ fn columns<'a>(spec: &ModelSpec, values: &'a [ArrayRef]) -> Result<(&'a ArrayRef
             return datafusion::common::exec_err!(
                 "ps_train: a topic model's rows are its documents (ps_train(model, words[, \
                  counts]))"
+            );
+        }
+        Inputs::Points => {
+            return datafusion::common::exec_err!(
+                "ps_train: a k-means model's rows are its points (ps_train(model, point) or \
+                 ps_train(model, indices, values))"
             );
         }
     })

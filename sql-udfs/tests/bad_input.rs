@@ -204,7 +204,7 @@ async fn options_out_of_range_are_named() {
     .await;
     fails(
         &m,
-        "SELECT ps_predict('x', [1.5, 2.0]);",
+        "SELECT ps_predict('s', [1.5, 2.0]);",
         &["argument 2 (indices) must be a list of integers"],
     )
     .await;

@@ -183,6 +183,8 @@ async fn accepted_types_are_coerced_to_what_the_functions_compute_on() {
         "SELECT ps_index('c', arrow_cast(f, 'Utf8View')), ps_index('c', make_array(f, NULL)) FROM t",
         "SELECT ps_train('m', true, idx), ps_train('m', n, make_array(n), make_array(n)) FROM t",
         "SELECT ps_counter_add('c', f), ps_counter_add('c', make_array(f)) FROM t",
+        // A k-means model's point: a list of floats.
+        "SELECT ps_train('m', make_array(0.5, n)), ps_distance('m', make_array(1.5)) FROM t",
     ] {
         let plan = ctx.sql(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
         plan.create_physical_plan()
@@ -226,5 +228,5 @@ fn every_function_is_documented() {
         assert!(doc.doc_section.label.starts_with("angel-ps"), "{name}");
         documented += 1;
     }
-    assert_eq!(documented, 21);
+    assert_eq!(documented, 22);
 }

@@ -10,7 +10,8 @@ use std::time::Instant;
 use angel_client::{PsClient, worker_pid};
 use angel_ps_cli::local_cluster::{LocalCluster, Options, Process};
 use angel_tests::{
-    Job, binary, finished, repo, result_row, result_value, run_job, start_job, stock_scheduler,
+    Job, binary, finished, json_lines, repo, result_row, result_value, run_job, start_job,
+    stock_scheduler,
 };
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
@@ -129,8 +130,8 @@ fn trained_in_the_executors(
     }
 }
 
-/// The boosted trees, the factorization machine, softmax and L-BFGS on Ballista, against the same
-/// examples embedded, on one cluster.
+/// The boosted trees, the factorization machine, softmax, L-BFGS and k-means on Ballista,
+/// against the same examples embedded, on one cluster.
 ///
 /// - Boosted trees: the workers are the executors' tasks, which read their rows anew every
 ///   round and rebuild what a worker keeps (bins, margins, nodes) from them and the trees on
@@ -143,6 +144,10 @@ fn trained_in_the_executors(
 /// - L-BFGS and OWL-QN on a9a, 10 iterations each: the executors sum the gradients; the test
 ///   AUCs within 0.001 of the embedded run's (the same iterations, the gradients summed in
 ///   another order).
+/// - k-means on Adult: the executors assign the rows and push the sums; from the same first
+///   centres (k-means++ draws rows by their ids) the same groups within 5 rows and the same
+///   mean squared distance within 1e-3 (the standardised points differ in their last bits:
+///   the means and deviations are summed in another order).
 #[test]
 fn new_model_kinds_on_ballista_match_embedded() {
     let out = tempfile::tempdir().unwrap();
@@ -172,6 +177,8 @@ fn new_model_kinds_on_ballista_match_embedded() {
         &[&lbfgs[..], &embedded].concat(),
     );
     let embedded_lbfgs = lbfgs_aucs(&stdout);
+    let (_, stdout) = example("kmeans/job.sql", &at("kmeans"), &embedded);
+    let embedded_kmeans = clustered(&stdout);
 
     let cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
     let on_cluster = [
@@ -230,6 +237,39 @@ fn new_model_kinds_on_ballista_match_embedded() {
     // The executors push the gradients' sums; the job moves the weights with PS functions
     // and pushes the intercepts' share of the penalty.
     trained_in_the_executors(&cluster, (client_pid, true), "a9a_lbfgs");
+
+    let (client_pid, stdout) = example("kmeans/job.sql", &at("c5"), &on_cluster);
+    let (sizes, spread) = clustered(&stdout);
+    let (embedded_sizes, embedded_spread) = embedded_kmeans;
+    assert_eq!(sizes.iter().sum::<u64>(), 32_561, "{sizes:?}");
+    let apart = (sizes.iter().zip(&embedded_sizes)).map(|(a, b)| a.abs_diff(*b));
+    assert!(
+        sizes.len() == 5 && apart.max().unwrap_or(0) <= 5,
+        "k-means groups on Ballista {sizes:?} vs embedded {embedded_sizes:?}"
+    );
+    assert!(
+        (spread - embedded_spread).abs() <= 1e-3 * embedded_spread,
+        "k-means mean squared distance on Ballista {spread} vs embedded {embedded_spread}"
+    );
+    // The executors push the sums; the job writes the first centres and moves them.
+    trained_in_the_executors(&cluster, (client_pid, true), "segments");
+}
+
+/// The k-means example's group sizes, smallest first, and its last iteration's mean squared
+/// distance of a row to its centre.
+fn clustered(stdout: &str) -> (Vec<u64>, f64) {
+    let lines = json_lines(stdout);
+    let mut sizes: Vec<u64> = (lines.iter())
+        .filter(|line| line["kind"] == "result")
+        .filter_map(|line| line["rows"].as_array())
+        .flatten()
+        .filter_map(|row| row["people"].as_u64())
+        .collect();
+    sizes.sort_unstable();
+    let spread = (lines.iter().rev())
+        .find_map(|line| line["mean_squared_distance"].as_f64())
+        .unwrap_or(f64::NAN);
+    (sizes, spread)
 }
 
 /// Runs a one-statement job that needs the PS; returns (stderr, seconds taken).

@@ -23,7 +23,7 @@ use arrow::array::ArrayRef;
 
 use crate::error::{Error, Result, input_err, option_err};
 use crate::kinds::gbdt::{self, tree};
-use crate::kinds::{self, Gradient, Kind};
+use crate::kinds::{self, Gradient, Kind, kmeans};
 use crate::lbfgs::history;
 use crate::lbfgs::solver::{Method, Solver};
 use crate::options::OptionValue;
@@ -375,12 +375,14 @@ impl ModelSpec {
         match self.kind.scoring() {
             Some(gradient) => Ok(gradient),
             None => input_err(format!(
-                "{function}: model '{name}' is a {} model, which is not trained by gradients \
-                 and predicts no label{}",
+                "{function}: model '{name}' is a {} model, which is not trained by gradients{}",
                 self.kind.name(),
-                match self.kind.topics() {
-                    Some(_) => "; ps_topics infers a document's topics",
-                    None => "",
+                match (self.kind.topics(), self.kind.clusters()) {
+                    (_, Some(_)) => {
+                        "; ps_predict gives a row's nearest centre, ps_distance its distance"
+                    }
+                    (Some(_), _) => " and predicts no label; ps_topics infers a document's topics",
+                    _ => " and predicts no label",
                 }
             )),
         }
@@ -659,9 +661,13 @@ impl Model {
             .collect())
     }
 
-    /// The prediction of every row of `rows` (`ps_predict`): a probability, a margin or a
-    /// class, as the kind says.
+    /// The prediction of every row of `rows` (`ps_predict`): a probability, a margin, a
+    /// class or (k-means) the nearest centre, as the kind says.
     pub fn predict(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        if self.spec.kind.clusters().is_some() {
+            let nearest = kmeans::predict::nearest(self, function, rows)?;
+            return Ok(nearest.into_iter().map(|(c, _)| c as f64).collect());
+        }
         self.per_row(function, rows, |kind, _, m| kind.predict(m))
     }
 

@@ -96,6 +96,22 @@ impl SparseRows {
         })
     }
 
+    /// Reads `points` (a list of numbers per row: coordinate `i` at position `i`) of
+    /// `function`'s arguments as rows without labels.
+    pub fn from_points(function: &str, points: &ArrayRef) -> Result<Self> {
+        let (offsets, values) =
+            list_of::<Float64Type>(function, "point", points, DataType::Float64)?;
+        let indices = (offsets.windows(2))
+            .flat_map(|w| 0..(w[1] - w[0]) as u64)
+            .collect();
+        Ok(SparseRows {
+            labels: Vec::new(),
+            offsets,
+            indices,
+            values: Some(values),
+        })
+    }
+
     /// Rows of `per_row` keys each (in row order, `keys.len() / per_row` rows) with values
     /// 1.0 and the optional `labels` column of `function`'s arguments.
     pub fn from_keys(
@@ -158,6 +174,11 @@ impl SparseRows {
     /// The keys of row `r` (before the rows are cut into mini-batches).
     pub fn keys(&self, r: usize) -> &[u64] {
         &self.indices[self.offsets[r]..self.offsets[r + 1]]
+    }
+
+    /// The values of row `r`'s keys; `None` without a values column (every value 1).
+    pub fn values(&self, r: usize) -> Option<&[f64]> {
+        (self.values.as_ref()).map(|v| &v[self.offsets[r]..self.offsets[r + 1]])
     }
 
     /// The value of row `r`'s key number `at` (1 without a values column).

@@ -8,6 +8,7 @@
 //! - [`train`]: `CREATE MODEL`, the epoch loop.
 //! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata.
 
+mod clusters;
 pub mod counters;
 mod epoch_table;
 mod lbfgs;

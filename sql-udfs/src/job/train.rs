@@ -25,7 +25,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
 use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{epoch_table, lbfgs, topics, trees};
+use super::{clusters, epoch_table, lbfgs, topics, trees};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 use crate::reports::Progress;
@@ -186,6 +186,9 @@ pub async fn create_model(
     if plan.spec.kind.trees().is_some() {
         return trees::train(ctx, binding, (name, matrix.meta.id), &plan, rows).await;
     }
+    if plan.spec.kind.clusters().is_some() {
+        clusters::init(ctx, binding, (name, query), &plan, &rows).await?;
+    }
     (plan.spec.randomize(&client, name, RANDOM_SEED).await).map_err(train_error)?;
     train(ctx, binding, (name, matrix.meta.id), &plan, rows).await
 }
@@ -314,6 +317,9 @@ async fn train(
 ) -> Result<RecordBatch> {
     if plan.spec.solver.method.is_some() {
         return lbfgs::train(ctx, binding, name, plan, rows).await;
+    }
+    if plan.spec.kind.clusters().is_some() {
+        return clusters::train(ctx, binding, name, plan, rows).await;
     }
     let Rows {
         rows: train_rows,
@@ -592,7 +598,8 @@ impl Round {
 /// The training query's columns as SQL, quoted: the label, and the rest (indices and
 /// optionally values; matrix factorization: user and item).
 pub(super) struct Columns {
-    label: String,
+    /// The label, or the id of a topic model's documents and a k-means model's points.
+    pub(super) label: String,
     pub(super) inputs: String,
 }
 
@@ -611,9 +618,10 @@ impl Columns {
             Inputs::Features => ("label, indices [, values]", 0),
             Inputs::Pairs => ("user, item, rating", 2),
             Inputs::Documents => ("doc, words [, counts]", 0),
+            Inputs::Points => ("id, point or id, indices, values", 0),
         };
         let count = match kind.inputs() {
-            Inputs::Features | Inputs::Documents => 2..=3,
+            Inputs::Features | Inputs::Documents | Inputs::Points => 2..=3,
             Inputs::Pairs => 3..=3,
         };
         if !count.contains(&names.len()) {

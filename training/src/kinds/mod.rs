@@ -6,7 +6,8 @@
 //! - [`fm`]: factorization machines, a linear model plus every pair of features' interaction;
 //! - [`mf`]: matrix factorization of (user, item, rating) rows;
 //! - [`lda`]: the topic model (latent Dirichlet allocation), trained by Gibbs sampling;
-//! - [`gbdt`]: gradient-boosted decision trees, split where their histograms are.
+//! - [`gbdt`]: gradient-boosted decision trees, split where their histograms are;
+//! - [`kmeans`]: k-means clustering, by Lloyd's algorithm.
 //!
 //! # Adding a kind
 //!
@@ -20,6 +21,7 @@
 
 pub mod fm;
 pub mod gbdt;
+pub mod kmeans;
 pub mod lda;
 pub mod linear;
 pub mod mf;
@@ -134,6 +136,12 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
     /// The boosted trees, grown from histograms instead of trained by gradient steps; `None`
     /// for the other kinds.
     fn trees(&self) -> Option<&gbdt::Gbdt> {
+        None
+    }
+
+    /// The k-means model, trained by Lloyd's iterations instead of gradients; `None` for the
+    /// other kinds.
+    fn clusters(&self) -> Option<&kmeans::KMeans> {
         None
     }
 
@@ -266,6 +274,9 @@ pub enum Inputs {
     /// A document: `doc, words [, counts]`, its id (any type, unused by training) and a list
     /// of word indices, with repeats or with their counts.
     Documents,
+    /// A point: `id, point` (a list of numbers) or `id, indices, values` (sparse coordinates),
+    /// the id unused by training.
+    Points,
 }
 
 /// Cloning a boxed kind (a [`crate::ModelSpec`] is cloned with its kind).
@@ -332,6 +343,9 @@ pub const KINDS: &[(&[&str], Make)] = &[
     (&["lda", "topics"], || Box::new(lda::Lda::default())),
     (&["gbdt", "gbm", "boosted_trees"], || {
         Box::new(gbdt::Gbdt::default())
+    }),
+    (&["kmeans", "k-means"], || {
+        Box::new(kmeans::KMeans::default())
     }),
 ];
 

@@ -1,0 +1,251 @@
+//! `CREATE MODEL ... OPTIONS (kind = 'kmeans', k = ...)` and `TRAIN MODEL` of such a model:
+//! Lloyd's algorithm. `CREATE MODEL` first writes the first centres (`init`: k-means++ over a
+//! uniform sample of the rows, `k` rows drawn uniformly, or a table of them). Each iteration
+//! is one pass of `ps_train`, whose tasks push per centre the sums and counts of the rows
+//! nearest it; the job then moves each centre to its rows' mean on the servers (`scale`,
+//! `sub`, `dot`, `axpy`: only the shift comes back). Training stops after `epochs` iterations
+//! or when no centre moves.
+//!
+//! The epoch table has a row per iteration: rows, inertia (the summed squared distance of the
+//! rows to the centres they were assigned to), its mean, how far the centres moved (the root
+//! of the summed squared shifts), the centres no row was nearest (kept where they were),
+//! seconds and workers.
+
+use std::time::Instant;
+
+use angel_client::PsClient;
+use angel_training::kinds::kmeans::{Init, KMeans, points, seeding};
+use angel_training::rows::SparseRows;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::{Result, exec_err};
+use datafusion::prelude::SessionContext;
+
+use super::epoch_table::{self, Column};
+use super::train::{Caching, Plan, Rows, TrainRows, bar, first_row, float};
+use crate::binding::Binding;
+use crate::bridge::{ps_error, train_error};
+
+/// Rows k-means++ draws its centres from, at most: a uniform sample of the training rows.
+const SAMPLE: usize = 50_000;
+
+/// Writes the first centres of k-means model `name` (fresh, every value zero), as `plan`'s
+/// `init` says, from the training rows `rows` of `query`.
+pub(super) async fn init(
+    ctx: &SessionContext,
+    binding: &Binding,
+    (name, query): (&str, &str),
+    plan: &Plan,
+    rows: &Rows,
+) -> Result<()> {
+    let kmeans = of(plan)?;
+    let dim = plan.spec.dim as usize;
+    let centres = match (&kmeans.init_table, kmeans.init) {
+        (Some(table), _) => {
+            let points = read(ctx, &format!("SELECT * FROM {table}"), plan).await?;
+            let what = format!("the init table {table}");
+            seeding::first_rows(&points, kmeans.k, dim, &what).map_err(train_error)?
+        }
+        (None, Init::Random) => {
+            let points = sample(ctx, query, rows, (kmeans.k, kmeans.seed), plan).await?;
+            seeding::first_rows(&points, kmeans.k, dim, "the training query")
+                .map_err(train_error)?
+        }
+        (None, Init::PlusPlus) => {
+            let points = sample(ctx, query, rows, (SAMPLE, kmeans.seed), plan).await?;
+            seeding::plus_plus(&points, kmeans.k, dim, kmeans.seed).map_err(train_error)?
+        }
+    };
+    let client = binding.client()?;
+    let keys: Vec<u64> = (0..dim as u64).collect();
+    for (c, centre) in centres.chunks(dim).enumerate() {
+        let centre: Vec<f32> = centre.iter().map(|&v| v as f32).collect();
+        (client.push_keys(name, c as u64, &keys, &centre).await).map_err(ps_error)?;
+    }
+    Ok(())
+}
+
+/// The k-means options of `plan`.
+fn of(plan: &Plan) -> Result<&KMeans> {
+    match plan.spec.kind.clusters() {
+        Some(kmeans) => Ok(kmeans),
+        None => exec_err!("not a k-means model"),
+    }
+}
+
+/// The rows `sql` answers (`id, point` or `id, idx, val`), read as points.
+async fn read(ctx: &SessionContext, sql: &str, plan: &Plan) -> Result<SparseRows> {
+    let batches = ctx.sql(sql).await?.collect().await?;
+    let mut all = Vec::with_capacity(batches.len());
+    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+        let inputs = &batch.columns()[1..];
+        let rows = points::read("CREATE MODEL", "init", plan.spec.dim, inputs);
+        all.push(rows.map_err(train_error)?);
+    }
+    Ok(SparseRows::concat(all))
+}
+
+/// `n` of the training rows, drawn uniformly: the first by a seeded hash of their id, so the
+/// draw depends neither on the rows' order nor on the last bits of their coordinates.
+async fn sample(
+    ctx: &SessionContext,
+    query: &str,
+    rows: &Rows,
+    (n, seed): (usize, u64),
+    plan: &Plan,
+) -> Result<SparseRows> {
+    let (id, inputs) = (&rows.columns.label, &rows.columns.inputs);
+    let sql = format!(
+        "SELECT {id}, {inputs} FROM ({query}) AS rows ORDER BY md5('{seed};' || CAST({id} AS \
+         VARCHAR)), {id} LIMIT {n}"
+    );
+    read(ctx, &sql, plan).await
+}
+
+/// Lloyd's iterations on k-means model `name` over `rows`, for at most `plan.epochs`; returns
+/// the epoch table.
+pub(super) async fn train(
+    ctx: &SessionContext,
+    binding: &Binding,
+    name: &str,
+    plan: &Plan,
+    rows: Rows,
+) -> Result<RecordBatch> {
+    let k = of(plan)?.k;
+    let client = binding.client()?;
+    let workers = plan.spec.sync.workers as usize;
+    let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
+    let centres = Centres {
+        client: &client,
+        name,
+        k: k as u64,
+        dim: plan.spec.dim,
+    };
+    let mut sizes = centres.sizes(0).await?;
+    let bar = bar(plan.epochs as u64, "iterations");
+    let mut table = Vec::new();
+    for iteration in 1..=plan.epochs {
+        let started = Instant::now();
+        centres.zero_sums().await?;
+        let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
+        let (mean, count) = first_row(frame).await?;
+        let rows = float(&count).unwrap_or_default() as u64;
+        let mean = float(&mean).unwrap_or(f64::NAN);
+        let counts = centres.sizes(k as u64).await?;
+        let (shift, empty) = centres.move_to_means(&counts, &sizes).await?;
+        let norms = centres.squared_norms().await?;
+        sizes = counts;
+        table.push(Row {
+            iteration: iteration as i64,
+            rows: rows as i64,
+            inertia: mean * rows as f64,
+            mean_squared_distance: mean,
+            shift,
+            empty_clusters: empty as i64,
+            seconds: started.elapsed().as_secs_f64(),
+            workers: workers as i64,
+        });
+        bar.inc(1);
+        // Moves within rounding of the single-precision centres: the assignments are final.
+        if shift * shift <= 1e-12 * (1.0 + norms) {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    drop(caching);
+    epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
+}
+
+/// A k-means model's rows on the servers: centres `0..k`, sums `k..2k`.
+struct Centres<'a> {
+    client: &'a PsClient,
+    name: &'a str,
+    k: u64,
+    dim: u64,
+}
+
+impl Centres<'_> {
+    async fn psf(&self, function: &str, rows: &[u64], args: &[f64]) -> Result<f64> {
+        let operands: Vec<(&str, u64)> = rows.iter().map(|&r| (self.name, r)).collect();
+        let answer = (self.client.psf(function, &operands, args).await).map_err(ps_error)?;
+        Ok(answer.first().copied().unwrap_or_default())
+    }
+
+    async fn zero_sums(&self) -> Result<()> {
+        for c in 0..self.k {
+            self.psf("zero", &[self.k + c], &[]).await?;
+        }
+        Ok(())
+    }
+
+    /// Column `dim` of rows `from..from + k`: the centres' sizes (from 0) or the counts the
+    /// workers pushed (from k).
+    async fn sizes(&self, from: u64) -> Result<Vec<f64>> {
+        let rows: Vec<u64> = (from..from + self.k).collect();
+        let key = [self.dim];
+        let pulled = self.client.pull_at::<f32>(self.name, &rows, &key, None);
+        let (values, _) = pulled.await.map_err(ps_error)?;
+        Ok(values.into_iter().map(f64::from).collect())
+    }
+
+    /// Moves every centre with rows to their mean, its size to `counts`; returns the root of
+    /// the summed squared shifts and the centres without rows.
+    async fn move_to_means(&self, counts: &[f64], sizes: &[f64]) -> Result<(f64, usize)> {
+        let (mut shift, mut empty) = (0.0, 0);
+        let dim = self.dim;
+        for c in 0..self.k {
+            let (n, size) = (counts[c as usize], sizes[c as usize]);
+            if n == 0.0 {
+                empty += 1;
+                continue;
+            }
+            let (centre, sum) = (c, self.k + c);
+            // sum = mean (its count column then 1, made n), then sum = mean - centre.
+            self.psf("scale", &[sum], &[1.0 / n]).await?;
+            let count = [(n - 1.0) as f32];
+            let key = [dim];
+            let pushed = self.client.push_keys(self.name, sum, &key, &count);
+            pushed.await.map_err(ps_error)?;
+            self.psf("sub", &[sum, centre, sum], &[]).await?;
+            // The count column's change is no move of the centre.
+            shift += self.psf("dot", &[sum, sum], &[]).await? - (n - size) * (n - size);
+            self.psf("axpy", &[sum, centre], &[1.0]).await?;
+        }
+        Ok((shift.max(0.0).sqrt(), empty))
+    }
+
+    /// The summed squared norms of the centres (their sizes left out).
+    async fn squared_norms(&self) -> Result<f64> {
+        let mut total = 0.0;
+        for c in 0..self.k {
+            total += self.psf("dot", &[c, c], &[]).await?;
+        }
+        let sizes = self.sizes(0).await?;
+        Ok(total - sizes.iter().map(|s| s * s).sum::<f64>())
+    }
+}
+
+/// One iteration's figures.
+struct Row {
+    iteration: i64,
+    rows: i64,
+    inertia: f64,
+    mean_squared_distance: f64,
+    shift: f64,
+    empty_clusters: i64,
+    seconds: f64,
+    workers: i64,
+}
+
+/// The epoch table's columns.
+fn columns() -> Vec<Column<Row>> {
+    vec![
+        Column::Int("iteration", |r| r.iteration),
+        Column::Int("rows", |r| r.rows),
+        Column::Float("inertia", |r| r.inertia),
+        Column::Float("mean_squared_distance", |r| r.mean_squared_distance),
+        Column::Float("shift", |r| r.shift),
+        Column::Int("empty_clusters", |r| r.empty_clusters),
+        Column::Float("seconds", |r| r.seconds),
+        Column::Int("workers", |r| r.workers),
+    ]
+}

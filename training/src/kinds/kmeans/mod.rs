@@ -1,0 +1,143 @@
+//! k-means (`kind = 'kmeans'`): `k` centres on the PS, trained by Lloyd's algorithm: every
+//! row assigned to its nearest centre, the centres moved to their rows' means, one pass of the
+//! workers per iteration.
+//!
+//! Rows are `id, point` (a list of numbers, coordinate `i` at position `i`) or `id, idx, val`
+//! (sparse coordinates), the id unused by training, as a topic model's documents have one.
+//! The model's matrix has `2k` rows of `dim + 1` columns in the same blocks: rows `0..k` the
+//! centres (column `dim`: the rows nearest each at the last iteration), rows `k..2k` the sums
+//! the workers push during a pass (column `dim`: their count).
+//!
+//! - [`centres`]: the centres a worker pulled, each row's nearest, and Lloyd's sums.
+//! - [`points`]: rows read from `point` or `idx, val` columns.
+//! - [`predict`]: each row's nearest centre and distance (`ps_predict`, `ps_distance`).
+//! - [`seeding`]: the first centres (rows drawn at random, a table, k-means++).
+//! - [`task`]: a worker's pass in a statement (`ps_train`).
+
+pub mod centres;
+pub mod points;
+pub mod predict;
+pub mod seeding;
+pub mod task;
+
+use crate::error::{Result, option_err};
+use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
+use crate::model::Model;
+use crate::options::OptionValue;
+
+/// Most centres a model may have.
+pub const MAX_CENTRES: u64 = 1 << 16;
+
+/// How the first centres are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Init {
+    /// `k` rows drawn uniformly (by a seeded hash of each row's content).
+    Random,
+    /// k-means++ (Arthur and Vassilvitskii) over a uniform sample of the rows.
+    PlusPlus,
+}
+
+/// See the module documentation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KMeans {
+    /// Number of centres (option `k`); 0 until set.
+    pub k: usize,
+    /// How the first centres are chosen (option `init`), unless `init_table` gives them.
+    pub init: Init,
+    /// A table of `k` rows, `id, point` or `id, idx, val`, holding the first centres (option
+    /// `init = 'table:NAME'`).
+    pub init_table: Option<String>,
+    /// Seed of the draws (option `seed`), so a job picks the same centres at every run.
+    pub seed: u64,
+}
+
+impl Default for KMeans {
+    /// k-means++, seed 1.
+    fn default() -> Self {
+        KMeans {
+            k: 0,
+            init: Init::PlusPlus,
+            init_table: None,
+            seed: 1,
+        }
+    }
+}
+
+impl ModelKind for KMeans {
+    fn name(&self) -> &'static str {
+        "kmeans"
+    }
+
+    fn loss_name(&self) -> &'static str {
+        "squared distance"
+    }
+
+    fn set(&mut self, option: &OptionValue) -> Result<bool> {
+        match option.key.to_ascii_lowercase().as_str() {
+            "k" => self.k = option.whole(2, MAX_CENTRES)? as usize,
+            "seed" => self.seed = option.whole(0, u64::MAX)?,
+            "init" => match option.value.trim().strip_prefix("table:") {
+                Some(table) if !table.trim().is_empty() => {
+                    self.init_table = Some(table.trim().to_string())
+                }
+                _ => {
+                    self.init_table = None;
+                    self.init = match option.one_of(&["k-means++", "random", "table:NAME"])? {
+                        "random" => Init::Random,
+                        "k-means++" => Init::PlusPlus,
+                        _ => return option.refuse("k-means++, random or table:NAME"),
+                    };
+                }
+            },
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn options(&self) -> Vec<(&'static str, String)> {
+        let init = match (&self.init_table, self.init) {
+            (Some(table), _) => format!("table:{table}"),
+            (None, Init::Random) => "random".into(),
+            (None, Init::PlusPlus) => "k-means++".into(),
+        };
+        vec![
+            ("k", self.k.to_string()),
+            ("init", init),
+            ("seed", self.seed.to_string()),
+        ]
+    }
+
+    fn check(&self) -> Result<()> {
+        match self.k {
+            0 => option_err(
+                "a kmeans model needs the option k (the number of centres, from 2 to 65536)",
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    fn weight_rows(&self) -> usize {
+        2 * self.k
+    }
+
+    fn inputs(&self) -> Inputs {
+        Inputs::Points
+    }
+
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        None
+    }
+
+    fn clusters(&self) -> Option<&KMeans> {
+        Some(self)
+    }
+}
+
+impl KMeans {
+    /// The k-means options of `model`, which `function` uses; an error naming both when the
+    /// model is of another kind.
+    pub fn of(model: &Model, function: &str) -> Result<KMeans> {
+        let wanted = "a k-means model (kind = 'kmeans')";
+        (model.spec.kind.clusters().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+    }
+}
