@@ -7,12 +7,11 @@ mod common;
 use std::sync::Arc;
 
 use angel_client::PsClient;
-use angel_ps_service::{Standalone, StandaloneConfig};
+use angel_ps_service::Standalone;
 use angel_sql::job::Job;
 use common::column;
 use datafusion::arrow::array::{Float64Builder, Int64Array, ListBuilder, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::prelude::{SessionConfig, SessionContext};
 
 const DIM: usize = 8;
 const K: usize = 5;
@@ -111,14 +110,7 @@ fn lloyd(points: &[Vec<f64>], mut centres: Vec<Vec<f64>>) -> (Vec<Vec<f64>>, f64
 
 /// A job with `points` as table `blobs` and the given first centres as table `seeds`.
 async fn job(points: &[Vec<f64>], seeds: &[Vec<f64>]) -> (Standalone, Job) {
-    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
-    let config = SessionConfig::new()
-        .with_target_partitions(2)
-        .with_batch_size(512);
-    let job = Job::new(
-        SessionContext::new_with_config(config),
-        &service.master_addr(),
-    );
+    let (service, job) = common::empty_job().await;
     (job.context().register_batch("blobs", table(points))).unwrap();
     (job.context().register_batch("seeds", table(seeds))).unwrap();
     (service, job)

@@ -15,9 +15,9 @@ use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-/// a9a's train and test splits as tables `train` and `test` (small record batches, so
-/// round-robin spreads them evenly over workers), with a service of two servers.
-pub async fn a9a_job() -> (Standalone, Job) {
+/// A job of 2 workers and small record batches (so round-robin spreads them evenly over
+/// workers) with a service of two servers.
+pub async fn empty_job() -> (Standalone, Job) {
     let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
     let config = SessionConfig::new()
         .with_target_partitions(2)
@@ -26,6 +26,13 @@ pub async fn a9a_job() -> (Standalone, Job) {
         SessionContext::new_with_config(config),
         &service.master_addr(),
     );
+    (service, job)
+}
+
+/// a9a's train and test splits as tables `train` and `test` (small record batches, so
+/// round-robin spreads them evenly over workers), with a service of two servers.
+pub async fn a9a_job() -> (Standalone, Job) {
+    let (service, job) = empty_job().await;
     for (table, file) in [("train", "a9a_train"), ("test", "a9a_test")] {
         let sql = format!(
             "CREATE TABLE {table} AS SELECT label, idx, val FROM \
