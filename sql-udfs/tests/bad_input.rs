@@ -187,6 +187,14 @@ async fn options_out_of_range_are_named() {
         ),
         ("dim = 2, memory = 5", "not optimizer 'adam''s"),
         ("dim = 2, optimizer = 'lbfgs', memory = 0", "memory = '0'"),
+        (
+            "dim = 2, kind = 'kmeans', k = 2, algorithm = 'elkan'",
+            "algorithm = 'elkan' is not allowed",
+        ),
+        (
+            "dim = 2, kind = 'kmeans', k = 2, tolerance = 1",
+            "tolerance = '1' is not allowed: it must be in [0, 1)",
+        ),
     ] {
         fails(&m, &model(options), &["case.sql:2", expected]).await;
     }

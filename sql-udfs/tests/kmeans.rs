@@ -1,6 +1,7 @@
 //! k-means on the PS against Lloyd's algorithm written here: from the same first centres the
-//! same centres, each row's nearest centre and distance as the centres give them, and from
-//! k-means++ every generated cluster found.
+//! same centres, each row's nearest centre and distance as the centres give them, training
+//! ended at its tolerance, mini-batch k-means within 1% of Lloyd's inertia, and from k-means++
+//! every generated cluster found.
 
 mod common;
 
@@ -128,7 +129,9 @@ async fn centres(service: &Standalone, name: &str) -> Vec<Vec<f64>> {
 
 /// From the same first centres (two of them in one true cluster, so Lloyd's algorithm has
 /// work to do) the model ends at the centres Lloyd's algorithm written here reaches, within
-/// single-precision rounding (1e-4), with the same inertia (1e-6 relative).
+/// single-precision rounding (1e-4), with the same inertia (1e-6 relative), when its
+/// tolerance is 0. With the default tolerance it ends at the first iteration that moves the
+/// centres by less than it says, earlier.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lloyd_on_the_servers_reaches_the_centres_of_lloyd_written_here() {
     let (points, _) = blobs(5000);
@@ -137,7 +140,7 @@ async fn lloyd_on_the_servers_reaches_the_centres_of_lloyd_written_here() {
     let (service, job) = job(&points, &seeds).await;
     let sql = format!(
         "CREATE MODEL km OPTIONS (kind = 'kmeans', k = {K}, dim = {DIM}, init = 'table:seeds', \
-         epochs = 50) AS SELECT id, point FROM blobs"
+         tolerance = 0) AS SELECT id, point FROM blobs"
     );
     let epochs = job.execute(&sql).await.unwrap().remove(0);
     let got = centres(&service, "km").await;
@@ -180,6 +183,63 @@ async fn lloyd_on_the_servers_reaches_the_centres_of_lloyd_written_here() {
     );
     let shift = *column(&epochs, "shift").last().unwrap();
     assert!(shift <= 1e-4, "the centres still moved by {shift}");
+
+    let sql = format!(
+        "CREATE MODEL tolerant OPTIONS (kind = 'kmeans', k = {K}, dim = {DIM}, \
+         init = 'table:seeds') AS SELECT id, point FROM blobs"
+    );
+    let tolerant = job.execute(&sql).await.unwrap().remove(0);
+    let (shifts, spreads) = (
+        column(&tolerant, "shift"),
+        column(&tolerant, "mean_squared_distance"),
+    );
+    let ended: Vec<bool> = (shifts.iter().zip(&spreads))
+        .map(|(s, m)| s * s <= 1e-4 * m / DIM as f64)
+        .collect();
+    assert_eq!(
+        ended.iter().position(|&e| e),
+        Some(ended.len() - 1),
+        "{shifts:?}"
+    );
+    assert!(
+        tolerant.num_rows() < epochs.num_rows(),
+        "{} iterations with the tolerance, {} without",
+        tolerant.num_rows(),
+        epochs.num_rows()
+    );
+}
+
+/// Mini-batch k-means (100 rows a step, 2 workers at once) from one row of each true cluster
+/// ends with an inertia within 1% of the optimum Lloyd's algorithm written here reaches from
+/// the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minibatch_k_means_ends_within_one_percent_of_lloyd() {
+    let (points, _) = blobs(5000);
+    let seeds = points[..K].to_vec();
+    let (_, inertia) = lloyd(&points, seeds.clone());
+    let (service, job) = job(&points, &seeds).await;
+    let sql = format!(
+        "CREATE MODEL km OPTIONS (kind = 'kmeans', k = {K}, dim = {DIM}, init = 'table:seeds', \
+         algorithm = 'minibatch', batch_size = 100, workers = 2) AS SELECT id, point FROM blobs"
+    );
+    let epochs = job.execute(&sql).await.unwrap().remove(0);
+    let got = centres(&service, "km").await;
+    let reached: f64 = (points.iter())
+        .map(|p| {
+            got.iter()
+                .map(|g| distance(p, g))
+                .fold(f64::INFINITY, f64::min)
+        })
+        .sum();
+    assert!(
+        reached <= 1.01 * inertia,
+        "{reached} against Lloyd's {inertia} after {} passes",
+        epochs.num_rows()
+    );
+    assert_eq!(
+        *column(&epochs, "rows").last().unwrap(),
+        points.len() as f64
+    );
 }
 
 /// From k-means++ (the default init) every true cluster has a centre within 0.5 of its true

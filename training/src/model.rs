@@ -83,7 +83,7 @@ impl ModelSpec {
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let option = OptionValue { key, value };
         let key = &key.to_ascii_lowercase();
-        if self.sync.set(key, value)? || self.solver.set(&option)? {
+        if self.sync.set(key, value)? {
             return Ok(());
         }
         if key == "kind" {
@@ -92,11 +92,15 @@ impl ModelSpec {
             }
             return Ok(());
         }
-        // The kind's own options first: the topic model's alpha and beta are its priors.
+        // The kind's own options first: the topic model's alpha and beta are its priors,
+        // k-means's tolerance is not the full-batch solvers'.
         if self.kind.set(&option)? {
             if let Some(dim) = self.kind.dim() {
                 self.dim = dim;
             }
+            return Ok(());
+        }
+        if self.solver.set(&option)? {
             return Ok(());
         }
         let u = &mut self.optimizer;

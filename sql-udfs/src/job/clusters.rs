@@ -1,10 +1,12 @@
 //! `CREATE MODEL ... OPTIONS (kind = 'kmeans', k = ...)` and `TRAIN MODEL` of such a model:
-//! Lloyd's algorithm. `CREATE MODEL` first writes the first centres (`init`: k-means++ over a
+//! Lloyd's algorithm or mini-batch k-means. `CREATE MODEL` first writes the first centres (`init`: k-means++ over a
 //! uniform sample of the rows, `k` rows drawn uniformly, or a table of them). Each iteration
 //! is one pass of `ps_train`, whose tasks push per centre the sums and counts of the rows
 //! nearest it; the job then moves each centre to its rows' mean on the servers (`scale`,
-//! `sub`, `dot`, `axpy`: only the shift comes back). Training stops after `epochs` iterations
-//! or when no centre moves.
+//! `sub`, `dot`, `axpy`: only the shift comes back). In mini-batch k-means the tasks move the
+//! centres themselves, every `batch_size` rows, and an iteration is a pass over the rows.
+//! Training stops after `epochs` iterations or when the centres move by less than
+//! `tolerance` says.
 //!
 //! The epoch table has a row per iteration: rows, inertia (the summed squared distance of the
 //! rows to the centres they were assigned to), its mean, how far the centres moved (the root
@@ -14,7 +16,7 @@
 use std::time::Instant;
 
 use angel_client::PsClient;
-use angel_training::kinds::kmeans::{Init, KMeans, points, seeding};
+use angel_training::kinds::kmeans::{Algorithm, Init, KMeans, points, seeding};
 use angel_training::rows::SparseRows;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, exec_err};
@@ -101,8 +103,8 @@ async fn sample(
     read(ctx, &sql, plan).await
 }
 
-/// Lloyd's iterations on k-means model `name` over `rows`, for at most `plan.epochs`; returns
-/// the epoch table.
+/// Lloyd's iterations or mini-batch passes on k-means model `name` over `rows`, for at most
+/// `plan.epochs`; returns the epoch table.
 pub(super) async fn train(
     ctx: &SessionContext,
     binding: &Binding,
@@ -110,30 +112,34 @@ pub(super) async fn train(
     plan: &Plan,
     rows: Rows,
 ) -> Result<RecordBatch> {
-    let k = of(plan)?.k;
+    let kmeans = of(plan)?;
     let client = binding.client()?;
     let workers = plan.spec.sync.workers as usize;
     let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
     let centres = Centres {
         client: &client,
         name,
-        k: k as u64,
+        k: kmeans.k as u64,
         dim: plan.spec.dim,
     };
-    let mut sizes = centres.sizes(0).await?;
     let bar = bar(plan.epochs as u64, "iterations");
     let mut table = Vec::new();
     for iteration in 1..=plan.epochs {
         let started = Instant::now();
-        centres.zero_sums().await?;
+        let sizes = centres.sizes(0).await?;
+        centres.before_pass(kmeans.algorithm).await?;
         let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
         let (mean, count) = first_row(frame).await?;
         let rows = float(&count).unwrap_or_default() as u64;
         let mean = float(&mean).unwrap_or(f64::NAN);
-        let counts = centres.sizes(k as u64).await?;
-        let (shift, empty) = centres.move_to_means(&counts, &sizes).await?;
+        let (shift, empty) = match kmeans.algorithm {
+            Algorithm::Lloyd => {
+                let counts = centres.sizes(centres.k).await?;
+                centres.move_to_means(&counts, &sizes).await?
+            }
+            Algorithm::MiniBatch => centres.moved_in_pass(&sizes).await?,
+        };
         let norms = centres.squared_norms().await?;
-        sizes = counts;
         table.push(Row {
             iteration: iteration as i64,
             rows: rows as i64,
@@ -145,8 +151,11 @@ pub(super) async fn train(
             workers: workers as i64,
         });
         bar.inc(1);
-        // Moves within rounding of the single-precision centres: the assignments are final.
-        if shift * shift <= 1e-12 * (1.0 + norms) {
+        // The tolerance is relative to the rows' spread per coordinate, as scikit-learn's
+        // (which takes the data's variance); below rounding of the single-precision centres
+        // the assignments are final.
+        let spread = mean / plan.spec.dim as f64;
+        if shift * shift <= (kmeans.tolerance * spread).max(1e-12 * (1.0 + norms)) {
             break;
         }
     }
@@ -170,9 +179,14 @@ impl Centres<'_> {
         Ok(answer.first().copied().unwrap_or_default())
     }
 
-    async fn zero_sums(&self) -> Result<()> {
+    /// Readies rows `k..2k` for a pass: zero for Lloyd's sums, a copy of the centres for
+    /// mini-batch k-means to measure their move by.
+    async fn before_pass(&self, algorithm: Algorithm) -> Result<()> {
         for c in 0..self.k {
-            self.psf("zero", &[self.k + c], &[]).await?;
+            match algorithm {
+                Algorithm::Lloyd => self.psf("zero", &[self.k + c], &[]).await?,
+                Algorithm::MiniBatch => self.psf("copy", &[c, self.k + c], &[]).await?,
+            };
         }
         Ok(())
     }
@@ -209,6 +223,24 @@ impl Centres<'_> {
             // The count column's change is no move of the centre.
             shift += self.psf("dot", &[sum, sum], &[]).await? - (n - size) * (n - size);
             self.psf("axpy", &[sum, centre], &[1.0]).await?;
+        }
+        Ok((shift.max(0.0).sqrt(), empty))
+    }
+
+    /// The root of the summed squared moves of the centres since [`Self::before_pass`] copied
+    /// them (then of sizes `sizes`), and the centres given no row since.
+    async fn moved_in_pass(&self, sizes: &[f64]) -> Result<(f64, usize)> {
+        let (mut shift, mut empty) = (0.0, 0);
+        let now = self.sizes(0).await?;
+        for c in 0..self.k {
+            let (centre, before) = (c, self.k + c);
+            let grown = now[c as usize] - sizes[c as usize];
+            if grown == 0.0 {
+                empty += 1;
+                continue;
+            }
+            self.psf("sub", &[centre, before, before], &[]).await?;
+            shift += self.psf("dot", &[before, before], &[]).await? - grown * grown;
         }
         Ok((shift.max(0.0).sqrt(), empty))
     }

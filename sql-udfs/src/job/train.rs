@@ -70,9 +70,10 @@ async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
             plan.spec.set(key, value).map_err(train_error)?;
         }
     }
-    // A full-batch solver's epochs are its iterations, at most 100 unless said (as Spark
-    // MLlib's and scikit-learn's).
-    if plan.spec.solver.method.is_some() && !options.iter().any(|(k, _)| k == "epochs") {
+    // A full-batch solver's and k-means's epochs are iterations that end on a tolerance: at
+    // most 100 unless said (as Spark MLlib's solvers and scikit-learn's).
+    let iterative = plan.spec.solver.method.is_some() || plan.spec.kind.clusters().is_some();
+    if iterative && !options.iter().any(|(k, _)| k == "epochs") {
         plan.epochs = 100;
     }
     for (option, named, counter) in plan.spec.kind.counted_options() {

@@ -2,6 +2,8 @@
 //! by `|x|^2 - 2 x.c + |c|^2` over the row's non-zeros only, so a sparse row costs its
 //! non-zeros times `k`, not the dimension.
 
+use std::ops::Range;
+
 use crate::rows::SparseRows;
 
 /// See the module documentation.
@@ -87,9 +89,9 @@ impl Assigned {
         }
     }
 
-    /// Assigns every row of `rows` to its nearest centre.
-    pub fn add(&mut self, centres: &Centres, rows: &SparseRows) {
-        for r in 0..rows.len() {
+    /// Assigns rows `range` of `rows` to their nearest centres.
+    pub fn add(&mut self, centres: &Centres, rows: &SparseRows, range: Range<usize>) {
+        for r in range {
             let (c, distance) = centres.nearest(rows, r);
             let sum = &mut self.sums[c * (self.dim + 1)..(c + 1) * (self.dim + 1)];
             match rows.values(r) {
@@ -152,7 +154,7 @@ mod tests {
             assert!((d - want.1).abs() < 1e-12, "row {r}: {d} vs {}", want.1);
         }
         let mut assigned = Assigned::new(2, 3);
-        assigned.add(&centres, &rows);
+        assigned.add(&centres, &rows, 0..rows.len());
         assert_eq!(assigned.sums, vec![1.0, 0.0, 0.0, 2.0, 3.0, 0.0, 2.0, 1.0]);
         assert_eq!(assigned.rows, 3);
         assert!((assigned.inertia - (1.0 + 2.0)).abs() < 1e-12);

@@ -1,20 +1,24 @@
-//! k-means (`kind = 'kmeans'`): `k` centres on the PS, trained by Lloyd's algorithm: every
+//! k-means (`kind = 'kmeans'`): `k` centres on the PS, trained by Lloyd's algorithm (every
 //! row assigned to its nearest centre, the centres moved to their rows' means, one pass of the
-//! workers per iteration.
+//! workers per iteration) or by mini-batch k-means (Sculley: each mini-batch moves the centres
+//! it touches towards its rows, by steps that shrink as a centre's rows add up).
 //!
 //! Rows are `id, point` (a list of numbers, coordinate `i` at position `i`) or `id, idx, val`
 //! (sparse coordinates), the id unused by training, as a topic model's documents have one.
 //! The model's matrix has `2k` rows of `dim + 1` columns in the same blocks: rows `0..k` the
-//! centres (column `dim`: the rows nearest each at the last iteration), rows `k..2k` the sums
-//! the workers push during a pass (column `dim`: their count).
+//! centres (column `dim`: the rows nearest each at the last iteration, or every row a
+//! mini-batch gave it), rows `k..2k` the sums the workers push during a Lloyd pass (column
+//! `dim`: their count) or the centres before a mini-batch pass.
 //!
 //! - [`centres`]: the centres a worker pulled, each row's nearest, and Lloyd's sums.
+//! - [`minibatch`]: Sculley's step of mini-batch k-means.
 //! - [`points`]: rows read from `point` or `idx, val` columns.
 //! - [`predict`]: each row's nearest centre and distance (`ps_predict`, `ps_distance`).
 //! - [`seeding`]: the first centres (rows drawn at random, a table, k-means++).
 //! - [`task`]: a worker's pass in a statement (`ps_train`).
 
 pub mod centres;
+pub mod minibatch;
 pub mod points;
 pub mod predict;
 pub mod seeding;
@@ -27,6 +31,19 @@ use crate::options::OptionValue;
 
 /// Most centres a model may have.
 pub const MAX_CENTRES: u64 = 1 << 16;
+
+/// The rows' squared distance per coordinate under which the centres' summed squared move
+/// in an iteration ends training (option `tolerance`), as scikit-learn's `tol`.
+pub const DEFAULT_TOLERANCE: f64 = 1e-4;
+
+/// How the centres are trained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Lloyd's: a pass assigns every row, then each centre moves to its rows' mean.
+    Lloyd,
+    /// Sculley's mini-batch k-means: every `batch_size` rows move the centres at once.
+    MiniBatch,
+}
 
 /// How the first centres are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,16 +66,24 @@ pub struct KMeans {
     pub init_table: Option<String>,
     /// Seed of the draws (option `seed`), so a job picks the same centres at every run.
     pub seed: u64,
+    /// Lloyd's iterations or mini-batches (option `algorithm`).
+    pub algorithm: Algorithm,
+    /// Training ends when an iteration moves the centres by a summed square of at most this
+    /// times the rows' mean squared distance per coordinate (option `tolerance`; 0: only when
+    /// they stop moving).
+    pub tolerance: f64,
 }
 
 impl Default for KMeans {
-    /// k-means++, seed 1.
+    /// k-means++, seed 1, Lloyd's iterations to a tolerance of 1e-4.
     fn default() -> Self {
         KMeans {
             k: 0,
             init: Init::PlusPlus,
             init_table: None,
             seed: 1,
+            algorithm: Algorithm::Lloyd,
+            tolerance: DEFAULT_TOLERANCE,
         }
     }
 }
@@ -76,6 +101,15 @@ impl ModelKind for KMeans {
         match option.key.to_ascii_lowercase().as_str() {
             "k" => self.k = option.whole(2, MAX_CENTRES)? as usize,
             "seed" => self.seed = option.whole(0, u64::MAX)?,
+            "algorithm" => {
+                self.algorithm = match option.one_of(&["lloyd", "minibatch"])? {
+                    "minibatch" => Algorithm::MiniBatch,
+                    _ => Algorithm::Lloyd,
+                }
+            }
+            "tolerance" => {
+                self.tolerance = option.number(|x| (0.0..1.0).contains(&x), "in [0, 1)")?
+            }
             "init" => match option.value.trim().strip_prefix("table:") {
                 Some(table) if !table.trim().is_empty() => {
                     self.init_table = Some(table.trim().to_string())
@@ -100,10 +134,16 @@ impl ModelKind for KMeans {
             (None, Init::Random) => "random".into(),
             (None, Init::PlusPlus) => "k-means++".into(),
         };
+        let algorithm = match self.algorithm {
+            Algorithm::Lloyd => "lloyd",
+            Algorithm::MiniBatch => "minibatch",
+        };
         vec![
             ("k", self.k.to_string()),
             ("init", init),
             ("seed", self.seed.to_string()),
+            ("algorithm", algorithm.into()),
+            ("tolerance", self.tolerance.to_string()),
         ]
     }
 

@@ -1,16 +1,21 @@
-//! [`ClusterTask`]: one task's part of a Lloyd iteration. It pulls the `k` centres once (they
-//! do not move during the pass), assigns each of its rows to the nearest, and pushes the sums
-//! and counts per centre into the model's sums rows once, when its rows end: the pushes of
-//! every task add up on the servers to the sums over the whole data set.
+//! [`ClusterTask`]: one task's part of a k-means pass.
+//!
+//! - Lloyd's: it pulls the `k` centres once (they do not move during the pass), assigns each
+//!   of its rows to the nearest, and pushes the sums and counts per centre into the model's
+//!   sums rows once, when its rows end: the pushes of every task add up on the servers to the
+//!   sums over the whole data set.
+//! - Mini-batch: every `batch_size` rows it pulls the centres and their sizes, assigns the
+//!   rows, and pushes the [`minibatch::step`] that moves the centres to their rows' means.
 
 use angel_client::runtime::block_on;
 use angel_client::{ChangeNames, PushOptions};
 use arrow::array::ArrayRef;
 
 use super::centres::{Assigned, Centres};
-use super::{KMeans, points, predict};
+use super::{Algorithm, KMeans, minibatch, points, predict};
 use crate::error::Result;
 use crate::model::Model;
+use crate::rows::SparseRows;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -18,42 +23,77 @@ pub struct ClusterTask {
     model: Model,
     function: &'static str,
     k: usize,
+    /// Rows per step in mini-batch k-means; None for Lloyd's.
+    batch: Option<usize>,
+    /// The centres of Lloyd's pass, pulled at its first rows.
     centres: Option<Centres>,
     assigned: Assigned,
+    /// Names of the task's pushes, taken at its first rows.
+    names: Option<ChangeNames>,
 }
 
 impl ClusterTask {
     /// A pass of `function` over k-means model `model`.
     pub fn new(model: Model, function: &'static str) -> Result<Self> {
-        let k = KMeans::of(&model, function)?.k;
+        let kmeans = KMeans::of(&model, function)?;
         let dim = model.spec.dim as usize;
+        let batch = (kmeans.algorithm == Algorithm::MiniBatch).then_some(model.spec.batch_size);
         Ok(ClusterTask {
             model,
             function,
-            k,
+            k: kmeans.k,
+            batch,
             centres: None,
-            assigned: Assigned::new(k, dim),
+            assigned: Assigned::new(kmeans.k, dim),
+            names: None,
         })
     }
 
-    /// Assigns one batch of rows (the columns after the id); returns their number and summed
-    /// squared distance to their centres.
+    /// Assigns one batch of rows (the columns after the id), moving the centres at every
+    /// mini-batch in mini-batch k-means; returns their number and summed squared distance to
+    /// their centres.
     pub fn add(&mut self, inputs: &[ArrayRef]) -> Result<(u64, f64)> {
         let (model, dim) = (&self.model, self.model.spec.dim);
         let rows = points::read(self.function, &model.name, dim, inputs)?;
-        if self.centres.is_none() {
-            self.centres = Some(predict::pull(model, self.k)?);
+        if rows.is_empty() {
+            return Ok((0, 0.0));
         }
-        let centres = self.centres.as_ref().expect("pulled above");
+        if self.names.is_none() {
+            self.names = ChangeNames::for_accumulator();
+        }
         let (before, inertia) = (self.assigned.rows, self.assigned.inertia);
-        self.assigned.add(centres, &rows);
+        match self.batch {
+            Some(size) => self.mini_batches(&rows, size)?,
+            None => {
+                if self.centres.is_none() {
+                    self.centres = Some(predict::pull(model, self.k)?);
+                }
+                let centres = self.centres.as_ref().expect("pulled above");
+                self.assigned.add(centres, &rows, 0..rows.len());
+            }
+        }
         Ok((self.assigned.rows - before, self.assigned.inertia - inertia))
     }
 
-    /// The task's rows ended: pushes its sums and counts (named, so a rerun of the task
-    /// repeats the push without effect).
+    /// Mini-batch k-means over `rows`, `size` rows a step.
+    fn mini_batches(&mut self, rows: &SparseRows, size: usize) -> Result<()> {
+        let dim = self.model.spec.dim as usize;
+        for start in (0..rows.len()).step_by(size) {
+            let (centres, sizes) = predict::pull_sized(&self.model, self.k)?;
+            let mut batch = Assigned::new(self.k, dim);
+            batch.add(&centres, rows, start..(start + size).min(rows.len()));
+            let step = minibatch::step(&centres, &sizes, &batch);
+            let keys: Vec<u64> = (0..=dim as u64).collect();
+            self.push(&step.centres, &keys, &step.values)?;
+            self.assigned.rows += batch.rows;
+            self.assigned.inertia += batch.inertia;
+        }
+        Ok(())
+    }
+
+    /// The task's rows ended: pushes Lloyd's sums and counts.
     pub fn finish(&mut self) -> Result<()> {
-        if self.assigned.rows == 0 {
+        if self.assigned.rows == 0 || self.batch.is_some() {
             return Ok(());
         }
         let width = self.model.spec.dim as usize + 1;
@@ -69,13 +109,18 @@ impl ClusterTask {
             })
             .collect();
         let rows: Vec<u64> = (self.k as u64..2 * self.k as u64).collect();
-        let change = ChangeNames::for_accumulator().map(|mut names| names.next_change());
+        self.push(&rows, &keys, &values)
+    }
+
+    /// Pushes `values` to `rows` x `keys` of the model, named, so a rerun of the task repeats
+    /// the push without effect.
+    fn push(&mut self, rows: &[u64], keys: &[u64], values: &[f32]) -> Result<()> {
         let how = PushOptions {
-            change,
+            change: self.names.as_mut().map(ChangeNames::next_change),
             ..Default::default()
         };
         let (model, client) = (&self.model, self.model.client());
-        block_on(client.push_with(&model.name, &rows, &keys, &values, how))?;
+        block_on(client.push_with(&model.name, rows, keys, values, how))?;
         Ok(())
     }
 }
