@@ -1,7 +1,7 @@
 //! `CREATE MODEL ... OPTIONS (kind = 'kmeans', k = ...)` and `TRAIN MODEL` of such a model:
-//! Lloyd's algorithm or mini-batch k-means. `CREATE MODEL` first writes the first centres (`init`: k-means++ over a
-//! uniform sample of the rows, `k` rows drawn uniformly, or a table of them). Each iteration
-//! is one pass of `ps_train`, whose tasks push per centre the sums and counts of the rows
+//! Lloyd's algorithm or mini-batch k-means. `CREATE MODEL` first writes the first centres
+//! (`init`: k-means++ over a uniform sample of the rows, k-means|| over every row, `k` rows
+//! drawn uniformly, or a table of them). In Lloyd's algorithm each iteration is one pass of `ps_train`, whose tasks push per centre the sums and counts of the rows
 //! nearest it; the job then moves each centre to its rows' mean on the servers (`scale`,
 //! `sub`, `dot`, `axpy`: only the shift comes back). In mini-batch k-means the tasks move the
 //! centres themselves, every `batch_size` rows, and an iteration is a pass over the rows.
@@ -23,6 +23,7 @@ use datafusion::common::{Result, exec_err};
 use datafusion::prelude::SessionContext;
 
 use super::epoch_table::{self, Column};
+use super::kmeans_parallel;
 use super::train::{Caching, Plan, Rows, TrainRows, bar, first_row, float};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
@@ -54,10 +55,24 @@ pub(super) async fn init(
         }
         (None, Init::PlusPlus) => {
             let points = sample(ctx, query, rows, (SAMPLE, kmeans.seed), plan).await?;
-            seeding::plus_plus(&points, kmeans.k, dim, kmeans.seed).map_err(train_error)?
+            seeding::plus_plus(&points, None, (kmeans.k, dim), kmeans.seed).map_err(train_error)?
+        }
+        (None, Init::Parallel) => {
+            kmeans_parallel::centres(ctx, binding, (name, query), (kmeans, plan), rows).await?
         }
     };
     let client = binding.client()?;
+    write_centres(&client, name, &centres, dim).await
+}
+
+/// Adds `centres` (`dim` coordinates each, centre after centre) to the first rows of model
+/// `name`, whose values are zero.
+pub(super) async fn write_centres(
+    client: &PsClient,
+    name: &str,
+    centres: &[f64],
+    dim: usize,
+) -> Result<()> {
     let keys: Vec<u64> = (0..dim as u64).collect();
     for (c, centre) in centres.chunks(dim).enumerate() {
         let centre: Vec<f32> = centre.iter().map(|&v| v as f32).collect();
@@ -75,7 +90,7 @@ fn of(plan: &Plan) -> Result<&KMeans> {
 }
 
 /// The rows `sql` answers (`id, point` or `id, idx, val`), read as points.
-async fn read(ctx: &SessionContext, sql: &str, plan: &Plan) -> Result<SparseRows> {
+pub(super) async fn read(ctx: &SessionContext, sql: &str, plan: &Plan) -> Result<SparseRows> {
     let batches = ctx.sql(sql).await?.collect().await?;
     let mut all = Vec::with_capacity(batches.len());
     for batch in batches.iter().filter(|b| b.num_rows() > 0) {
@@ -88,7 +103,7 @@ async fn read(ctx: &SessionContext, sql: &str, plan: &Plan) -> Result<SparseRows
 
 /// `n` of the training rows, drawn uniformly: the first by a seeded hash of their id, so the
 /// draw depends neither on the rows' order nor on the last bits of their coordinates.
-async fn sample(
+pub(super) async fn sample(
     ctx: &SessionContext,
     query: &str,
     rows: &Rows,

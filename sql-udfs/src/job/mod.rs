@@ -11,6 +11,7 @@
 mod clusters;
 pub mod counters;
 mod epoch_table;
+mod kmeans_parallel;
 mod lbfgs;
 pub mod saved;
 pub mod saved_topics;

@@ -14,7 +14,8 @@
 //! - [`minibatch`]: Sculley's step of mini-batch k-means.
 //! - [`points`]: rows read from `point` or `idx, val` columns.
 //! - [`predict`]: each row's nearest centre and distance (`ps_predict`, `ps_distance`).
-//! - [`seeding`]: the first centres (rows drawn at random, a table, k-means++).
+//! - [`seeding`]: the first centres (rows drawn at random, a table, k-means++, k-means||'s
+//!   reduction).
 //! - [`task`]: a worker's pass in a statement (`ps_train`).
 
 pub mod centres;
@@ -52,6 +53,9 @@ pub enum Init {
     Random,
     /// k-means++ (Arthur and Vassilvitskii) over a uniform sample of the rows.
     PlusPlus,
+    /// k-means|| (Bahmani et al.): rounds over every row, each drawing about `2k` candidates
+    /// by their squared distance to those drawn before, reduced to `k` at the end.
+    Parallel,
 }
 
 /// See the module documentation.
@@ -66,6 +70,8 @@ pub struct KMeans {
     pub init_table: Option<String>,
     /// Seed of the draws (option `seed`), so a job picks the same centres at every run.
     pub seed: u64,
+    /// k-means||'s rounds (option `init_steps`, Spark MLlib's `initSteps`).
+    pub init_steps: usize,
     /// Lloyd's iterations or mini-batches (option `algorithm`).
     pub algorithm: Algorithm,
     /// Training ends when an iteration moves the centres by a summed square of at most this
@@ -82,6 +88,7 @@ impl Default for KMeans {
             init: Init::PlusPlus,
             init_table: None,
             seed: 1,
+            init_steps: 2,
             algorithm: Algorithm::Lloyd,
             tolerance: DEFAULT_TOLERANCE,
         }
@@ -101,6 +108,7 @@ impl ModelKind for KMeans {
         match option.key.to_ascii_lowercase().as_str() {
             "k" => self.k = option.whole(2, MAX_CENTRES)? as usize,
             "seed" => self.seed = option.whole(0, u64::MAX)?,
+            "init_steps" => self.init_steps = option.whole(1, 20)? as usize,
             "algorithm" => {
                 self.algorithm = match option.one_of(&["lloyd", "minibatch"])? {
                     "minibatch" => Algorithm::MiniBatch,
@@ -116,10 +124,12 @@ impl ModelKind for KMeans {
                 }
                 _ => {
                     self.init_table = None;
-                    self.init = match option.one_of(&["k-means++", "random", "table:NAME"])? {
+                    let choices = ["k-means++", "k-means||", "random", "table:NAME"];
+                    self.init = match option.one_of(&choices)? {
                         "random" => Init::Random,
                         "k-means++" => Init::PlusPlus,
-                        _ => return option.refuse("k-means++, random or table:NAME"),
+                        "k-means||" => Init::Parallel,
+                        _ => return option.refuse("k-means++, k-means||, random or table:NAME"),
                     };
                 }
             },
@@ -133,6 +143,7 @@ impl ModelKind for KMeans {
             (Some(table), _) => format!("table:{table}"),
             (None, Init::Random) => "random".into(),
             (None, Init::PlusPlus) => "k-means++".into(),
+            (None, Init::Parallel) => "k-means||".into(),
         };
         let algorithm = match self.algorithm {
             Algorithm::Lloyd => "lloyd",
@@ -142,6 +153,7 @@ impl ModelKind for KMeans {
             ("k", self.k.to_string()),
             ("init", init),
             ("seed", self.seed.to_string()),
+            ("init_steps", self.init_steps.to_string()),
             ("algorithm", algorithm.into()),
             ("tolerance", self.tolerance.to_string()),
         ]
