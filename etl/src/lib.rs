@@ -13,6 +13,7 @@
 //! - [`corpus_data`]: a generator of documents from known topics (topic model tests, `bench
 //!   lda`).
 //! - [`sparse_data`]: a generator of wide sparse rows (`bench gbdt`).
+//! - [`blobs_data`]: a generator of points around hidden centres, for k-means's figures.
 //! - [`interaction_data`]: a generator of rows whose label depends on pairs of features
 //!   (factorization machine tests).
 //! - [`split_files`]: the training and holdout files the generators write.
@@ -21,6 +22,7 @@
 //! - [`udf_args`]: argument checks and planning errors shared by every SQL function.
 
 pub mod bad_rows;
+pub mod blobs_data;
 pub mod corpus_data;
 pub mod csv;
 pub mod ctr_data;

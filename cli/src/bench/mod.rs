@@ -11,11 +11,13 @@
 //! - [`lda`]: the topic model on a generated corpus against the Python `lda` package.
 //! - [`gbdt`]: boosted trees on click logs and wide sparse rows against XGBoost and LightGBM.
 //! - [`lbfgs`]: full-batch L-BFGS logistic regression against scikit-learn and Spark MLlib.
+//! - [`kmeans`]: k-means on generated points against scikit-learn's KMeans and MiniBatchKMeans.
 
 pub mod chaos;
 pub mod codec;
 pub mod e2e;
 pub mod gbdt;
+pub mod kmeans;
 pub mod lbfgs;
 pub mod lda;
 pub mod link;
@@ -64,6 +66,9 @@ pub enum BenchCommand {
     /// Full-batch L-BFGS logistic regression on a9a and the demo's click logs: seconds,
     /// iterations and the objective reached, against scikit-learn and Spark MLlib.
     Lbfgs(lbfgs::LbfgsBenchArgs),
+    /// k-means on generated points around hidden centres: seconds, iterations and inertia,
+    /// against scikit-learn's KMeans and MiniBatchKMeans.
+    Kmeans(kmeans::KmeansBenchArgs),
 }
 
 /// Runs a benchmark command.
@@ -80,6 +85,7 @@ pub async fn run(command: BenchCommand) -> Result<(), Box<dyn Error>> {
         BenchCommand::Lda(args) => lda::run(args).await,
         BenchCommand::Gbdt(args) => gbdt::run(args).await,
         BenchCommand::Lbfgs(args) => lbfgs::run(args).await,
+        BenchCommand::Kmeans(args) => kmeans::run(args).await,
     }
 }
 

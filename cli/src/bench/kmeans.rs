@@ -1,0 +1,271 @@
+//! `angel-ps bench kmeans`: k-means (`kind = 'kmeans'`, Lloyd's algorithm from k-means++) on
+//! generated points around hidden centres (`angel_etl::blobs_data`), against scikit-learn's
+//! KMeans and MiniBatchKMeans at the same k (`--python`, `docs/bench/kmeans_compare.py`) in
+//! the same run. Per run: training seconds, iterations and the inertia reached; then, for each
+//! other run, the seconds angel-ps took to reach that run's inertia.
+
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use angel_etl::blobs_data::{self, BlobsSpec};
+use angel_sql::job::StatementReport;
+use clap::Args;
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Float64Type;
+
+use super::Table;
+use crate::output::Output;
+use crate::run::{RunArgs, run_text};
+
+/// Flags of `angel-ps bench kmeans`.
+#[derive(Debug, Args)]
+pub struct KmeansBenchArgs {
+    /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
+    #[arg(long, value_enum, default_value_t)]
+    pub output: Output,
+    /// Points generated.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: u64,
+    /// Coordinates per point.
+    #[arg(long, default_value_t = 50)]
+    pub dim: usize,
+    /// Hidden centres, and the k of every run.
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Standard deviation of the points around their centre, per coordinate.
+    #[arg(long, default_value_t = 4.0)]
+    pub spread: f64,
+    /// Most iterations of every run.
+    #[arg(long, default_value_t = 100)]
+    pub iterations: usize,
+    /// Workers of angel-ps, and scikit-learn's threads.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// A Python with scikit-learn and numpy: runs `docs/bench/kmeans_compare.py` on the same
+    /// points.
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Also write the tables, as Markdown, to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// One run's figures.
+struct Outcome {
+    tool: String,
+    seconds: f64,
+    iterations: u64,
+    inertia: f64,
+}
+
+/// Runs the benchmark and prints its tables.
+pub async fn run(args: KmeansBenchArgs) -> Result<(), Box<dyn Error>> {
+    let (csv, raw) = points(&args)?;
+    let (ours, trace) = train(&args, &csv).await?;
+    let mut outcomes = vec![ours];
+    if let Some(python) = &args.python {
+        outcomes.extend(python_runs(&args, python, &raw)?);
+    }
+    let markdown = tables(&args, &outcomes, &trace);
+    if let Some(path) = &args.out {
+        super::write(path, &markdown)?;
+    }
+    Ok(())
+}
+
+/// The points, generated once per size (in the system temp directory): the CSV file and the
+/// raw one.
+fn points(args: &KmeansBenchArgs) -> Result<(PathBuf, PathBuf), Box<dyn Error>> {
+    let spec = BlobsSpec {
+        rows: args.rows,
+        dim: args.dim,
+        clusters: args.k,
+        spread: args.spread,
+    };
+    let name = format!(
+        "angel-ps-blobs-{}x{}-{}-{}",
+        spec.rows, spec.dim, spec.clusters, spec.spread
+    );
+    let dir = std::env::temp_dir();
+    let (csv, raw) = (
+        dir.join(format!("{name}.csv")),
+        dir.join(format!("{name}.f64")),
+    );
+    if !(csv.is_file() && raw.is_file()) {
+        eprintln!("generating {} points", spec.rows);
+        let partial = |p: &Path| p.with_extension("partial");
+        let (csv_part, raw_part) = (partial(&csv), dir.join(format!("{name}.f64.partial")));
+        blobs_data::generate(&csv_part, &raw_part, &spec, 3)
+            .and_then(|()| std::fs::rename(&csv_part, &csv))
+            .and_then(|()| std::fs::rename(&raw_part, &raw))
+            .map_err(|e| format!("cannot write points to {}: {e}", dir.display()))?;
+    }
+    Ok((csv, raw))
+}
+
+/// Clusters the points with angel-ps: its outcome and its (cumulative seconds, inertia) per
+/// iteration.
+async fn train(
+    args: &KmeansBenchArgs,
+    csv: &Path,
+) -> Result<(Outcome, Vec<(f64, f64)>), Box<dyn Error>> {
+    let columns: Vec<String> = (0..args.dim).map(|d| format!("x{d} double")).collect();
+    let coordinates: Vec<String> = (0..args.dim).map(|d| format!("x{d}")).collect();
+    let text = format!(
+        "CREATE TABLE points AS SELECT id, make_array({}) AS point FROM read_csv('{}', \
+         'header=true; columns=id bigint, {}');\n\
+         CREATE OR REPLACE MODEL km OPTIONS (kind = 'kmeans', k = {}, dim = {}, init = \
+         'k-means++', epochs = {}, workers = {}) AS SELECT id, point FROM points;\n",
+        coordinates.join(", "),
+        csv.display(),
+        columns.join(", "),
+        args.k,
+        args.dim,
+        args.iterations,
+        args.workers
+    );
+    let job = RunArgs::embedded("bench-kmeans.sql", args.workers);
+    let reports = run_text(&job, &text, |r: &StatementReport| {
+        eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
+    })
+    .await?;
+    let model = (reports.iter())
+        .find(|r| r.sql.contains("CREATE OR REPLACE MODEL km"))
+        .ok_or("the job trained no model")?;
+    let table = model.epoch_table().ok_or("no epoch table")?;
+    let column = |name: &str| -> Result<Vec<f64>, Box<dyn Error>> {
+        let c = (table.column_by_name(name))
+            .and_then(|c| c.as_primitive_opt::<Float64Type>())
+            .ok_or_else(|| format!("the epoch table has no column {name}"))?;
+        Ok(c.values().to_vec())
+    };
+    let (seconds, inertia) = (column("seconds")?, column("inertia")?);
+    let mut elapsed = 0.0;
+    let trace: Vec<(f64, f64)> = (seconds.iter().zip(&inertia))
+        .map(|(s, i)| {
+            elapsed += s;
+            (elapsed, *i)
+        })
+        .collect();
+    let outcome = Outcome {
+        tool: format!("angel-ps Lloyd, {} workers", args.workers),
+        seconds: model.took.as_secs_f64(),
+        iterations: inertia.len() as u64,
+        inertia: *inertia.last().ok_or("an empty epoch table")?,
+    };
+    Ok((outcome, trace))
+}
+
+/// scikit-learn's runs on the same points.
+fn python_runs(
+    args: &KmeansBenchArgs,
+    python: &Path,
+    raw: &Path,
+) -> Result<Vec<Outcome>, Box<dyn Error>> {
+    let script = Path::new("docs/bench/kmeans_compare.py");
+    eprintln!("scikit-learn KMeans and MiniBatchKMeans");
+    let ran = Command::new(python)
+        .arg(script)
+        .args(["--raw", &raw.display().to_string()])
+        .args(["--dim", &args.dim.to_string(), "--k", &args.k.to_string()])
+        .args(["--threads", &args.workers.to_string()])
+        .args(["--max-iter", &args.iterations.to_string()])
+        .output()
+        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
+    if !ran.status.success() {
+        let said = String::from_utf8_lossy(&ran.stderr);
+        return Err(format!("{} failed: {said}", script.display()).into());
+    }
+    let mut outcomes = Vec::new();
+    for line in String::from_utf8_lossy(&ran.stdout).lines() {
+        let said: serde_json::Value = serde_json::from_str(line)?;
+        outcomes.push(Outcome {
+            tool: said["tool"].as_str().unwrap_or("?").to_string(),
+            seconds: said["seconds"].as_f64().unwrap_or(f64::NAN),
+            iterations: said["iterations"].as_u64().unwrap_or(0),
+            inertia: said["inertia"].as_f64().unwrap_or(f64::NAN),
+        });
+    }
+    Ok(outcomes)
+}
+
+/// The outcomes, and angel-ps's time to each other run's inertia, printed and returned as
+/// Markdown.
+fn tables(args: &KmeansBenchArgs, outcomes: &[Outcome], trace: &[(f64, f64)]) -> String {
+    let best = (outcomes.iter().map(|o| o.inertia)).fold(f64::INFINITY, f64::min);
+    let runs = outcomes
+        .iter()
+        .map(|o| {
+            vec![
+                o.tool.clone(),
+                format!("{:.2}", o.seconds),
+                o.iterations.to_string(),
+                format!("{:.6e}", o.inertia),
+                format!("{:.1e}", (o.inertia - best) / best),
+            ]
+        })
+        .collect();
+    let runs = Table::new(
+        &[
+            "run",
+            "training s",
+            "iterations",
+            "inertia",
+            "above the best",
+        ],
+        runs,
+    );
+    // The inertia of iteration i is that of the centres before its move: reaching it means
+    // the centres of iteration i - 1.
+    let reaching = |target: f64| {
+        (trace.iter().enumerate())
+            .find(|(_, (_, inertia))| *inertia <= target * (1.0 + 1e-9))
+            .map(|(i, (s, _))| (*s, i + 1))
+    };
+    let reached = (outcomes.iter().skip(1))
+        .map(|o| {
+            let (seconds, iterations, faster) = match reaching(o.inertia) {
+                Some((s, i)) => (
+                    format!("{s:.2}"),
+                    i.to_string(),
+                    format!("{:.1}x", o.seconds / s),
+                ),
+                None => ("not reached".into(), "-".into(), "-".into()),
+            };
+            vec![
+                o.tool.clone(),
+                format!("{:.2}", o.seconds),
+                seconds,
+                iterations,
+                faster,
+            ]
+        })
+        .collect();
+    let reached = Table::new(
+        &[
+            "inertia of",
+            "its s",
+            "angel-ps s to it",
+            "angel-ps iterations",
+            "angel-ps faster by",
+        ],
+        reached,
+    );
+    let heading = format!(
+        "k-means, k = {}, on {} generated points of {} coordinates around {} centres (spread \
+         {}), at most {} iterations, {} workers",
+        args.k, args.rows, args.dim, args.k, args.spread, args.iterations, args.workers
+    );
+    super::show(args.output, &[], &[&heading]);
+    super::show(
+        args.output,
+        &[("kmeans_runs", &runs), ("kmeans_time_to_inertia", &reached)],
+        &[],
+    );
+    format!(
+        "### {heading}\n\n{}\n{}",
+        runs.markdown(),
+        reached.markdown()
+    )
+}
