@@ -1,7 +1,9 @@
-//! `angel-ps bench kmeans`: k-means (`kind = 'kmeans'`, Lloyd's algorithm from k-means++) on
-//! generated points around hidden centres (`angel_etl::blobs_data`), against scikit-learn's
-//! KMeans and MiniBatchKMeans at the same k (`--python`, `docs/bench/kmeans_compare.py`) in
-//! the same run. Per run: training seconds, iterations and the inertia reached; then, for each
+//! `angel-ps bench kmeans`: k-means (`kind = 'kmeans'`, Lloyd's algorithm) on generated
+//! points around hidden centres (`angel_etl::blobs_data`), against scikit-learn's KMeans and
+//! MiniBatchKMeans at the same k (`--python`, `docs/bench/kmeans_compare.py`) in the same run,
+//! every run from the same first centres (scikit-learn's k-means++ draw, given to angel-ps as
+//! `init = 'table:seeds'`), so they reach the same local optimum; without `--python`, from
+//! angel-ps's own k-means++. Per run: training seconds, iterations and the inertia reached; then, for each
 //! other run, the seconds angel-ps took to reach that run's inertia.
 
 use std::error::Error;
@@ -62,10 +64,16 @@ struct Outcome {
 /// Runs the benchmark and prints its tables.
 pub async fn run(args: KmeansBenchArgs) -> Result<(), Box<dyn Error>> {
     let (csv, raw) = points(&args)?;
-    let (ours, trace) = train(&args, &csv).await?;
-    let mut outcomes = vec![ours];
+    let dir = tempfile::tempdir()?;
+    let seeds = dir.path().join("seeds.csv");
     if let Some(python) = &args.python {
-        outcomes.extend(python_runs(&args, python, &raw)?);
+        python_runs(&args, python, &raw, ("--seeds-out", &seeds))?;
+    }
+    let seeds = args.python.is_some().then_some(seeds.as_path());
+    let (ours, trace) = train(&args, &csv, seeds).await?;
+    let mut outcomes = vec![ours];
+    if let (Some(python), Some(seeds)) = (&args.python, seeds) {
+        outcomes.extend(python_runs(&args, python, &raw, ("--seeds", seeds))?);
     }
     let markdown = tables(&args, &outcomes, &trace);
     if let Some(path) = &args.out {
@@ -109,17 +117,27 @@ fn points(args: &KmeansBenchArgs) -> Result<(PathBuf, PathBuf), Box<dyn Error>> 
 async fn train(
     args: &KmeansBenchArgs,
     csv: &Path,
+    seeds: Option<&Path>,
 ) -> Result<(Outcome, Vec<(f64, f64)>), Box<dyn Error>> {
     let columns: Vec<String> = (0..args.dim).map(|d| format!("x{d} double")).collect();
     let coordinates: Vec<String> = (0..args.dim).map(|d| format!("x{d}")).collect();
+    let table = |name: &str, file: &Path| {
+        format!(
+            "CREATE TABLE {name} AS SELECT id, make_array({}) AS point FROM read_csv('{}', \
+             'header=true; columns=id bigint, {}');\n",
+            coordinates.join(", "),
+            file.display(),
+            columns.join(", ")
+        )
+    };
+    let (seeds_table, init) = match seeds {
+        Some(file) => (table("seeds", file), "table:seeds"),
+        None => (String::new(), "k-means++"),
+    };
     let text = format!(
-        "CREATE TABLE points AS SELECT id, make_array({}) AS point FROM read_csv('{}', \
-         'header=true; columns=id bigint, {}');\n\
-         CREATE OR REPLACE MODEL km OPTIONS (kind = 'kmeans', k = {}, dim = {}, init = \
-         'k-means++', epochs = {}, workers = {}) AS SELECT id, point FROM points;\n",
-        coordinates.join(", "),
-        csv.display(),
-        columns.join(", "),
+        "{}{seeds_table}CREATE OR REPLACE MODEL km OPTIONS (kind = 'kmeans', k = {}, dim = {}, \
+         init = '{init}', epochs = {}, workers = {}) AS SELECT id, point FROM points;\n",
+        table("points", csv),
         args.k,
         args.dim,
         args.iterations,
@@ -157,17 +175,20 @@ async fn train(
     Ok((outcome, trace))
 }
 
-/// scikit-learn's runs on the same points.
+/// scikit-learn's runs on the same points, with `seeds` (`--seeds-out FILE`: only draw the
+/// first centres into FILE; `--seeds FILE`: start every run from them).
 fn python_runs(
     args: &KmeansBenchArgs,
     python: &Path,
     raw: &Path,
+    seeds: (&str, &Path),
 ) -> Result<Vec<Outcome>, Box<dyn Error>> {
     let script = Path::new("docs/bench/kmeans_compare.py");
-    eprintln!("scikit-learn KMeans and MiniBatchKMeans");
+    eprintln!("scikit-learn ({} {})", seeds.0, seeds.1.display());
     let ran = Command::new(python)
         .arg(script)
         .args(["--raw", &raw.display().to_string()])
+        .args([seeds.0, &seeds.1.display().to_string()])
         .args(["--dim", &args.dim.to_string(), "--k", &args.k.to_string()])
         .args(["--threads", &args.workers.to_string()])
         .args(["--max-iter", &args.iterations.to_string()])
