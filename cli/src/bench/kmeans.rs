@@ -1,10 +1,11 @@
-//! `angel-ps bench kmeans`: k-means (`kind = 'kmeans'`, Lloyd's algorithm) on generated
+//! `angel-ps bench kmeans`: k-means (`kind = 'kmeans'`, Lloyd's and mini-batch) on generated
 //! points around hidden centres (`angel_etl::blobs_data`), against scikit-learn's KMeans and
 //! MiniBatchKMeans at the same k (`--python`, `docs/bench/kmeans_compare.py`) in the same run,
 //! every run from the same first centres (scikit-learn's k-means++ draw, given to angel-ps as
 //! `init = 'table:seeds'`), so they reach the same local optimum; without `--python`, from
-//! angel-ps's own k-means++. Per run: training seconds, iterations and the inertia reached; then, for each
-//! other run, the seconds angel-ps took to reach that run's inertia.
+//! angel-ps's own k-means++. Per run: training seconds, iterations and the inertia of its
+//! centres; then, for each scikit-learn run, the seconds angel-ps's Lloyd run took to reach
+//! that run's inertia.
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
@@ -70,8 +71,7 @@ pub async fn run(args: KmeansBenchArgs) -> Result<(), Box<dyn Error>> {
         python_runs(&args, python, &raw, ("--seeds-out", &seeds))?;
     }
     let seeds = args.python.is_some().then_some(seeds.as_path());
-    let (ours, trace) = train(&args, &csv, seeds).await?;
-    let mut outcomes = vec![ours];
+    let (mut outcomes, trace) = train(&args, &csv, seeds).await?;
     if let (Some(python), Some(seeds)) = (&args.python, seeds) {
         outcomes.extend(python_runs(&args, python, &raw, ("--seeds", seeds))?);
     }
@@ -112,13 +112,14 @@ fn points(args: &KmeansBenchArgs) -> Result<(PathBuf, PathBuf), Box<dyn Error>> 
     Ok((csv, raw))
 }
 
-/// Clusters the points with angel-ps: its outcome and its (cumulative seconds, inertia) per
-/// iteration.
+/// Clusters the points with angel-ps, by Lloyd's algorithm and by mini-batch k-means (1024
+/// rows a step, as scikit-learn's): their outcomes (the inertia of the final centres over
+/// every point, by `ps_distance`) and Lloyd's (cumulative seconds, inertia) per iteration.
 async fn train(
     args: &KmeansBenchArgs,
     csv: &Path,
     seeds: Option<&Path>,
-) -> Result<(Outcome, Vec<(f64, f64)>), Box<dyn Error>> {
+) -> Result<(Vec<Outcome>, Vec<(f64, f64)>), Box<dyn Error>> {
     let columns: Vec<String> = (0..args.dim).map(|d| format!("x{d} double")).collect();
     let coordinates: Vec<String> = (0..args.dim).map(|d| format!("x{d}")).collect();
     let table = |name: &str, file: &Path| {
@@ -134,45 +135,61 @@ async fn train(
         Some(file) => (table("seeds", file), "table:seeds"),
         None => (String::new(), "k-means++"),
     };
-    let text = format!(
-        "{}{seeds_table}CREATE OR REPLACE MODEL km OPTIONS (kind = 'kmeans', k = {}, dim = {}, \
-         init = '{init}', epochs = {}, workers = {}) AS SELECT id, point FROM points;\n",
-        table("points", csv),
-        args.k,
-        args.dim,
-        args.iterations,
-        args.workers
-    );
+    let mut text = format!("{}{seeds_table}", table("points", csv));
+    let runs = [
+        ("lloyd", "lloyd", ""),
+        ("minibatch", "minibatch", ", batch_size = 1024"),
+    ];
+    for (name, algorithm, extra) in runs {
+        text += &format!(
+            "CREATE OR REPLACE MODEL {name} OPTIONS (kind = 'kmeans', k = {}, dim = {}, \
+             init = '{init}', algorithm = '{algorithm}'{extra}, epochs = {}, workers = {}) \
+             AS SELECT id, point FROM points;\n\
+             SELECT sum(power(ps_distance('{name}', point), 2)) AS inertia FROM points;\n",
+            args.k, args.dim, args.iterations, args.workers
+        );
+    }
     let job = RunArgs::embedded("bench-kmeans.sql", args.workers);
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
     })
     .await?;
-    let model = (reports.iter())
-        .find(|r| r.sql.contains("CREATE OR REPLACE MODEL km"))
-        .ok_or("the job trained no model")?;
-    let table = model.epoch_table().ok_or("no epoch table")?;
-    let column = |name: &str| -> Result<Vec<f64>, Box<dyn Error>> {
-        let c = (table.column_by_name(name))
-            .and_then(|c| c.as_primitive_opt::<Float64Type>())
-            .ok_or_else(|| format!("the epoch table has no column {name}"))?;
-        Ok(c.values().to_vec())
-    };
-    let (seconds, inertia) = (column("seconds")?, column("inertia")?);
-    let mut elapsed = 0.0;
-    let trace: Vec<(f64, f64)> = (seconds.iter().zip(&inertia))
-        .map(|(s, i)| {
-            elapsed += s;
-            (elapsed, *i)
-        })
-        .collect();
-    let outcome = Outcome {
-        tool: format!("angel-ps Lloyd, {} workers", args.workers),
-        seconds: model.took.as_secs_f64(),
-        iterations: inertia.len() as u64,
-        inertia: *inertia.last().ok_or("an empty epoch table")?,
-    };
-    Ok((outcome, trace))
+    let mut outcomes = Vec::new();
+    let mut trace = Vec::new();
+    for (name, algorithm, _) in runs {
+        let at = (reports.iter())
+            .position(|r| r.sql.contains(&format!("MODEL {name} ")))
+            .ok_or("the job trained no model")?;
+        let (model, scored) = (&reports[at], reports.get(at + 1).ok_or("no inertia")?);
+        let table = model.epoch_table().ok_or("no epoch table")?;
+        let column = |name: &str| -> Result<Vec<f64>, Box<dyn Error>> {
+            let c = (table.column_by_name(name))
+                .and_then(|c| c.as_primitive_opt::<Float64Type>())
+                .ok_or_else(|| format!("the epoch table has no column {name}"))?;
+            Ok(c.values().to_vec())
+        };
+        let (seconds, inertia) = (column("seconds")?, column("inertia")?);
+        if algorithm == "lloyd" {
+            let mut elapsed = 0.0;
+            trace = (seconds.iter().zip(&inertia))
+                .map(|(s, i)| {
+                    elapsed += s;
+                    (elapsed, *i)
+                })
+                .collect();
+        }
+        let last = (scored.output.first())
+            .and_then(|b| b.column(0).as_primitive_opt::<Float64Type>())
+            .map(|c| c.value(0))
+            .ok_or("the inertia query answered nothing")?;
+        outcomes.push(Outcome {
+            tool: format!("angel-ps {algorithm}, {} workers", args.workers),
+            seconds: model.took.as_secs_f64(),
+            iterations: inertia.len() as u64,
+            inertia: last,
+        });
+    }
+    Ok((outcomes, trace))
 }
 
 /// scikit-learn's runs on the same points, with `seeds` (`--seeds-out FILE`: only draw the
@@ -244,7 +261,8 @@ fn tables(args: &KmeansBenchArgs, outcomes: &[Outcome], trace: &[(f64, f64)]) ->
             .find(|(_, (_, inertia))| *inertia <= target * (1.0 + 1e-9))
             .map(|(i, (s, _))| (*s, i + 1))
     };
-    let reached = (outcomes.iter().skip(1))
+    let reached = (outcomes.iter())
+        .filter(|o| !o.tool.starts_with("angel-ps"))
         .map(|o| {
             let (seconds, iterations, faster) = match reaching(o.inertia) {
                 Some((s, i)) => (
@@ -267,9 +285,9 @@ fn tables(args: &KmeansBenchArgs, outcomes: &[Outcome], trace: &[(f64, f64)]) ->
         &[
             "inertia of",
             "its s",
-            "angel-ps s to it",
-            "angel-ps iterations",
-            "angel-ps faster by",
+            "angel-ps lloyd s to it",
+            "angel-ps lloyd iterations",
+            "angel-ps lloyd faster by",
         ],
         reached,
     );

@@ -32,11 +32,11 @@ use crate::bridge::{ps_error, train_error};
 const SAMPLE: usize = 50_000;
 
 /// Writes the first centres of k-means model `name` (fresh, every value zero), as `plan`'s
-/// `init` says, from the training rows `rows` of `query`.
+/// `init` says, from the training rows `rows`.
 pub(super) async fn init(
     ctx: &SessionContext,
     binding: &Binding,
-    (name, query): (&str, &str),
+    name: &str,
     plan: &Plan,
     rows: &Rows,
 ) -> Result<()> {
@@ -49,16 +49,16 @@ pub(super) async fn init(
             seeding::first_rows(&points, kmeans.k, dim, &what).map_err(train_error)?
         }
         (None, Init::Random) => {
-            let points = sample(ctx, query, rows, (kmeans.k, kmeans.seed), plan).await?;
+            let points = sample(ctx, rows, (kmeans.k, kmeans.seed), plan).await?;
             seeding::first_rows(&points, kmeans.k, dim, "the training query")
                 .map_err(train_error)?
         }
         (None, Init::PlusPlus) => {
-            let points = sample(ctx, query, rows, (SAMPLE, kmeans.seed), plan).await?;
+            let points = sample(ctx, rows, (SAMPLE, kmeans.seed), plan).await?;
             seeding::plus_plus(&points, None, (kmeans.k, dim), kmeans.seed).map_err(train_error)?
         }
         (None, Init::Parallel) => {
-            kmeans_parallel::centres(ctx, binding, (name, query), (kmeans, plan), rows).await?
+            kmeans_parallel::centres(ctx, binding, name, (kmeans, plan), rows).await?
         }
     };
     let client = binding.client()?;
@@ -105,17 +105,39 @@ pub(super) async fn read(ctx: &SessionContext, sql: &str, plan: &Plan) -> Result
 /// draw depends neither on the rows' order nor on the last bits of their coordinates.
 pub(super) async fn sample(
     ctx: &SessionContext,
-    query: &str,
     rows: &Rows,
     (n, seed): (usize, u64),
     plan: &Plan,
 ) -> Result<SparseRows> {
-    let (id, inputs) = (&rows.columns.label, &rows.columns.inputs);
+    let (id, inputs, query) = (&rows.columns.label, &rows.columns.inputs, &rows.query);
     let sql = format!(
         "SELECT {id}, {inputs} FROM ({query}) AS rows ORDER BY md5('{seed};' || CAST({id} AS \
          VARCHAR)), {id} LIMIT {n}"
     );
     read(ctx, &sql, plan).await
+}
+
+/// The rows' variance per coordinate, averaged over the coordinates (the scale of
+/// scikit-learn's `tol`), from a uniform sample of about 50,000 of them: each row kept when a
+/// number made from a hash of its id is below the share wanted, in one pass without sorting.
+async fn variance(ctx: &SessionContext, rows: &Rows, plan: &Plan) -> Result<f64> {
+    let (id, inputs, query) = (&rows.columns.label, &rows.columns.inputs, &rows.query);
+    let share = SAMPLE as f64 / rows.count.max(1) as f64;
+    let drawn = kmeans_parallel::uniform(of(plan)?.seed, 0, id);
+    let sql = format!("SELECT {id}, {inputs} FROM ({query}) AS rows WHERE {drawn} < {share:e}");
+    let sample = read(ctx, &sql, plan).await?;
+    let dim = plan.spec.dim as usize;
+    let (mut sums, mut squares) = (vec![0.0; dim], 0.0);
+    for r in 0..sample.len() {
+        for (at, &key) in sample.keys(r).iter().enumerate() {
+            let v = sample.value(r, at);
+            sums[key as usize] += v;
+            squares += v * v;
+        }
+    }
+    let n = sample.len().max(1) as f64;
+    let mean_square: f64 = sums.iter().map(|s| (s / n) * (s / n)).sum();
+    Ok((squares / n - mean_square).max(0.0) / dim as f64)
 }
 
 /// Lloyd's iterations or mini-batch passes on k-means model `name` over `rows`, for at most
@@ -137,6 +159,7 @@ pub(super) async fn train(
         k: kmeans.k as u64,
         dim: plan.spec.dim,
     };
+    let tolerance = kmeans.tolerance * variance(ctx, &rows, plan).await?;
     let bar = bar(plan.epochs as u64, "iterations");
     let mut table = Vec::new();
     for iteration in 1..=plan.epochs {
@@ -166,11 +189,8 @@ pub(super) async fn train(
             workers: workers as i64,
         });
         bar.inc(1);
-        // The tolerance is relative to the rows' spread per coordinate, as scikit-learn's
-        // (which takes the data's variance); below rounding of the single-precision centres
-        // the assignments are final.
-        let spread = mean / plan.spec.dim as f64;
-        if shift * shift <= (kmeans.tolerance * spread).max(1e-12 * (1.0 + norms)) {
+        // Below rounding of the single-precision centres the assignments are final.
+        if shift * shift <= tolerance.max(1e-12 * (1.0 + norms)) {
             break;
         }
     }

@@ -23,11 +23,11 @@ use super::train::{Plan, Rows, float};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 
-/// The first `k` centres of k-means model `name` by k-means|| over the rows of `query`.
+/// The first `k` centres of k-means model `name` by k-means|| over the training rows.
 pub(super) async fn centres(
     ctx: &SessionContext,
     binding: &Binding,
-    (name, query): (&str, &str),
+    name: &str,
     (kmeans, plan): (&KMeans, &Plan),
     rows: &Rows,
 ) -> Result<Vec<f64>> {
@@ -37,7 +37,7 @@ pub(super) async fn centres(
         model: format!("{name}__candidates"),
         dim: plan.spec.dim as usize,
     };
-    let drawn = rounds(ctx, &candidates, query, (kmeans, plan), rows).await;
+    let drawn = rounds(ctx, &candidates, (kmeans, plan), rows).await;
     let dropped = candidates.drop().await;
     let (drawn, weights) = drawn?;
     dropped?;
@@ -56,14 +56,13 @@ pub(super) async fn centres(
 async fn rounds(
     ctx: &SessionContext,
     candidates: &Candidates<'_>,
-    query: &str,
     (kmeans, plan): (&KMeans, &Plan),
     rows: &Rows,
 ) -> Result<(SparseRows, Vec<f64>)> {
-    let (id, inputs) = (&rows.columns.label, &rows.columns.inputs);
+    let (id, inputs, query) = (&rows.columns.label, &rows.columns.inputs, &rows.query);
     let model = &candidates.model;
     let distance = format!("power(ps_distance('{model}', {inputs}), 2)");
-    let mut drawn = sample(ctx, query, rows, (1, kmeans.seed), plan).await?;
+    let mut drawn = sample(ctx, rows, (1, kmeans.seed), plan).await?;
     for round in 1..=kmeans.init_steps {
         candidates.hold(&drawn).await?;
         let sql = format!("SELECT sum({distance}) FROM ({query}) AS rows");
@@ -100,8 +99,8 @@ async fn rounds(
 }
 
 /// SQL for a number in [0, 1) made from the first 8 hexadecimal digits of a seeded hash of
-/// `id` for `round`.
-fn uniform(seed: u64, round: usize, id: &str) -> String {
+/// `id` for `round` (0: k-means's variance sample).
+pub(super) fn uniform(seed: u64, round: usize, id: &str) -> String {
     let hash = format!("md5('{seed};{round};' || CAST({id} AS VARCHAR))");
     let digits: Vec<String> = (1..=8)
         .map(|i| {

@@ -188,7 +188,7 @@ pub async fn create_model(
         return trees::train(ctx, binding, (name, matrix.meta.id), &plan, rows).await;
     }
     if plan.spec.kind.clusters().is_some() {
-        clusters::init(ctx, binding, (name, query), &plan, &rows).await?;
+        clusters::init(ctx, binding, name, &plan, &rows).await?;
     }
     (plan.spec.randomize(&client, name, RANDOM_SEED).await).map_err(train_error)?;
     train(ctx, binding, (name, matrix.meta.id), &plan, rows).await
@@ -282,6 +282,8 @@ pub(super) struct Rows {
     pub(super) count: u64,
     /// The query's columns, quoted, for the holdout query.
     pub(super) columns: Columns,
+    /// The training query, for passes of their own over its rows (k-means's draws).
+    pub(super) query: String,
 }
 
 impl Rows {
@@ -304,6 +306,7 @@ impl Rows {
             rows,
             count,
             columns,
+            query: query.to_string(),
         })
     }
 }
@@ -326,6 +329,7 @@ async fn train(
         rows: train_rows,
         count: rows,
         columns,
+        ..
     } = rows;
     let client = binding.client()?;
     let workers = plan.spec.sync.workers as usize;
