@@ -47,17 +47,17 @@ mod tests {
     use arrow::array::{ArrayRef, Float64Builder, ListBuilder};
 
     use super::*;
-    use crate::rows::SparseRows;
+    use crate::kinds::kmeans::points::Points;
 
     /// Dense rows of two coordinates.
-    fn rows(points: &[[f64; 2]]) -> SparseRows {
+    fn rows(points: &[[f64; 2]]) -> Points {
         let mut list = ListBuilder::new(Float64Builder::new());
         for p in points {
             list.values().append_slice(p);
             list.append(true);
         }
         let list: ArrayRef = Arc::new(list.finish());
-        SparseRows::from_points("test", &list).unwrap()
+        Points::read("test", "m", 2, &[list]).unwrap()
     }
 
     /// Applies one mini-batch to `centres`/`sizes` as the servers would add the step.

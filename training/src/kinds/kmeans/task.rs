@@ -12,10 +12,10 @@ use angel_client::{ChangeNames, PushOptions};
 use arrow::array::ArrayRef;
 
 use super::centres::{Assigned, Centres};
-use super::{Algorithm, KMeans, minibatch, points, predict};
+use super::points::Points;
+use super::{Algorithm, KMeans, minibatch, predict};
 use crate::error::Result;
 use crate::model::Model;
-use crate::rows::SparseRows;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -54,7 +54,7 @@ impl ClusterTask {
     /// their centres.
     pub fn add(&mut self, inputs: &[ArrayRef]) -> Result<(u64, f64)> {
         let (model, dim) = (&self.model, self.model.spec.dim);
-        let rows = points::read(self.function, &model.name, dim, inputs)?;
+        let rows = Points::read(self.function, &model.name, dim, inputs)?;
         if rows.is_empty() {
             return Ok((0, 0.0));
         }
@@ -76,7 +76,7 @@ impl ClusterTask {
     }
 
     /// Mini-batch k-means over `rows`, `size` rows a step.
-    fn mini_batches(&mut self, rows: &SparseRows, size: usize) -> Result<()> {
+    fn mini_batches(&mut self, rows: &Points, size: usize) -> Result<()> {
         let dim = self.model.spec.dim as usize;
         for start in (0..rows.len()).step_by(size) {
             let (centres, sizes) = predict::pull_sized(&self.model, self.k)?;
