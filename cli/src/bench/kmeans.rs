@@ -136,17 +136,19 @@ async fn train(
         None => (String::new(), "k-means++"),
     };
     let mut text = format!("{}{seeds_table}", table("points", csv));
+    let most = args.iterations;
     let runs = [
-        ("lloyd", "lloyd", ""),
-        ("minibatch", "minibatch", ", batch_size = 1024"),
+        ("lloyd", "lloyd", most),
+        ("minibatch", "minibatch", most),
+        ("one_pass", "minibatch", 1),
     ];
-    for (name, algorithm, extra) in runs {
+    for (name, algorithm, epochs) in runs {
         text += &format!(
             "CREATE OR REPLACE MODEL {name} OPTIONS (kind = 'kmeans', k = {}, dim = {}, \
-             init = '{init}', algorithm = '{algorithm}'{extra}, epochs = {}, workers = {}) \
-             AS SELECT id, point FROM points;\n\
+             init = '{init}', algorithm = '{algorithm}', batch_size = 1024, epochs = {epochs}, \
+             workers = {}) AS SELECT id, point FROM points;\n\
              SELECT sum(power(ps_distance('{name}', point), 2)) AS inertia FROM points;\n",
-            args.k, args.dim, args.iterations, args.workers
+            args.k, args.dim, args.workers
         );
     }
     let job = RunArgs::embedded("bench-kmeans.sql", args.workers);
@@ -156,7 +158,7 @@ async fn train(
     .await?;
     let mut outcomes = Vec::new();
     let mut trace = Vec::new();
-    for (name, algorithm, _) in runs {
+    for (name, algorithm, epochs) in runs {
         let at = (reports.iter())
             .position(|r| r.sql.contains(&format!("MODEL {name} ")))
             .ok_or("the job trained no model")?;
@@ -169,22 +171,31 @@ async fn train(
             Ok(c.values().to_vec())
         };
         let (seconds, inertia) = (column("seconds")?, column("inertia")?);
-        if algorithm == "lloyd" {
-            let mut elapsed = 0.0;
-            trace = (seconds.iter().zip(&inertia))
-                .map(|(s, i)| {
-                    elapsed += s;
-                    (elapsed, *i)
-                })
-                .collect();
-        }
+        let took = model.took.as_secs_f64();
         let last = (scored.output.first())
             .and_then(|b| b.column(0).as_primitive_opt::<Float64Type>())
             .map(|c| c.value(0))
             .ok_or("the inertia query answered nothing")?;
+        if name == "lloyd" {
+            // Iteration i's inertia is that of the centres the iterations before it left,
+            // whose time includes the set-up (first centres, the variance's sample).
+            let mut elapsed = took - seconds.iter().sum::<f64>();
+            trace = (seconds.iter().zip(&inertia))
+                .map(|(s, i)| {
+                    let reached = (elapsed, *i);
+                    elapsed += s;
+                    reached
+                })
+                .collect();
+            trace.push((took, last));
+        }
+        let passes = match epochs {
+            1 => ", one pass",
+            _ => "",
+        };
         outcomes.push(Outcome {
-            tool: format!("angel-ps {algorithm}, {} workers", args.workers),
-            seconds: model.took.as_secs_f64(),
+            tool: format!("angel-ps {algorithm}{passes}, {} workers", args.workers),
+            seconds: took,
             iterations: inertia.len() as u64,
             inertia: last,
         });
@@ -254,12 +265,11 @@ fn tables(args: &KmeansBenchArgs, outcomes: &[Outcome], trace: &[(f64, f64)]) ->
         ],
         runs,
     );
-    // The inertia of iteration i is that of the centres before its move: reaching it means
-    // the centres of iteration i - 1.
+    // Entry i of the trace: the centres after i moves.
     let reaching = |target: f64| {
         (trace.iter().enumerate())
             .find(|(_, (_, inertia))| *inertia <= target * (1.0 + 1e-9))
-            .map(|(i, (s, _))| (*s, i + 1))
+            .map(|(i, (s, _))| (*s, i))
     };
     let reached = (outcomes.iter())
         .filter(|o| !o.tool.starts_with("angel-ps"))

@@ -43,6 +43,13 @@ impl Centres {
         &self.values[c * self.dim..(c + 1) * self.dim]
     }
 
+    /// Moves centre `c` by `by`.
+    pub fn shift(&mut self, c: usize, by: &[f64]) {
+        let centre = &mut self.values[c * self.dim..(c + 1) * self.dim];
+        centre.iter_mut().zip(by).for_each(|(x, d)| *x += d);
+        self.norms[c] = centre.iter().map(|v| v * v).sum();
+    }
+
     /// Row `r`'s nearest centre (the first of equals) and its squared distance to it.
     pub fn nearest(&self, rows: &SparseRows, r: usize) -> (usize, f64) {
         let (keys, values) = (rows.keys(r), rows.values(r));

@@ -1,43 +1,73 @@
 //! Sculley's mini-batch step ("Web-scale k-means clustering", 2010), per mini-batch as
 //! scikit-learn's `MiniBatchKMeans` takes it: a centre `c` that was given `v` rows so far and
 //! now `b` rows summing to `s` moves to `(v c + s) / (v + b)`, the mean of every row it was
-//! given (a learning rate of `1 / size` per centre), and its size grows by `b`. A worker pushes
-//! the move as an increment, so the steps of workers running at once add up on the servers.
+//! given (a learning rate of `1 / size` per centre), and its size grows by `b`.
+//!
+//! A worker takes its steps on [`Local`], its copy of the centres, and pushes their sum as
+//! increments once per record batch of rows, so the steps of workers running at once add up
+//! on the servers, and a worker sees the others' steps at its next pull.
 
 use super::centres::{Assigned, Centres};
 
-/// One mini-batch's increments: the centres it gave rows to, and for each its move (`dim`
-/// values) then its size's growth.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Step {
-    /// The centres moved (rows of the model), in order.
-    pub centres: Vec<u64>,
-    /// `dim + 1` increments per centre moved.
-    pub values: Vec<f32>,
+/// A worker's copy of the centres and their sizes, and the moves of the steps it took on it
+/// since it pulled them.
+#[derive(Debug, Clone)]
+pub struct Local {
+    /// The centres, as moved by the steps taken.
+    pub centres: Centres,
+    /// Their sizes, as grown.
+    pub sizes: Vec<f64>,
+    /// Per centre: the summed move of its `dim` coordinates, then of its size.
+    moved: Vec<f64>,
 }
 
-/// The step that takes `centres` of sizes `sizes` (as a worker pulled them) to the means of
-/// their rows after `assigned`, one mini-batch's assignment to them.
-pub fn step(centres: &Centres, sizes: &[f64], assigned: &Assigned) -> Step {
-    let width = assigned.sums.len() / centres.len().max(1);
-    let dim = width - 1;
-    let mut step = Step {
-        centres: Vec::new(),
-        values: Vec::new(),
-    };
-    for (c, sum) in assigned.sums.chunks(width).enumerate() {
-        let given = sum[dim];
-        if given == 0.0 {
-            continue;
+impl Local {
+    /// The centres and sizes as pulled, nothing moved yet.
+    pub fn new(centres: Centres, sizes: Vec<f64>) -> Self {
+        let width = centres.centre(0).len() + 1;
+        let moved = vec![0.0; sizes.len() * width];
+        Local {
+            centres,
+            sizes,
+            moved,
         }
-        let rate = 1.0 / (sizes[c] + given);
-        let centre = centres.centre(c);
-        step.centres.push(c as u64);
-        let moves = (sum[..dim].iter().zip(centre)).map(|(s, x)| ((s - given * x) * rate) as f32);
-        step.values.extend(moves);
-        step.values.push(given as f32);
     }
-    step
+
+    /// Takes the step of one mini-batch, `assigned` to the centres as they are now.
+    pub fn step(&mut self, assigned: &Assigned) {
+        let width = self.moved.len() / self.sizes.len().max(1);
+        let dim = width - 1;
+        for (c, sum) in assigned.sums.chunks(width).enumerate() {
+            let given = sum[dim];
+            if given == 0.0 {
+                continue;
+            }
+            let rate = 1.0 / (self.sizes[c] + given);
+            let centre = self.centres.centre(c);
+            let moves: Vec<f64> = (sum[..dim].iter().zip(centre))
+                .map(|(s, x)| (s - given * x) * rate)
+                .collect();
+            self.centres.shift(c, &moves);
+            self.sizes[c] += given;
+            let moved = &mut self.moved[c * width..(c + 1) * width];
+            moved.iter_mut().zip(&moves).for_each(|(m, v)| *m += v);
+            moved[dim] += given;
+        }
+    }
+
+    /// The moves since the pull, to push as increments: the centres moved (rows of the
+    /// model), and for each its `dim + 1` increments.
+    pub fn increments(&self) -> (Vec<u64>, Vec<f32>) {
+        let width = self.moved.len() / self.sizes.len().max(1);
+        let (mut rows, mut values) = (Vec::new(), Vec::new());
+        for (c, moved) in self.moved.chunks(width).enumerate() {
+            if moved[width - 1] > 0.0 {
+                rows.push(c as u64);
+                values.extend(moved.iter().map(|&v| v as f32));
+            }
+        }
+        (rows, values)
+    }
 }
 
 #[cfg(test)]
@@ -60,41 +90,40 @@ mod tests {
         Points::read("test", "m", 2, &[list]).unwrap()
     }
 
-    /// Applies one mini-batch to `centres`/`sizes` as the servers would add the step.
-    fn apply(centres: &mut [f64], sizes: &mut [f64], batch: &[[f64; 2]]) {
-        let pulled = Centres::new(2, centres.to_vec());
+    /// One mini-batch's step on `local`.
+    fn step(local: &mut Local, batch: &[[f64; 2]]) {
         let rows = rows(batch);
-        let mut assigned = Assigned::new(sizes.len(), 2);
-        assigned.add(&pulled, &rows, 0..rows.len());
-        let step = step(&pulled, sizes, &assigned);
-        for (at, &c) in step.centres.iter().enumerate() {
-            let c = c as usize;
-            for j in 0..2 {
-                centres[2 * c + j] += f64::from(step.values[3 * at + j]);
-            }
-            sizes[c] += f64::from(step.values[3 * at + 2]);
-        }
+        let mut assigned = Assigned::new(local.sizes.len(), 2);
+        assigned.add(&local.centres, &rows, 0..rows.len());
+        local.step(&assigned);
     }
 
-    /// Each centre ends at the mean of every row it was given, batch after batch; a centre
-    /// given no row stays.
+    /// Each centre ends at the mean of every row it was given, batch after batch, and the
+    /// increments take the centres as pulled there; a centre given no row stays.
     #[test]
     fn centres_move_to_the_mean_of_their_rows_so_far() {
-        let mut centres = vec![0.0, 0.0, 10.0, 10.0];
-        let mut sizes = [0.0, 0.0];
-        apply(&mut centres, &mut sizes, &[[1.0, 1.0], [3.0, -1.0]]);
-        assert_eq!(centres, vec![2.0, 0.0, 10.0, 10.0]);
-        assert_eq!(sizes, [2.0, 0.0]);
-        apply(
-            &mut centres,
-            &mut sizes,
-            &[[5.0, 3.0], [9.0, 9.0], [12.0, 11.0]],
-        );
+        let pulled = vec![0.0, 0.0, 10.0, 10.0];
+        let mut local = Local::new(Centres::new(2, pulled.clone()), vec![0.0, 0.0]);
+        step(&mut local, &[[1.0, 1.0], [3.0, -1.0]]);
+        assert_eq!(local.centres.centre(0), &[2.0, 0.0]);
+        assert_eq!(local.centres.centre(1), &[10.0, 10.0]);
+        assert_eq!(local.sizes, [2.0, 0.0]);
+        step(&mut local, &[[5.0, 3.0], [9.0, 9.0], [12.0, 11.0]]);
         // Centre 0: the mean of (1, 1), (3, -1), (5, 3); centre 1: of (9, 9), (12, 11).
         let want = [3.0, 1.0, 10.5, 10.0];
-        for (got, want) in centres.iter().zip(want) {
-            assert!((got - want).abs() < 1e-6, "{centres:?}");
+        let got: Vec<f64> = (0..2)
+            .flat_map(|c| local.centres.centre(c).to_vec())
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(local.sizes, [3.0, 2.0]);
+        let (moved, values) = local.increments();
+        assert_eq!(moved, [0, 1]);
+        for (c, &row) in moved.iter().enumerate() {
+            for d in 0..2 {
+                let at = pulled[2 * row as usize + d] + f64::from(values[3 * c + d]);
+                assert!((at - want[2 * row as usize + d]).abs() < 1e-6, "{values:?}");
+            }
+            assert_eq!(f64::from(values[3 * c + 2]), local.sizes[row as usize]);
         }
-        assert_eq!(sizes, [3.0, 2.0]);
     }
 }

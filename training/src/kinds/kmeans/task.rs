@@ -4,16 +4,18 @@
 //!   of its rows to the nearest, and pushes the sums and counts per centre into the model's
 //!   sums rows once, when its rows end: the pushes of every task add up on the servers to the
 //!   sums over the whole data set.
-//! - Mini-batch: every `batch_size` rows it pulls the centres and their sizes, assigns the
-//!   rows, and pushes the [`minibatch::step`] that moves the centres to their rows' means.
+//! - Mini-batch: per record batch of rows it pulls the centres and their sizes, takes a
+//!   [`Local`] step every `batch_size` rows that moves the centres to their rows' means, and
+//!   pushes the steps' summed moves.
 
 use angel_client::runtime::block_on;
 use angel_client::{ChangeNames, PushOptions};
 use arrow::array::ArrayRef;
 
 use super::centres::{Assigned, Centres};
+use super::minibatch::Local;
 use super::points::Points;
-use super::{Algorithm, KMeans, minibatch, predict};
+use super::{Algorithm, KMeans, predict};
 use crate::error::Result;
 use crate::model::Model;
 
@@ -75,20 +77,22 @@ impl ClusterTask {
         Ok((self.assigned.rows - before, self.assigned.inertia - inertia))
     }
 
-    /// Mini-batch k-means over `rows`, `size` rows a step.
+    /// Mini-batch k-means over `rows`, `size` rows a step, on the centres pulled once; their
+    /// moves pushed once.
     fn mini_batches(&mut self, rows: &Points, size: usize) -> Result<()> {
         let dim = self.model.spec.dim as usize;
+        let (centres, sizes) = predict::pull_sized(&self.model, self.k)?;
+        let mut local = Local::new(centres, sizes);
         for start in (0..rows.len()).step_by(size) {
-            let (centres, sizes) = predict::pull_sized(&self.model, self.k)?;
             let mut batch = Assigned::new(self.k, dim);
-            batch.add(&centres, rows, start..(start + size).min(rows.len()));
-            let step = minibatch::step(&centres, &sizes, &batch);
-            let keys: Vec<u64> = (0..=dim as u64).collect();
-            self.push(&step.centres, &keys, &step.values)?;
+            batch.add(&local.centres, rows, start..(start + size).min(rows.len()));
+            local.step(&batch);
             self.assigned.rows += batch.rows;
             self.assigned.inertia += batch.inertia;
         }
-        Ok(())
+        let (moved, values) = local.increments();
+        let keys: Vec<u64> = (0..=dim as u64).collect();
+        self.push(&moved, &keys, &values)
     }
 
     /// The task's rows ended: pushes Lloyd's sums and counts.
