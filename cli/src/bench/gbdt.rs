@@ -12,7 +12,6 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use angel_etl::ctr_data::{CATEGORICAL, NUMERIC};
 use angel_etl::sparse_data::{self, SparseSpec};
@@ -281,18 +280,8 @@ fn python_runs(
         ("--threads", args.workers.to_string()),
     ];
     eprintln!("XGBoost and LightGBM on the {set} set");
-    let ran = Command::new(python)
-        .arg(script)
-        .args(flags.iter().flat_map(|(f, v)| [*f, v.as_str()]))
-        .output()
-        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
-    if !ran.status.success() {
-        let said = String::from_utf8_lossy(&ran.stderr);
-        return Err(format!("{} failed: {said}", script.display()).into());
-    }
     let mut outcomes = Vec::new();
-    for line in String::from_utf8_lossy(&ran.stdout).lines() {
-        let said: serde_json::Value = serde_json::from_str(line)?;
+    for said in super::python_lines(python, script, &super::flags(&flags))? {
         let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
         outcomes.push(Outcome {
             set: set.to_string(),

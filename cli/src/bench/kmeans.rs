@@ -9,7 +9,6 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use angel_etl::blobs_data::{self, BlobsSpec};
 use angel_sql::job::StatementReport;
@@ -213,22 +212,16 @@ fn python_runs(
 ) -> Result<Vec<Outcome>, Box<dyn Error>> {
     let script = Path::new("docs/bench/kmeans_compare.py");
     eprintln!("scikit-learn ({} {})", seeds.0, seeds.1.display());
-    let ran = Command::new(python)
-        .arg(script)
-        .args(["--raw", &raw.display().to_string()])
-        .args([seeds.0, &seeds.1.display().to_string()])
-        .args(["--dim", &args.dim.to_string(), "--k", &args.k.to_string()])
-        .args(["--threads", &args.workers.to_string()])
-        .args(["--max-iter", &args.iterations.to_string()])
-        .output()
-        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
-    if !ran.status.success() {
-        let said = String::from_utf8_lossy(&ran.stderr);
-        return Err(format!("{} failed: {said}", script.display()).into());
-    }
+    let flags = [
+        ("--raw", raw.display().to_string()),
+        (seeds.0, seeds.1.display().to_string()),
+        ("--dim", args.dim.to_string()),
+        ("--k", args.k.to_string()),
+        ("--threads", args.workers.to_string()),
+        ("--max-iter", args.iterations.to_string()),
+    ];
     let mut outcomes = Vec::new();
-    for line in String::from_utf8_lossy(&ran.stdout).lines() {
-        let said: serde_json::Value = serde_json::from_str(line)?;
+    for said in super::python_lines(python, script, &super::flags(&flags))? {
         outcomes.push(Outcome {
             tool: said["tool"].as_str().unwrap_or("?").to_string(),
             seconds: said["seconds"].as_f64().unwrap_or(f64::NAN),

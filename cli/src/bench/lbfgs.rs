@@ -13,7 +13,6 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use angel_sql::job::StatementReport;
 use clap::Args;
@@ -231,33 +230,19 @@ fn python_runs(
     dim: u64,
 ) -> Result<Vec<Outcome>, Box<dyn Error>> {
     let script = Path::new("docs/bench/lbfgs_compare.py");
-    let mut command = Command::new(python);
-    command.arg(script).args([
-        "--format",
-        rows.format,
-        "--train",
-        &rows.file.display().to_string(),
-        "--features",
-        &dim.to_string(),
-        "--l2",
-        &args.l2.to_string(),
-        "--threads",
-        &args.workers.to_string(),
+    let mut flags = super::flags(&[
+        ("--format", rows.format.to_string()),
+        ("--train", rows.file.display().to_string()),
+        ("--features", dim.to_string()),
+        ("--l2", args.l2.to_string()),
+        ("--threads", args.workers.to_string()),
     ]);
     if args.no_spark {
-        command.arg("--no-spark");
+        flags.push("--no-spark".into());
     }
     eprintln!("scikit-learn and Spark MLlib on the {set} set");
-    let ran = command
-        .output()
-        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
-    if !ran.status.success() {
-        let said = String::from_utf8_lossy(&ran.stderr);
-        return Err(format!("{} failed: {said}", script.display()).into());
-    }
     let mut outcomes = Vec::new();
-    for line in String::from_utf8_lossy(&ran.stdout).lines() {
-        let said: serde_json::Value = serde_json::from_str(line)?;
+    for said in super::python_lines(python, script, &flags)? {
         outcomes.push(Outcome {
             set: set.to_string(),
             tool: said["tool"].as_str().unwrap_or("?").to_string(),

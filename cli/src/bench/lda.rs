@@ -10,7 +10,6 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use angel_etl::corpus_data::{self, CorpusSpec};
 use angel_sql::job::StatementReport;
@@ -217,20 +216,8 @@ fn python_run(
         ("--alpha", args.alpha.to_string()),
         ("--beta", args.beta.to_string()),
     ];
-    let ran = Command::new(python)
-        .arg(&script)
-        .args(
-            flags
-                .iter()
-                .flat_map(|(flag, value)| [*flag, value.as_str()]),
-        )
-        .output()
-        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
-    if !ran.status.success() {
-        let said = String::from_utf8_lossy(&ran.stderr);
-        return Err(format!("{} failed: {said}", script.display()).into());
-    }
-    let said: serde_json::Value = serde_json::from_slice(&ran.stdout)?;
+    let said = (super::python_lines(python, &script, &super::flags(&flags))?.pop())
+        .ok_or_else(|| format!("{} printed nothing", script.display()))?;
     let number = |key: &str| said[key].as_f64().unwrap_or(f64::NAN);
     Ok(Outcome {
         topics,

@@ -146,6 +146,35 @@ pub fn show(how: Output, tables: &[(&str, &Table)], notes: &[&str]) {
     }
 }
 
+/// Runs `python script args...` (a comparison script under `docs/bench/`) and reads the JSON
+/// value on each line of what it prints; an error naming the script and saying what it wrote
+/// to stderr when it fails.
+pub fn python_lines(
+    python: &Path,
+    script: &Path,
+    args: &[String],
+) -> Result<Vec<serde_json::Value>, Box<dyn Error>> {
+    let ran = std::process::Command::new(python)
+        .arg(script)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {} {}: {e}", python.display(), script.display()))?;
+    if !ran.status.success() {
+        let said = String::from_utf8_lossy(&ran.stderr);
+        return Err(format!("{} failed: {said}", script.display()).into());
+    }
+    let lines = String::from_utf8_lossy(&ran.stdout);
+    let values = lines.lines().filter(|l| !l.trim().is_empty());
+    Ok(values.map(serde_json::from_str).collect::<Result<_, _>>()?)
+}
+
+/// `--flag value` pairs as a command's arguments.
+pub fn flags(pairs: &[(&str, String)]) -> Vec<String> {
+    (pairs.iter())
+        .flat_map(|(flag, value)| [flag.to_string(), value.clone()])
+        .collect()
+}
+
 /// Writes `text` to `path`, naming the file in the error.
 pub fn write(path: &Path, text: &str) -> Result<(), Box<dyn Error>> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()).into())
