@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use angel_sql::binding::Binding;
-use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec, name_tasks};
+use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec, name_tasks, run_of};
 use angel_sql::object_stores::runtime_env;
 use ballista_core::JobId;
 use ballista_core::registry::BallistaFunctionRegistry;
@@ -125,8 +125,8 @@ pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// Ballista's execution engine, with each task's PS aggregates named after its job, stage and
-/// partitions first. (Ballista's default also pools Flight clients for shuffle reads; its
+/// Ballista's execution engine, with each task's PS aggregates named after its run (its job,
+/// or the client's token for a job submitted again), stage and partitions first. (Ballista's default also pools Flight clients for shuffle reads; its
 /// pool type is private, so shuffle reads here open their own connections.)
 struct NamingEngine(DefaultExecutionEngine);
 
@@ -141,12 +141,8 @@ impl ExecutionEngine for NamingEngine {
         work_dir: &str,
         config: &SessionConfig,
     ) -> DfResult<Arc<dyn QueryStageExecutor>> {
-        let plan = name_tasks(
-            plan,
-            job_id.as_ref(),
-            stage_id,
-            &global_output_partition_ids,
-        )?;
+        let run = run_of(job_id.as_ref(), config);
+        let plan = name_tasks(plan, run, stage_id, &global_output_partition_ids)?;
         self.0.create_query_stage_exec(
             job_id,
             stage_id,

@@ -8,7 +8,8 @@
 //! - `drop`: remove a namespace's matrices and counters ([`drop`]).
 //! - `run`: a SQL job file on embedded DataFusion or a Ballista cluster ([`run`]).
 //! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
-//!   [`executor`]).
+//!   [`executor`]); the scheduler's [`stall_watchdog`] cancels jobs it stopped scheduling,
+//!   and it tells jobs the executors' task slots ([`cluster_slots`]).
 //! - `demo`: the CTR job on generated click logs ([`demo`]).
 //! - [`output`]: `--output json`, what `run` and `demo` print as JSON lines.
 //! - `bench ps`, `bench e2e`, `bench codec`: benchmark tables ([`bench`]).
@@ -17,6 +18,7 @@
 
 pub mod access;
 pub mod bench;
+pub mod cluster_slots;
 pub mod demo;
 pub mod drop;
 pub mod executor;
@@ -26,6 +28,7 @@ pub mod run;
 pub mod scheduler;
 pub mod service;
 pub mod snapshot;
+pub mod stall_watchdog;
 pub mod status;
 
 use std::process::ExitCode;

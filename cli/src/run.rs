@@ -50,7 +50,8 @@ pub struct RunArgs {
     /// Servers of the embedded service.
     #[arg(long, default_value_t = 2)]
     pub servers: usize,
-    /// Partitions DataFusion plans for (parallel tasks); 0 = one per core (4 on a cluster).
+    /// Partitions DataFusion plans for (parallel tasks); 0 = one per core (on a cluster: the
+    /// executors' task slots, from `angel-ps scheduler`; 4 if it cannot say).
     #[arg(long, default_value_t = 0)]
     pub partitions: usize,
     /// Run on the Ballista scheduler at this URL (`df://HOST:PORT`, started with `angel-ps
@@ -120,8 +121,32 @@ impl MemoryArgs {
     }
 }
 
-/// Target partitions of a cluster job when --partitions is 0.
+/// Target partitions of a cluster job when --partitions is 0 and the scheduler cannot say
+/// how many task slots its executors have.
 const CLUSTER_PARTITIONS: usize = 4;
+
+/// Target partitions of a cluster job when --partitions is 0: the task slots of the executors
+/// alive at the scheduler at `url` (so models' default `workers` all run at once), else
+/// [`CLUSTER_PARTITIONS`].
+async fn cluster_partitions(url: &str) -> usize {
+    match angel_sql::cluster::live_slots(url).await {
+        Ok((executors, slots)) if slots > 0 => {
+            tracing::info!("{executors} executors with {slots} task slots: {slots} partitions");
+            slots as usize
+        }
+        Ok(_) => {
+            tracing::warn!(
+                "no executor is registered at {url} yet; planning for {CLUSTER_PARTITIONS} \
+                 partitions (set --partitions)"
+            );
+            CLUSTER_PARTITIONS
+        }
+        Err(e) => {
+            tracing::info!("{e}; planning for {CLUSTER_PARTITIONS} partitions");
+            CLUSTER_PARTITIONS
+        }
+    }
+}
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
@@ -246,7 +271,7 @@ async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
     )?;
     let namespace = connect(args, master).await?;
     let partitions = match args.partitions {
-        0 => CLUSTER_PARTITIONS,
+        0 => cluster_partitions(url).await,
         n => n,
     };
     let ctx = angel_sql::cluster::connect(url, partitions).await?;

@@ -5,22 +5,29 @@
 use std::error::Error;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use angel_proto::cluster_server::ClusterServer;
 use angel_sql::binding::Binding;
 use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
 use angel_sql::object_stores::runtime_env;
+use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
 use ballista_core::utils::default_session_builder;
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::{SchedulerConfig, TaskDistributionPolicy};
-use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service_with_listener};
+use ballista_scheduler::scheduler_process::create_scheduler;
 use clap::Args;
 use datafusion::common::Result as DfResult;
 use datafusion::execution::{FunctionRegistry, SessionState, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 use tokio_util::sync::CancellationToken;
+use tonic::service::RoutesBuilder;
 
 use angel_ps_service::net;
+
+use crate::cluster_slots::ClusterSlots;
+use crate::stall_watchdog;
 
 /// Flags of `angel-ps scheduler`.
 #[derive(Debug, Args)]
@@ -38,6 +45,10 @@ pub struct SchedulerArgs {
     /// Times a task may fail (for example with its executor) before the job fails.
     #[arg(long, default_value_t = 4)]
     pub task_max_failures: usize,
+    /// Seconds a running job may have no task running or waiting before it is cancelled as
+    /// stalled, so its client runs it again (0: never); see `stall_watchdog`.
+    #[arg(long, default_value_t = 30)]
+    pub stall_secs: u64,
 }
 
 /// A scheduler session: Ballista's defaults plus every angel-ps function, with angel-ps's
@@ -84,10 +95,45 @@ pub async fn run(args: SchedulerArgs) -> Result<(), Box<dyn Error>> {
     let scheduler = create_scheduler::<LogicalPlanNode, PhysicalPlanNode>(cluster, config).await?;
     let shutdown = CancellationToken::new();
     net::cancel_on_signal(shutdown.clone());
-    println!("angel-ps scheduler listening on df://{addr}");
-    tokio::select! {
-        served = start_grpc_service_with_listener(listener, scheduler) => served?,
-        () = shutdown.cancelled() => eprintln!("angel-ps scheduler stopped"),
+    if args.stall_secs > 0 {
+        let bound = Duration::from_secs(args.stall_secs);
+        tokio::spawn(stall_watchdog::watch(
+            scheduler.clone(),
+            bound,
+            shutdown.clone(),
+        ));
     }
+    println!("angel-ps scheduler listening on df://{addr}");
+    let timeout = Duration::from_secs(args.executor_timeout_secs);
+    serve(listener, scheduler, timeout, shutdown.clone()).await?;
+    if shutdown.is_cancelled() {
+        eprintln!("angel-ps scheduler stopped");
+    }
+    Ok(())
+}
+
+/// Serves Ballista's scheduler service and ours ([`ClusterSlots`]) on `listener` until
+/// `shutdown`. (Ballista's own server adds a REST API and health routes, both off in our
+/// build, and a Flight proxy, off by default.)
+async fn serve(
+    listener: tokio::net::TcpListener,
+    scheduler: stall_watchdog::Scheduler,
+    executor_timeout: Duration,
+    shutdown: CancellationToken,
+) -> Result<(), Box<dyn Error>> {
+    let config = scheduler.state.config.clone();
+    let ballista = SchedulerGrpcServer::new(scheduler.clone())
+        .max_encoding_message_size(config.grpc_server_max_encoding_message_size as usize)
+        .max_decoding_message_size(config.grpc_server_max_decoding_message_size as usize);
+    let slots = ClusterServer::new(ClusterSlots::new(scheduler, executor_timeout));
+    let mut routes = RoutesBuilder::default();
+    routes.add_service(ballista).add_service(slots);
+    // Ballista's service reads the caller's address (an executor's host) from axum's
+    // connection info.
+    let service =
+        (routes.routes().into_axum_router()).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, service)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await?;
     Ok(())
 }

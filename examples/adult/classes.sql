@@ -2,7 +2,8 @@
 -- household relationships (husband, wife, own child, not in family, other relative,
 -- unmarried) a person has. The same SQL feature extraction and PS counter as job.sql, a
 -- multi-class label, a fixed 80/20 split.
---   angel-ps run examples/adult/classes.sql      (from the repository root; --var data=DIR)
+--   angel-ps run examples/adult/classes.sql      (from the repository root; --var data=DIR;
+--   --var sync=bsp for a run that gives the same model every time)
 
 CREATE VIEW adult AS SELECT * FROM read_csv('${data:-examples/data/adult}/adult.data.gz',
   'header=false; nulls=?; bad_rows=skip; columns=age int, workclass string, fnlwgt int,
@@ -37,7 +38,8 @@ CREATE TABLE test AS SELECT label, ps_index('relationship_features', features) A
 -- accuracy.
 CREATE OR REPLACE MODEL relationship OPTIONS (
   kind = 'softmax', classes = 6, counter = 'relationship_features', optimizer = 'adam',
-  learning_rate = 0.01, l2 = 0.0001, batch_size = 128, epochs = 4, holdout = 'test'
+  learning_rate = 0.01, l2 = 0.0001, batch_size = 128, epochs = 4, holdout = 'test',
+  sync = '${sync:-asp}'
 ) AS SELECT label, idx FROM train;
 
 -- The most likely class and its probability per person, and the confusion of the classes.

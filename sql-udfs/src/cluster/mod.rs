@@ -10,8 +10,13 @@
 //! - [`stage`]: where a job's tables live as Parquet, since a cluster cannot ship memory tables.
 //! - [`task_names`]: names for the changes tasks send that a task run again repeats, so the
 //!   servers apply them once (executors put them on each task's plan).
+//! - [`resubmit`]: a job the scheduler cancelled as stalled, or that lost shuffle data with a
+//!   dead executor, submitted again under the same names.
+//! - [`slots`]: the executors' live task slots, which size a job's default parallelism.
 
 pub mod codec;
+pub mod resubmit;
+pub mod slots;
 pub mod stage;
 pub mod task_names;
 
@@ -23,15 +28,23 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use codec::{AngelLogicalCodec, AngelPhysicalCodec};
+pub use slots::live_slots;
 pub use stage::Stage;
-pub use task_names::{TaskNamesExec, name_tasks};
+pub use task_names::{TaskNamesExec, name_tasks, run_of};
 
 /// A session whose queries run on the Ballista scheduler at `url` (`df://host:port`), with
 /// `partitions` target partitions. Register the functions on it afterwards (Ballista 55
 /// replaces the function lists of the state it is given).
 pub async fn connect(url: &str, partitions: usize) -> Result<SessionContext> {
+    let partitions = partitions.max(1);
+    // A staged table (`COPY`) is written by one task into this many files, its rows dealt
+    // out in turn (DataFusion's default is 4): as many as a scan of it has workers.
     let config = SessionConfig::new_with_ballista()
-        .with_target_partitions(partitions.max(1))
+        .with_target_partitions(partitions)
+        .set_usize(
+            "datafusion.execution.minimum_parallel_output_files",
+            partitions,
+        )
         .with_ballista_job_name("angel-ps job")
         .with_ballista_logical_extension_codec(Arc::new(AngelLogicalCodec::default()))
         .with_ballista_physical_extension_codec(Arc::new(AngelPhysicalCodec::default()));
@@ -40,13 +53,19 @@ pub async fn connect(url: &str, partitions: usize) -> Result<SessionContext> {
         .with_runtime_env(crate::object_stores::runtime_env(None, None)?)
         .with_default_features()
         .build();
-    SessionContext::remote_with_state(url, state)
+    let ctx = SessionContext::remote_with_state(url, state)
         .await
         .map_err(|e| {
             DataFusionError::Execution(format!(
                 "Ballista scheduler at {url} is unreachable or refused the session: {e}"
             ))
-        })
+        })?;
+    let state = ctx.state();
+    let planner = resubmit::RunAgainPlanner::new(state.query_planner().clone());
+    let state = SessionStateBuilder::new_from_existing(state)
+        .with_query_planner(Arc::new(planner))
+        .build();
+    Ok(SessionContext::new_with_state(state))
 }
 
 /// Rewrites Ballista's "codec is not provided for function X" into what to do about it: the

@@ -4,8 +4,9 @@
 //!
 //! Every executor ([`name_tasks`], called by `angel-ps executor` on each task's plan) puts the
 //! aggregates holding a PS-bound function ([`crate::bound_functions`]) under a [`TaskNamesExec`] whose
-//! token is derived from the job (one per query: the statement and, for training, the epoch),
-//! the stage and the partitions the task computes. Polling partition `p` it sets the task's
+//! token is derived from the run ([`run_of`]: one per query, the statement and, for training,
+//! the epoch; the same when a cancelled job is submitted again), the stage and the partitions
+//! the task computes. Polling partition `p` it sets the task's
 //! pass, derived from the token and `p`'s global number; each PS accumulator of the task takes
 //! its own name from the pass in the order they first see rows, and numbers its changes
 //! (flushes, mini-batches) from 0. A run again computes the same partitions from the same
@@ -30,6 +31,7 @@ use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties,
 };
+use datafusion::prelude::SessionConfig;
 use futures::{Stream, StreamExt};
 
 use crate::bound_functions;
@@ -63,15 +65,21 @@ impl TaskNamesExec {
     }
 }
 
-/// `plan` of one Ballista task (of `job`, `stage`, computing the global `partitions`) with
+/// The run a task of job `job` belongs to: the token the client put in the job's name
+/// ([`super::resubmit`]: the same when a cancelled job is submitted again), else the job.
+pub fn run_of(job: &str, config: &SessionConfig) -> u64 {
+    super::resubmit::run_token(config).unwrap_or_else(|| xxhash_rust::xxh3::xxh3_64(job.as_bytes()))
+}
+
+/// `plan` of one Ballista task (of `run`, `stage`, computing the global `partitions`) with
 /// every aggregate of a PS-bound function under a [`TaskNamesExec`].
 pub fn name_tasks(
     plan: Arc<dyn ExecutionPlan>,
-    job: &str,
+    run: u64,
     stage: usize,
     partitions: &[usize],
 ) -> Result<Arc<dyn ExecutionPlan>> {
-    let token = mix(&[xxhash_rust::xxh3::xxh3_64(job.as_bytes()), stage as u64]);
+    let token = mix(&[run, stage as u64]);
     let partitions: Vec<u64> = partitions.iter().map(|&p| p as u64).collect();
     let ps = bound_functions::aggregates();
     plan.transform_up(|node| {

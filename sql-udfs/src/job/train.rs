@@ -447,8 +447,8 @@ pub(super) enum TrainRows {
     /// rows (slices sharing the query's batches, so a table scan costs no copy).
     Spread(Arc<MemTable>),
     /// On Ballista, or with tables on disk: the query itself, planned with `workers` target
-    /// partitions, so its scan is cut into that many tasks (where the staged files' row
-    /// groups allow) and no epoch holds the rows whole.
+    /// partitions, so its scan's files are grouped into at most that many tasks and no epoch
+    /// holds the rows whole.
     Query(LogicalPlan),
 }
 
@@ -496,8 +496,11 @@ impl TrainRows {
         let mut state = ctx.state();
         let options = state.config_mut().options_mut();
         options.execution.target_partitions = workers;
-        // A staged table's small files are cut into `workers` scans too (as row groups allow).
-        options.optimizer.repartition_file_min_size = 0;
+        // Each task reads whole files: a staged table has a file per partition of the query
+        // that made it (`workers` of them by default). Cut into byte ranges, a file of one
+        // row group gives its rows to the range holding its middle, leaving a task empty and
+        // another with twice the rows (and under BSP the round waiting for the missing one).
+        options.optimizer.repartition_file_scans = false;
         let plan = match self {
             TrainRows::Spread(table) => {
                 LogicalPlanBuilder::scan("train_rows", provider_as_source(table.clone()), None)?
