@@ -33,6 +33,8 @@
 //!   [`binding::PsBound`], the base those functions share; [`bound_functions`]: the one list of
 //!   them.
 //! - [`reports`]: what one job's functions report: rows trained, input rows skipped.
+//! - [`task_progress`]: a training task's rows, counted here and sent to the PS master, so
+//!   tasks on Ballista executors move the job's progress bar.
 //! - [`index_cache`]: feature indices already looked up, per process.
 //! - [`mean`]: the (sum, rows) state of aggregates returning a mean.
 //! - [`args`]: reading constant and feature arguments; [`bridge`]: calling the async client.
@@ -76,6 +78,7 @@ pub mod read_model;
 pub mod reports;
 pub mod scored_aggregate;
 pub mod storage_level;
+pub mod task_progress;
 
 use std::sync::Arc;
 

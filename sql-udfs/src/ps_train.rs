@@ -10,7 +10,7 @@
 //! model's clock table). Only keys and values cross the network. The model name is a
 //! constant, read once per task from the call's literal.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use angel_training::kinds::Inputs;
 use angel_training::kinds::gbdt::task::TreeTask;
@@ -33,6 +33,7 @@ use crate::args::{
 use crate::binding::{Binding, PsBound};
 use crate::bridge::train_error;
 use crate::mean::Mean;
+use crate::task_progress::TaskProgress;
 
 const MODEL: Arg = Arg::new("ps_train", 0, "model");
 const LABEL: Arg = Arg::new("ps_train", 1, "label");
@@ -118,9 +119,16 @@ impl AggregateUDFImpl for PsTrain {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let name = const_str(MODEL, MODEL.literal_expr(args.exprs))?;
+        let progress = self.binding.reports().progress.clone();
         Ok(Box::new(Train {
+            progress: Arc::new(TaskProgress::new(
+                progress,
+                self.binding.client().ok(),
+                &name,
+            )),
             binding: self.binding.clone(),
-            name: const_str(MODEL, MODEL.literal_expr(args.exprs))?,
+            name,
             task: None,
             mean: Mean::default(),
             merged: false,
@@ -176,6 +184,8 @@ struct Train {
     merged: bool,
     /// Whether the pass ended.
     finished: bool,
+    /// The rows trained, for the job's progress bar.
+    progress: Arc<TaskProgress>,
 }
 
 /// How the task trains: mini-batch after mini-batch as its rows come, or, under model
@@ -234,8 +244,8 @@ impl Train {
         if self.task.is_none() && worker {
             self.task()?;
         }
-        let progress = self.binding.reports().progress.clone();
-        match self.task.as_mut() {
+        let progress = self.progress.clone();
+        let finished = match self.task.as_mut() {
             Some(Pass::Steps(task)) => task.finish().map_err(train_error),
             Some(Pass::FullBatch(task)) => {
                 task.finish().map_err(train_error)?;
@@ -275,7 +285,9 @@ impl Train {
                 Ok(())
             }
             None => Ok(()),
-        }
+        };
+        self.progress.flush();
+        finished
     }
 }
 
@@ -285,13 +297,14 @@ impl Accumulator for Train {
             return Ok(());
         }
         let (binding, name) = (self.binding.clone(), self.name.clone());
+        let progress = self.progress.clone();
         let (rows, trained) = match self.task()? {
-            Pass::Steps(task) => train(&binding, &name, task, values)?,
+            Pass::Steps(task) => train(&binding, (&name, &progress), task, values)?,
             Pass::FullBatch(task) => {
                 let spec = &task.model().spec;
                 let batches = batches(&binding, &name, spec, values)?;
                 let summed = task.add(&batches).map_err(train_error)?;
-                binding.reports().progress.add(summed.rows, summed.loss);
+                progress.add(summed.rows, summed.loss);
                 (summed.rows as usize, summed.loss)
             }
             Pass::Rotation(task) => {
@@ -307,7 +320,7 @@ impl Accumulator for Train {
             Pass::Clusters(task) => {
                 let points = values.get(POINT.index..).unwrap_or_default();
                 let (rows, inertia) = task.add(points).map_err(train_error)?;
-                binding.reports().progress.add(rows, inertia);
+                progress.add(rows, inertia);
                 (rows as usize, inertia)
             }
             Pass::Trees(task) => {
@@ -370,7 +383,7 @@ fn batches(
     name: &str,
     spec: &ModelSpec,
     values: &[ArrayRef],
-) -> Result<std::sync::Arc<angel_training::rows::MiniBatches>> {
+) -> Result<Arc<angel_training::rows::MiniBatches>> {
     // The model name argument is a new array at every call; the rows are not.
     let rows = values.get(LABEL.index..).unwrap_or_default();
     let (label, inputs) = columns(spec, values)?;
@@ -382,13 +395,12 @@ fn batches(
 /// the rows and their summed loss.
 fn train(
     binding: &Binding,
-    name: &str,
+    (name, progress): (&str, &TaskProgress),
     task: &mut TrainTask,
     values: &[ArrayRef],
 ) -> Result<(usize, f64)> {
     let spec = task.model().spec.clone();
     let batches = batches(binding, name, &spec, values)?;
-    let progress = binding.reports().progress.clone();
     let sum = task
         .train(&batches, |rows, loss| progress.add(rows, loss))
         .map_err(train_error)?;

@@ -552,6 +552,9 @@ async fn ssp_bounds_pulls_and_flags_a_slow_worker_on_the_executors() {
     assert!(lead.pairs > 300 && lead.max <= 1, "{lead:?}");
 }
 
+/// Rows of `a9a_train.libsvm.gz`.
+const A9A_TRAIN_ROWS: u64 = 32_561;
+
 /// a9a trained under BSP with the job's default parallelism (no `--partitions`).
 const SLOTS_JOB: &str = "
 CREATE TABLE train AS SELECT label, idx, val FROM read_libsvm('${data}/a9a_train.libsvm.gz');
@@ -588,6 +591,27 @@ fn default_workers_are_the_live_task_slots() {
     };
     slots_become(&cluster, (2, 6));
     assert_eq!(workers(&cluster), 6.0);
+    // The executors' tasks sent the master every row they trained, which the job's progress
+    // bar reads while an epoch runs.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = runtime
+        .block_on(PsClient::connect(&cluster.master.addr))
+        .unwrap();
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (rows, loss) = runtime
+            .block_on(client.report_trained_rows("t/slots", 0, 0.0))
+            .unwrap();
+        if rows == A9A_TRAIN_ROWS {
+            assert!(loss > 0.0 && loss.is_finite(), "summed loss {loss}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{rows} rows reported, not {A9A_TRAIN_ROWS}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 
     cluster.executors[1].kill();
     slots_become(&cluster, (1, 3));

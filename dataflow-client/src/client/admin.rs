@@ -8,7 +8,7 @@ use angel_proto::credential::AuthChannel;
 use angel_proto::master_client::MasterClient;
 use angel_proto::{
     ClockReply, ClockRequest, DescribeMatrixRequest, DropMatrixRequest, EpochReport, OptimizerInfo,
-    PsError, Result, RotateReply, RotateRequest, StatusReply, StatusRequest,
+    PsError, Result, RotateReply, RotateRequest, StatusReply, StatusRequest, TrainedRowsReport,
 };
 
 use angel_proto::namespace;
@@ -206,6 +206,28 @@ impl PsClient {
                 return Ok(reply);
             }
         }
+    }
+
+    /// Adds `rows` rows of `model` trained (their losses summing to `loss`) to the master's
+    /// totals, and returns the totals (rows, summed loss); `rows` 0 only reads them.
+    pub async fn report_trained_rows(
+        &self,
+        model: &str,
+        rows: u64,
+        loss: f64,
+    ) -> Result<(u64, f64)> {
+        let report = TrainedRowsReport {
+            model: self.qualify(model),
+            rows,
+            loss,
+        };
+        let reply = self
+            .on_master(
+                report,
+                |mut m, r| async move { m.report_trained_rows(r).await },
+            )
+            .await?;
+        Ok((reply.rows, reply.loss))
     }
 
     /// Tells the master a model finished an epoch, for the curves of its status page.

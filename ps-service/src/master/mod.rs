@@ -12,6 +12,8 @@
 //! - [`quota`]: what the names of one namespace may hold together.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
 //! - [`progress`]: each model's finished epochs, as its job reported them (the page's curves).
+//! - [`trained_rows`]: each model's rows trained so far, as its tasks report them (progress
+//!   bars of jobs whose tasks run elsewhere).
 //! - [`recovery`]: declaring servers dead and restoring their partitions from snapshots.
 //! - [`state_file`]: the master's own state, saved after every change and resumed on start.
 //! - `metrics`: what the master reports at each Prometheus scrape.
@@ -34,6 +36,7 @@ pub mod rotation;
 pub mod service;
 pub mod state_file;
 pub mod status_json;
+pub mod trained_rows;
 
 pub use node::{MasterConfig, MasterNode};
 pub use partitioner::{BlockRange, Partitioner, RangePartitioner};

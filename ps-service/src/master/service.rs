@@ -17,7 +17,8 @@ use angel_proto::{
     Partition, PartitionMap, PsError, Recovery, RegisterServerReply, RegisterServerRequest,
     ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result, RotateReply, RotateRequest,
     SealCounterRequest, ServerInfo, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest,
-    StatusReply, StatusRequest, StorageKind, Sync, ValueType, WriteSnapshotRequest,
+    StatusReply, StatusRequest, StorageKind, Sync, TrainedRowsReply, TrainedRowsReport, ValueType,
+    WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use prost::Message;
@@ -29,6 +30,7 @@ use super::clocks::Clocks;
 use super::progress::Progress;
 use super::quota::Quotas;
 use super::rotation::Rotations;
+use super::trained_rows::TrainedRows;
 use super::{Partitioner, optimizers};
 use crate::access::Access;
 use crate::admin::AdminToken;
@@ -230,6 +232,8 @@ pub struct MasterService {
     pub(super) rotations: Rotations,
     /// Finished epochs per model, for the status page.
     pub(super) progress: Progress,
+    /// Rows trained per model so far, for jobs' progress bars.
+    pub(super) trained_rows: TrainedRows,
     /// The service token, sent with every call to a server.
     pub(super) credential: Credential,
     /// The CA servers' certificates are checked against; none: plain HTTP/2.
@@ -268,6 +272,7 @@ impl MasterService {
             clocks: Clocks::new(quotas.workers),
             rotations: Rotations::default(),
             progress: Progress::default(),
+            trained_rows: TrainedRows::default(),
             credential,
             trust,
             start_empty,
@@ -803,5 +808,13 @@ impl Master for MasterService {
                 .record(request.into_inner())
                 .map(|()| EpochReportReply {}),
         )
+    }
+
+    async fn report_trained_rows(
+        &self,
+        request: Request<TrainedRowsReport>,
+    ) -> std::result::Result<Response<TrainedRowsReply>, Status> {
+        Access::allows(&request, "model", &request.get_ref().model)?;
+        answer(self.trained_rows.add(request.get_ref()))
     }
 }

@@ -50,7 +50,7 @@ pub(super) async fn train(
         let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
         let (mean, documents) = watch(
             &bar,
-            &binding.reports().progress,
+            (&binding.reports().progress, &client, name),
             (round, plan.epochs, false),
             first_row(frame),
         )

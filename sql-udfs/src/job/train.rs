@@ -343,7 +343,7 @@ async fn train(
         let epoch_frame = train_rows.epoch(ctx, (name, workers), 0)?;
         let (loss, n) = watch(
             &bar,
-            &binding.reports().progress,
+            (&binding.reports().progress, &client, name),
             (epoch, plan.epochs, true),
             first_row(epoch_frame),
         )
@@ -758,23 +758,26 @@ pub(super) fn bar(total: u64, unit: &str) -> ProgressBar {
 }
 
 /// Drives `work` while moving the bar with the rows `ps_train` reports, showing the loss
-/// (when `loss`: the topic model reports none as it goes).
+/// (when `loss`: the topic model reports none as it goes). Tasks in this process count in
+/// `progress` at once; tasks in other processes (Ballista executors) count at the PS master,
+/// in model `name`'s totals, which `client` reads.
 pub(super) async fn watch<T>(
     bar: &ProgressBar,
-    progress: &Progress,
+    (progress, client, name): (&Progress, &PsClient, &str),
     (epoch, epochs, shows_loss): (usize, usize, bool),
     work: impl Future<Output = Result<T>>,
 ) -> Result<T> {
-    let (rows0, loss0) = progress.snapshot();
+    // Best effort: a master that does not answer leaves the bar to this process's tasks.
+    let trained = || async { (client.report_trained_rows(name, 0, 0.0).await).unwrap_or_default() };
+    let (local0, remote0) = (progress.snapshot(), trained().await);
     let base = bar.position();
-    let update = || {
+    let update = |remote: (u64, f64)| {
         let (rows, loss) = progress.snapshot();
-        let n = rows - rows0;
-        let mean = if n > 0 {
-            (loss - loss0) / n as f64
-        } else {
-            f64::NAN
-        };
+        let local = (rows - local0.0, loss - local0.1);
+        let remote = (remote.0.saturating_sub(remote0.0), remote.1 - remote0.1);
+        // This process's tasks report to the master too, later: the larger count is current.
+        let (n, sum) = if remote.0 > local.0 { remote } else { local };
+        let mean = if n > 0 { sum / n as f64 } else { f64::NAN };
         bar.set_position(base + n);
         bar.set_message(match shows_loss {
             true => format!("epoch {epoch}/{epochs} loss {mean:.4}"),
@@ -785,10 +788,10 @@ pub(super) async fn watch<T>(
     loop {
         tokio::select! {
             result = &mut work => {
-                update();
+                update(trained().await);
                 return result;
             }
-            _ = tokio::time::sleep(Duration::from_millis(200)) => update(),
+            _ = tokio::time::sleep(Duration::from_millis(250)) => update(trained().await),
         }
     }
 }
