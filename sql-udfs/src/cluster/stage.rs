@@ -90,15 +90,28 @@ impl Stage {
             .next()
             .map(|b| b.schema())
             .ok_or_else(|| DataFusionError::Plan(format!("{name}: nothing to stage")))?;
-        for (p, batches) in partitions.iter().enumerate() {
+        // Encoding is most of the time: the partitions encode at once, one thread each.
+        let write = |p: usize, batches: &[RecordBatch]| -> Result<()> {
             let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), None)?;
             for batch in batches {
                 writer.write(batch)?;
             }
             let file = dir.child(&format!("part-{p:04}.parquet"));
             put(&file, writer.into_inner()?.into())
-                .map_err(|e| DataFusionError::Execution(format!("staging {name}: {e}")))?;
-        }
+                .map_err(|e| DataFusionError::Execution(format!("staging {name}: {e}")))
+        };
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = (partitions.iter().enumerate())
+                .map(|(p, batches)| scope.spawn(move || write(p, batches)))
+                .collect();
+            threads.into_iter().try_for_each(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(DataFusionError::Execution(format!(
+                        "staging {name}: a writer thread panicked"
+                    )))
+                })
+            })
+        })?;
         parquet_table(&format!("{}/", dir.url()), schema)
     }
 }
