@@ -249,4 +249,57 @@ mod tests {
         assert_eq!(run_token(&plain), None);
         assert_eq!(run_token(&SessionConfig::new()), None);
     }
+    /// The two ways Ballista loses a job to a dead executor run again, each named; a job
+    /// failing on its own data or on the PS does not.
+    #[test]
+    fn only_a_job_lost_to_an_executor_runs_again() {
+        let error = |text: &str| DataFusionError::Execution(text.to_string());
+        let cancelled = error("Job 038H45ZYY4000 failed: Job was Cancelled");
+        assert_eq!(lost(&cancelled), Some("was cancelled as stalled"));
+        let shuffle = error(
+            "Job 038H46V8Y6000 failed: Job failed due to stage 1 failed: Task failed due to \
+             runtime execution error: DataFusionError(Shared(External(ArrowError(IpcError(\
+             \"h2 protocol error: error reading a body from connection\")))))",
+        );
+        assert_eq!(
+            lost(&shuffle),
+            Some("lost shuffle data it was reading from an executor")
+        );
+        for own in [
+            "ps_train: model 'm' not found",
+            "PS server 127.0.0.1:7100: transport error",
+            "table 'train' not found",
+        ] {
+            assert_eq!(lost(&error(own)), None, "{own}");
+        }
+        let given_up = lost_every_run("angel-ps job #1", "was cancelled as stalled", cancelled);
+        assert!(given_up.to_string().contains("--stall-secs"), "{given_up}");
+    }
+
+    /// A lost `COPY`'s directory is emptied, files below it included, before the next run.
+    #[tokio::test]
+    async fn a_lost_copy_starts_from_an_empty_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a_0.parquet"), b"x").unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/b_1.parquet"), b"y").unwrap();
+        let url = format!("{}/", dir.path().display());
+        clear(&TaskContext::default(), &url).await.unwrap();
+        let left: Vec<_> = walk(dir.path());
+        assert!(left.is_empty(), "left: {left:?}");
+    }
+
+    /// Every file below `dir`.
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flat_map(|e| {
+                let path = e.unwrap().path();
+                match path.is_dir() {
+                    true => walk(&path),
+                    false => vec![path],
+                }
+            })
+            .collect()
+    }
 }
