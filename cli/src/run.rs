@@ -279,7 +279,7 @@ async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
         Some(dir) => Stage::at(dir)?,
         None => Stage::temporary()?,
     };
-    Ok(Job::on_cluster(ctx, master, stage).in_namespace(&namespace))
+    Ok(Job::on_cluster(ctx, master, url, stage).in_namespace(&namespace))
 }
 
 /// Connects this process's client of the job's namespace to the service at `master` with

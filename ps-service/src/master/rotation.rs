@@ -90,6 +90,23 @@ impl Model {
             *held = held.map(|i| i - cut);
         }
     }
+
+    /// Frees the slices the worker of `member` (its group and rank) holds, ending their leases
+    /// at `now`.
+    fn free_held(&mut self, member: &RotateReply, now: u64) {
+        let Some(round) = self.round.as_mut() else {
+            return;
+        };
+        let own = |l: &Lease| (l.group, l.rank) == (member.group, member.rank);
+        for held in round.holder.iter_mut() {
+            if let Some(index) = *held
+                && self.leases.get(index).is_some_and(own)
+            {
+                *held = None;
+                self.leases[index].end_us = now.max(self.leases[index].start_us);
+            }
+        }
+    }
 }
 
 /// One statement's rotation.
@@ -229,13 +246,20 @@ impl Rotations {
         }
         let round = model.round.as_mut().expect("made above");
         if let Some(rank) = round.joined.iter().position(|&id| id == r.worker) {
-            return Ok(round.reply(rank as u32));
+            // The task again (it names itself the same on a rerun): its first run died with
+            // its executor, holding slices the others wait for. The rerun starts the round's
+            // steps over, so the rows the lost run trained train twice this round.
+            round.left[rank] = false;
+            let reply = round.reply(rank as u32);
+            model.free_held(&reply, self.now_us());
+            drop(models);
+            self.changed.notify_waiters();
+            return Ok(reply);
         }
         if round.joined.len() >= round.workers as usize {
             return Err(PsError::WrongState(format!(
-                "model '{}' rotates among {} workers and all have joined round {}; a task \
-                 joined again under a new id (a rerun of a task is not supported under \
-                 rotation yet)",
+                "model '{}' rotates among {} workers and all have joined round {}; one \
+                 more asked to join (the statement runs more tasks than the model has workers)",
                 r.model, round.workers, round.number
             )));
         }
@@ -359,16 +383,7 @@ impl Rotations {
         round.left[rank as usize] = true;
         let reply = round.reply(rank);
         let model = models.get_mut(&r.model).expect("found above");
-        let round = model.round.as_mut().expect("found above");
-        for held in round.holder.iter_mut() {
-            let own = |l: &Lease| (l.group, l.rank) == (reply.group, reply.rank);
-            if let Some(index) = *held
-                && model.leases.get(index).is_some_and(own)
-            {
-                *held = None;
-                model.leases[index].end_us = now.max(model.leases[index].start_us);
-            }
-        }
+        model.free_held(&reply, now);
         drop(models);
         self.changed.notify_waiters();
         Ok(reply)
@@ -664,6 +679,42 @@ mod tests {
             (2, 0),
             "the failed round is not joined"
         );
+    }
+
+    /// A worker that joins again under its id (its task run again after its executor died)
+    /// keeps its rank, and the slice its lost run held goes free for the others.
+    #[tokio::test]
+    async fn a_worker_joining_again_keeps_its_rank_and_frees_its_slice() {
+        let rotations = Rotations::default();
+        let call = |worker, phase, step| {
+            let rotations = &rotations;
+            async move {
+                rotations
+                    .rotate(&request(worker, phase, step), &sync(2))
+                    .await
+            }
+        };
+        for worker in [1, 2] {
+            call(worker, RotatePhase::Join, 0).await.unwrap();
+        }
+        let held = call(1, RotatePhase::Acquire, 0).await.unwrap();
+        let again = call(1, RotatePhase::Join, 0).await.unwrap();
+        assert_eq!(
+            (again.rank, again.round),
+            (0, 1),
+            "the same rank in the same round"
+        );
+        let slot = |rotations: &Rotations| {
+            let models = rotations.models.lock();
+            let round = models["m"].round.as_ref().unwrap();
+            round.holder[round.slot(0, held.slice)]
+        };
+        assert_eq!(slot(&rotations), None, "the lost run's slice is free");
+        let retaken = call(1, RotatePhase::Acquire, 0).await.unwrap();
+        assert!(retaken.ready && retaken.slice == held.slice);
+        call(1, RotatePhase::Release, 0).await.unwrap();
+        let err = call(3, RotatePhase::Join, 0).await.unwrap_err().to_string();
+        assert!(err.contains("one more asked to join"), "{err}");
     }
 
     /// A fixed budget is the option's; an automatic one follows the previous round's lower

@@ -41,6 +41,7 @@ use crate::cluster::Stage;
 use crate::kept_table::KeptTable;
 use crate::reports::Reports;
 use crate::storage_level::{StorageLevel, TableStorage};
+use train::Engine;
 
 /// What one statement did.
 #[derive(Debug)]
@@ -80,6 +81,8 @@ pub struct Job {
     binding: Binding,
     /// Where tables live when the session runs on a Ballista cluster.
     stage: Option<Arc<Stage>>,
+    /// That cluster's scheduler (`df://host:port`), asked for its live task slots.
+    scheduler: Option<String>,
     /// Where tables live on one machine.
     tables: Arc<TableStorage>,
     /// The directory of tables kept on disk, removed when the job and its tables are gone.
@@ -97,6 +100,7 @@ impl Job {
             ctx,
             binding,
             stage: None,
+            scheduler: None,
             tables: Arc::default(),
             spill: None,
             counters: Arc::default(),
@@ -120,9 +124,10 @@ impl Job {
         Ok(self)
     }
 
-    /// A job on a Ballista session ([`crate::cluster::connect`]): tables are kept as Parquet
-    /// in `stage`, which every executor must be able to read.
-    pub fn on_cluster(ctx: SessionContext, master: &str, stage: Stage) -> Self {
+    /// A job on a Ballista session ([`crate::cluster::connect`]) to the scheduler at
+    /// `scheduler`: tables are kept as Parquet in `stage`, which every executor must be able
+    /// to read.
+    pub fn on_cluster(ctx: SessionContext, master: &str, scheduler: &str, stage: Stage) -> Self {
         let stage = Arc::new(stage);
         let binding = Binding::new(master, Reports::default());
         crate::register_all(&ctx, &binding, Some(stage.clone()));
@@ -130,6 +135,7 @@ impl Job {
             ctx,
             binding,
             stage: Some(stage),
+            scheduler: Some(scheduler.to_string()),
             tables: Arc::default(),
             spill: None,
             counters: Arc::default(),
@@ -243,8 +249,12 @@ impl Job {
         if let Some(query) = statement.query() {
             self.start_counters(query).await?;
         }
-        // A staged or spilled job runs a model's training query each epoch, not from memory.
-        let stream_rows = self.stage.is_some() || self.spill.is_some();
+        let engine = Engine {
+            // A staged or spilled job runs a model's training query each epoch, not from
+            // memory.
+            stream_rows: self.stage.is_some() || self.spill.is_some(),
+            scheduler: self.scheduler.as_deref(),
+        };
         match statement {
             Statement::Sql(sql) => self.ctx.sql(&sql).await?.collect().await,
             Statement::CreateTable {
@@ -269,7 +279,7 @@ impl Job {
                     (&name, replace),
                     &options,
                     &query,
-                    stream_rows,
+                    engine,
                 )
                 .await?;
                 Ok(vec![table])
@@ -279,15 +289,9 @@ impl Job {
                 options,
                 query,
             } => {
-                let table = train::train_model(
-                    &self.ctx,
-                    &self.binding,
-                    &name,
-                    &options,
-                    &query,
-                    stream_rows,
-                )
-                .await?;
+                let table =
+                    train::train_model(&self.ctx, &self.binding, &name, &options, &query, engine)
+                        .await?;
                 Ok(vec![table])
             }
             Statement::SaveModel { name, path } => {

@@ -37,7 +37,14 @@ pub(super) async fn train(
     let priors = lda.priors(plan.spec.dim);
     let client = binding.client()?;
     let workers = plan.spec.sync.workers as usize;
-    let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
+    if matches!(rows.rows, TrainRows::Query(_)) {
+        return plan_err!(
+            "CREATE MODEL {name}: a topic model's workers keep their documents' topics in the \
+             job's memory from epoch to epoch, and this job streams its training rows (on \
+             Ballista, or with tables on disk): not supported yet"
+        );
+    }
+    let caching = Caching::on(binding, name);
     let kept = binding.topic_workers();
     let bar = bar(0, "tokens");
     let mut table = Vec::new();

@@ -21,7 +21,7 @@ use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::FunctionRegistry;
 use datafusion::functions_aggregate::count::count_all;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Partitioning, lit};
 use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -143,16 +143,25 @@ async fn check_holdout(ctx: &SessionContext, holdout: &str) -> Result<()> {
     }
 }
 
-/// Runs `CREATE MODEL`; see the module documentation. `stream_rows`: every epoch runs the
-/// training query again instead of holding its rows in memory (on Ballista, and when the job
-/// keeps tables on disk).
+/// What runs a statement's training rows.
+#[derive(Debug, Clone, Copy)]
+pub struct Engine<'a> {
+    /// Every epoch runs the training query again instead of holding its rows in memory (on
+    /// Ballista, and when the job keeps tables on disk).
+    pub stream_rows: bool,
+    /// The Ballista scheduler (`df://host:port`), whose live task slots bound how many
+    /// workers can train at once.
+    pub scheduler: Option<&'a str>,
+}
+
+/// Runs `CREATE MODEL`; see the module documentation.
 pub async fn create_model(
     ctx: &SessionContext,
     binding: &Binding,
     (name, replace): (&str, bool),
     options: &[(String, String)],
     query: &str,
-    stream_rows: bool,
+    engine: Engine<'_>,
 ) -> Result<RecordBatch> {
     let mut plan = plan(binding, options).await?;
     // Stored qualified: the model finds its dictionary whichever namespace reads it.
@@ -163,7 +172,7 @@ pub async fn create_model(
         plan.spec.sync.workers = ctx.copied_config().target_partitions() as u32;
     }
     plan.spec.sync.check().map_err(train_error)?;
-    let rows = Rows::read(ctx, &plan, query, stream_rows).await?;
+    let rows = Rows::read(ctx, &plan, query, engine).await?;
     if rows.count == 0 {
         return plan_err!("CREATE MODEL {name}: the training query returned no rows");
     }
@@ -228,7 +237,7 @@ pub async fn train_model(
     name: &str,
     options: &[(String, String)],
     query: &str,
-    stream_rows: bool,
+    engine: Engine<'_>,
 ) -> Result<RecordBatch> {
     let client = binding.client()?;
     client.refresh().await.map_err(ps_error)?;
@@ -267,7 +276,7 @@ pub async fn train_model(
             );
         }
     }
-    let rows = Rows::read(ctx, &plan, query, stream_rows).await?;
+    let rows = Rows::read(ctx, &plan, query, engine).await?;
     if rows.count == 0 {
         return plan_err!("TRAIN MODEL {name}: the training query returned no rows");
     }
@@ -292,7 +301,7 @@ impl Rows {
         ctx: &SessionContext,
         plan: &Plan,
         query: &str,
-        stream_rows: bool,
+        engine: Engine<'_>,
     ) -> Result<Self> {
         if let Some(holdout) = &plan.holdout {
             check_holdout(ctx, holdout).await?;
@@ -301,13 +310,31 @@ impl Rows {
         let workers = plan.spec.sync.workers as usize;
         // Model rotation: each worker holds its users' rows, so a user's rows go to one.
         let by_user = plan.spec.sync.rotation.then_some(0);
-        let (rows, count) = TrainRows::new(ctx, query, (workers, by_user), stream_rows).await?;
+        if let (Some(_), Some(url)) = (by_user, engine.scheduler) {
+            check_slots(url, workers).await?;
+        }
+        let (rows, count) =
+            TrainRows::new(ctx, query, (workers, by_user), engine.stream_rows).await?;
         Ok(Rows {
             rows,
             count,
             columns,
             query: query.to_string(),
         })
+    }
+}
+
+/// Fails unless the cluster at `url` can run `workers` tasks at once, as model rotation's
+/// workers must (the master would otherwise fail the round only after its workers waited).
+async fn check_slots(url: &str, workers: usize) -> Result<()> {
+    let (executors, slots) = crate::cluster::live_slots(url).await?;
+    match slots as usize >= workers {
+        true => Ok(()),
+        false => plan_err!(
+            "parallelism = 'rotation' needs its {workers} workers to train at once, and the \
+             cluster at {url} has {slots} live task slots ({executors} executors): lower \
+             workers or start more executors"
+        ),
     }
 }
 
@@ -448,7 +475,8 @@ pub(super) enum TrainRows {
     Spread(Arc<MemTable>),
     /// On Ballista, or with tables on disk: the query itself, planned with `workers` target
     /// partitions, so its scan's files are grouped into at most that many tasks and no epoch
-    /// holds the rows whole.
+    /// holds the rows whole; under model rotation, with its rows then split by user among
+    /// `workers` partitions.
     Query(LogicalPlan),
 }
 
@@ -462,16 +490,20 @@ impl TrainRows {
         stream_rows: bool,
     ) -> Result<(Self, u64)> {
         let df = ctx.sql(query).await?;
-        if stream_rows && by.is_some() {
-            return plan_err!(
-                "parallelism = 'rotation' keeps each worker's rows in the job's memory, and \
-                 this job streams its training rows (on Ballista, or with tables on disk): \
-                 not supported yet; use parallelism = 'data'"
-            );
-        }
         if stream_rows {
             let rows = df.clone().count().await? as u64;
-            return Ok((TrainRows::Query(df.logical_plan().clone()), rows));
+            let plan = match by {
+                // A shuffle on Ballista: each of the `workers` tasks after it gets the rows
+                // of its share of the ids, from whichever tasks read them.
+                Some(column) => {
+                    let id = Expr::Column(df.schema().columns()[column].clone());
+                    LogicalPlanBuilder::from(df.logical_plan().clone())
+                        .repartition(Partitioning::Hash(vec![id], workers))?
+                        .build()?
+                }
+                None => df.logical_plan().clone(),
+            };
+            return Ok((TrainRows::Query(plan), rows));
         }
         let schema = df.schema().inner().clone();
         let batches = df.collect_partitioned().await?.concat();

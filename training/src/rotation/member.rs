@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use angel_client::runtime::block_on;
-use angel_client::{PsClient, RotatePhase, RotateReply, RotateRequest};
+use angel_client::{ChangeNames, PsClient, RotatePhase, RotateReply, RotateRequest};
 
 use crate::error::Result;
 use crate::model::Model;
@@ -33,7 +33,7 @@ impl Member {
     /// starts a round of its own.
     pub fn round<T>(model: &Model, steps: impl FnOnce(&Member) -> Result<T>) -> Result<T> {
         let client = model.client().clone();
-        let (name, id) = (model.name.clone(), fresh_id());
+        let (name, id) = (model.name.clone(), worker_id());
         let joined = block_on(client.rotate(request(&name, id, RotatePhase::Join, 0)))?;
         // The hook names a rank in join order; ranks are dealt to the groups in turn.
         let groups = (model.spec.sync.workers / joined.workers.max(1)).max(1);
@@ -81,6 +81,13 @@ impl Member {
     fn request(&self, phase: RotatePhase, step: u32) -> RotateRequest {
         request(&self.model, self.id, phase, step)
     }
+}
+
+/// The worker's id in the master's round: on Ballista, its task's name, the same when the
+/// task runs again after its executor died, so the rerun takes over the lost run's rank (the
+/// master frees the slices that run held); embedded, a fresh one.
+fn worker_id() -> u64 {
+    ChangeNames::for_accumulator().map_or_else(fresh_id, |names| names.task())
 }
 
 fn request(model: &str, worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
