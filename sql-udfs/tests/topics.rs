@@ -13,6 +13,7 @@ use angel_sql::job::Job;
 use angel_training::kinds::lda::Lda;
 use angel_training::kinds::lda::corpus::Corpus as TopicCorpus;
 use angel_training::kinds::lda::likelihood;
+use angel_training::kinds::lda::stored::StoredTopics;
 use angel_training::kinds::lda::task::TopicTask;
 use angel_training::kinds::lda::worker::Worker;
 use angel_training::rotation::kept::Kept;
@@ -286,6 +287,73 @@ async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
             18,
             "round {round}: every slice met every worker"
         );
+    }
+}
+
+/// Workers that keep nothing from round to round (on Ballista, each round's tasks are new and
+/// their documents come in another order) keep their tokens' topics on the servers: after
+/// every round, in both parallel modes, the counts on the servers are what the topics stored
+/// for each worker's documents make, and every token was drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
+    let spec = CorpusSpec::small();
+    let corpus = corpus(&spec, 5);
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let client = PsClient::connect(&service.master_addr()).await.unwrap();
+    let parts: Vec<Vec<Vec<u32>>> = (corpus.docs.chunks(corpus.docs.len().div_ceil(3)))
+        .map(<[Vec<u32>]>::to_vec)
+        .collect();
+    let tokens: u64 = corpus.docs.iter().map(|d| d.len() as u64).sum();
+    for parallelism in ["data", "rotation"] {
+        let name = format!("stored_{parallelism}");
+        let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
+        model.set("topics", &spec.topics.to_string()).unwrap();
+        model.set("workers", "3").unwrap();
+        model.set("parallelism", parallelism).unwrap();
+        model.create(&client, &name).await.unwrap();
+        let stored = StoredTopics::of(client.clone(), &name);
+        stored.create().await.unwrap();
+        for round in 0..=3 {
+            stored.start_round(round).await.unwrap();
+            let runs: Vec<_> = (parts.iter().cloned())
+                .map(|mut docs| {
+                    // New arrays every round, the documents in another order.
+                    if round % 2 == 1 {
+                        docs.reverse();
+                    }
+                    let (client, name) = (client.clone(), name.clone());
+                    std::thread::spawn(move || {
+                        let model = Model::open(client, &name).unwrap();
+                        let mut task = TopicTask::new(model, "test", Kept::default()).unwrap();
+                        task.add(&documents(&docs));
+                        task.run(|_, _| {}).unwrap()
+                    })
+                })
+                .collect();
+            let done: u64 = runs.into_iter().map(|r| r.join().unwrap().tokens).sum();
+            assert_eq!(done, tokens);
+            let width = spec.words as usize + 1;
+            let mut expected = vec![0i64; spec.topics * width];
+            let model = Model::open(client.clone(), &name).unwrap();
+            let lda = Lda::of(&model, "test").unwrap();
+            let rotated = model.spec.sync.to_proto().rotation_slices as usize;
+            let stored = StoredTopics::of(client.clone(), &name);
+            for docs in &parts {
+                let arrays = documents(docs);
+                let read =
+                    TopicCorpus::read("test", &name, (&arrays[0], arrays.get(1)), spec.words);
+                let (read, content) = read.unwrap().canonical();
+                let worker = Worker::for_model(&lda, spec.words, &read, rotated);
+                let topics = stored.load(content, worker.tokens() as usize).unwrap();
+                for (w, t) in worker.words().zip(topics) {
+                    expected[t as usize * width + w as usize] += 1;
+                    expected[t as usize * width + width - 1] += 1;
+                }
+            }
+            let on_servers = counts(&service.master_addr(), &name).await;
+            assert_eq!(on_servers, expected, "{parallelism}, round {round}");
+        }
+        stored.drop().await.unwrap();
     }
 }
 

@@ -1,7 +1,8 @@
 //! `CREATE MODEL ... OPTIONS (kind = 'lda', ...)`: a topic model's statement. Round 0 draws
 //! every token's topic at random and pushes the counts; then each epoch draws every token's
 //! topic once (`ps_train` over the documents, whose workers keep their tokens' topics from
-//! round to round). The epoch table has a row per round: epoch (0: the random start),
+//! round to round: in the job's memory, or on the servers when the job reads its rows anew
+//! every round, as on Ballista). The epoch table has a row per round: epoch (0: the random start),
 //! documents, tokens, the joint log-likelihood `log p(w, z)` (its words' part summed on the
 //! servers) and the perplexity `exp(-log p(w, z) / tokens)` that follows, with a `holdout`
 //! table the perplexity on its documents (`ps_perplexity`), seconds, tokens drawn per second,
@@ -11,6 +12,7 @@ use std::time::Instant;
 
 use angel_client::EpochReport;
 use angel_training::kinds::lda::likelihood;
+use angel_training::kinds::lda::stored::StoredTopics;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
@@ -37,23 +39,31 @@ pub(super) async fn train(
     let priors = lda.priors(plan.spec.dim);
     let client = binding.client()?;
     let workers = plan.spec.sync.workers as usize;
-    if matches!(rows.rows, TrainRows::Query(_)) {
-        return plan_err!(
-            "CREATE MODEL {name}: a topic model's workers keep their documents' topics in the \
-             job's memory from epoch to epoch, and this job streams its training rows (on \
-             Ballista, or with tables on disk): not supported yet"
-        );
+    // Workers of rows held in memory are kept in the job from round to round; workers of
+    // rows read anew every round keep their tokens' topics on the servers.
+    let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
+    let stored = match caching {
+        Some(_) => None,
+        None => Some(StoredTopics::of(client.clone(), name)),
+    };
+    if let Some(stored) = &stored {
+        stored.create().await.map_err(train_error)?;
     }
-    let caching = Caching::on(binding, name);
     let kept = binding.topic_workers();
     let bar = bar(0, "tokens");
     let mut table = Vec::new();
     for round in 0..=plan.epochs {
         kept.start_round(name, round as u32);
+        if let Some(stored) = &stored {
+            stored
+                .start_round(round as u32)
+                .await
+                .map_err(train_error)?;
+        }
         let started = Instant::now();
         let before = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
         // The workers count the tokens they draw, which time control may leave short of all.
-        let (drawn_before, _) = binding.reports().progress.snapshot();
+        let drawn_before = bar.position();
         let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
         let (mean, documents) = watch(
             &bar,
@@ -63,7 +73,7 @@ pub(super) async fn train(
         )
         .await?;
         let seconds = started.elapsed().as_secs_f64();
-        let drawn = binding.reports().progress.snapshot().0 - drawn_before;
+        let drawn = bar.position() - drawn_before;
         let after = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
         let (model_side, tokens) =
             (likelihood::model(&client, name, &priors).await).map_err(train_error)?;
@@ -108,6 +118,9 @@ pub(super) async fn train(
     }
     bar.finish_and_clear();
     drop(caching);
+    if let Some(stored) = &stored {
+        stored.drop().await.map_err(train_error)?;
+    }
     epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
 }
 

@@ -20,8 +20,11 @@ use datafusion::catalog::MemTable;
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::FunctionRegistry;
+use datafusion::functions::core::expr_fn::{get_field, named_struct};
 use datafusion::functions_aggregate::count::count_all;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, Partitioning, lit};
+use datafusion::functions_aggregate::expr_fn::array_agg;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
+use datafusion::prelude::col;
 use datafusion::prelude::{DataFrame, SessionContext};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -308,13 +311,16 @@ impl Rows {
         }
         let columns = Columns::of(ctx, query, &*plan.spec.kind).await?;
         let workers = plan.spec.sync.workers as usize;
-        // Model rotation: each worker holds its users' rows, so a user's rows go to one.
-        let by_user = plan.spec.sync.rotation.then_some(0);
-        if let (Some(_), Some(url)) = (by_user, engine.scheduler) {
+        if let (true, Some(url)) = (plan.spec.sync.rotation, engine.scheduler) {
             check_slots(url, workers).await?;
         }
+        // Model rotation: each worker holds its users' rows, so a user's rows go to one. A
+        // topic model reading its rows anew every round: each round's worker must get the
+        // documents of the one before, whose token topics it reads back.
+        let topics = engine.stream_rows && plan.spec.kind.topics().is_some();
+        let by_id = (plan.spec.sync.rotation || topics).then_some(0);
         let (rows, count) =
-            TrainRows::new(ctx, query, (workers, by_user), engine.stream_rows).await?;
+            TrainRows::new(ctx, query, (workers, by_id), engine.stream_rows).await?;
         Ok(Rows {
             rows,
             count,
@@ -493,14 +499,7 @@ impl TrainRows {
         if stream_rows {
             let rows = df.clone().count().await? as u64;
             let plan = match by {
-                // A shuffle on Ballista: each of the `workers` tasks after it gets the rows
-                // of its share of the ids, from whichever tasks read them.
-                Some(column) => {
-                    let id = Expr::Column(df.schema().columns()[column].clone());
-                    LogicalPlanBuilder::from(df.logical_plan().clone())
-                        .repartition(Partitioning::Hash(vec![id], workers))?
-                        .build()?
-                }
+                Some(column) => grouped_by(df, column)?,
                 None => df.logical_plan().clone(),
             };
             return Ok((TrainRows::Query(plan), rows));
@@ -552,6 +551,30 @@ impl TrainRows {
         let train = ctx.udaf("ps_train")?.call(args);
         df.aggregate(vec![], vec![train, count_all()])
     }
+}
+
+/// The rows of `df` in as many partitions as the query plans (`workers` at every epoch), each
+/// holding all the rows of its ids (the values of `column`), the same ones at every epoch
+/// whichever tasks read them: each id's rows packed into a list by a grouping on the id
+/// (whose partitions are by the id's hash: a shuffle on Ballista), then unpacked. (A plain
+/// repartition by hash would be dropped by the optimizer, nothing above it asking for it.)
+fn grouped_by(df: DataFrame, column: usize) -> Result<LogicalPlan> {
+    let columns = df.schema().columns();
+    let packed: Vec<Expr> = (columns.iter().enumerate())
+        .flat_map(|(i, c)| [lit(format!("c{i}")), Expr::Column(c.clone())])
+        .collect();
+    let id = Expr::Column(columns[column].clone());
+    let rows = "__angel_rows";
+    let unpacked: Vec<Expr> = (columns.iter().enumerate())
+        .map(|(i, c)| get_field(col(rows), format!("c{i}")).alias(c.name()))
+        .collect();
+    let plan = df
+        .aggregate(vec![id], vec![array_agg(named_struct(packed)).alias(rows)])?
+        .unnest_columns(&[rows])?
+        .select(unpacked)?
+        .logical_plan()
+        .clone();
+    Ok(plan)
 }
 
 /// The rows of `batches` in `parts` partitions by their integer `column` (an id) modulo

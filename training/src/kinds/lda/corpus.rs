@@ -73,6 +73,28 @@ impl Corpus {
         all
     }
 
+    /// The same documents in an order of their content alone (by a hash of each document's
+    /// tokens, then by the tokens), so a worker of the same documents arriving in another
+    /// order numbers its tokens the same; and a hash of them all.
+    pub fn canonical(&self) -> (Corpus, u64) {
+        let hash = |d: usize| seed_of(0, self.doc(d));
+        let mut docs: Vec<usize> = (0..self.docs()).collect();
+        docs.sort_by(|&a, &b| (hash(a), self.doc(a)).cmp(&(hash(b), self.doc(b))));
+        let mut sorted = Corpus {
+            offsets: vec![0],
+            words: Vec::with_capacity(self.words.len()),
+        };
+        for d in docs {
+            sorted.words.extend_from_slice(self.doc(d));
+            sorted.offsets.push(sorted.words.len());
+        }
+        let lengths: Vec<u32> = (0..sorted.docs())
+            .map(|d| sorted.doc(d).len() as u32)
+            .collect();
+        let content = seed_of(seed_of(0, &lengths), &sorted.words);
+        (sorted, content)
+    }
+
     /// Number of documents.
     pub fn docs(&self) -> usize {
         self.offsets.len() - 1
@@ -124,6 +146,22 @@ mod tests {
         assert_eq!(bag.words, [1, 1, 2]);
         let both = Corpus::concat(vec![corpus, bag]);
         assert_eq!((both.docs(), both.doc(3)), (4, &[1, 1, 2][..]));
+    }
+
+    #[test]
+    fn the_canonical_order_and_hash_do_not_depend_on_the_documents_order() {
+        let words = list(&[&[3, 1, 3], &[], &[0, 2], &[1]]);
+        let shuffled = list(&[&[1], &[0, 2], &[3, 1, 3], &[]]);
+        let [a, b] = [words, shuffled].map(|w| Corpus::read("f", "m", (&w, None), 4).unwrap());
+        let ((a, hash_a), (b, hash_b)) = (a.canonical(), b.canonical());
+        assert_eq!((&a, hash_a), (&b, hash_b));
+        assert_eq!(a.docs(), 4);
+        let other = Corpus::read("f", "m", (&list(&[&[3, 1], &[3], &[0, 2], &[1]]), None), 4);
+        assert_ne!(
+            other.unwrap().canonical().1,
+            hash_a,
+            "the same tokens, other documents"
+        );
     }
 
     #[test]

@@ -6,19 +6,24 @@
 //! The counts live on the PS as one integer matrix of `topics` rows: column `w` holds word
 //! `w`'s counts (sparse storage: a word's topics without tokens take no room), and column
 //! `dim` (the other kinds' intercept) the topic totals. The assignments and each document's
-//! counts stay with the worker that holds the document for the whole statement ([`task`]).
+//! counts stay with the worker that holds the document for the whole statement ([`task`]);
+//! where a job reads its rows anew every round, the assignments are kept on the servers
+//! between rounds ([`stored`]).
 //!
 //! - [`corpus`]: a worker's documents read from `words [, counts]` columns;
 //! - [`sampler`]: SparseLDA's draw of a token's topic;
 //! - [`worker`]: a worker's tokens in sampling order, their topics, and one pass over them;
 //! - [`likelihood`]: the joint log-likelihood log p(w, z) the epoch table reports;
 //! - [`infer`]: a new document's topics under the trained model (`ps_topics`);
+//! - [`stored`]: the workers' token topics on the servers, for jobs that read their rows anew
+//!   every round (Ballista);
 //! - [`task`]: a worker's pass in a statement (`ps_train`).
 
 pub mod corpus;
 pub mod infer;
 pub mod likelihood;
 pub mod sampler;
+pub mod stored;
 pub mod task;
 pub mod worker;
 

@@ -31,6 +31,7 @@ use arrow::array::{ArrayData, ArrayRef};
 
 use super::Lda;
 use super::corpus::Corpus;
+use super::stored::StoredTopics;
 use super::worker::{Change, Worker};
 use crate::error::{Result, input_err};
 use crate::model::Model;
@@ -48,6 +49,9 @@ pub struct TopicTask {
     /// The task's documents, batch after batch: each batch's `words [, counts]` arrays.
     batches: Vec<Vec<ArrayRef>>,
     kept: Kept<Worker>,
+    /// Where the worker's token topics are kept when the job does not keep the worker, and
+    /// the hash of its documents.
+    stored: Option<(StoredTopics, u64)>,
 }
 
 /// What a worker's round did: its tokens, and its documents' part of the log-likelihood
@@ -69,6 +73,7 @@ impl TopicTask {
             function,
             batches: Vec::new(),
             kept,
+            stored: None,
         })
     }
 
@@ -85,26 +90,28 @@ impl TopicTask {
     /// Runs the worker's part of the current round; `progress` hears the tokens of each
     /// step.
     pub fn run(&mut self, mut progress: impl FnMut(u64, f64)) -> Result<Round> {
+        match self.kept.round(&self.model.name) {
+            Some(round) => self.run_kept(round, &mut progress),
+            None => self.run_stored(&mut progress),
+        }
+    }
+
+    /// A round of a job holding the rows in memory: the worker the previous round left is
+    /// found by the identity of its batches, and kept for the next.
+    fn run_kept(&mut self, round: u32, progress: &mut impl FnMut(u64, f64)) -> Result<Round> {
         let name = self.model.name.clone();
-        let Some(round) = self.kept.round(&name) else {
-            return input_err(format!(
-                "model '{name}': a topic model's workers keep their documents' topics in the \
-                 job's memory for the whole statement, and this job streams its training rows \
-                 (on Ballista, or with tables on disk): not supported yet"
-            ));
-        };
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
         let worker = match (round, self.kept.take(&name, &arrays)) {
-            (0, _) => self.start()?,
+            (0, _) => self.start(&self.corpus()?)?,
             (_, Some(mut worker)) => {
-                self.draw(&mut worker, &mut progress)?;
+                self.draw(&mut worker, progress)?;
                 worker
             }
             // A task without documents left nothing to find (tasks without documents share
             // one fingerprint); it still takes part in a rotation.
             (_, None) if arrays.is_empty() => {
-                let mut worker = self.start()?;
-                self.draw(&mut worker, &mut progress)?;
+                let mut worker = self.start(&Corpus::default())?;
+                self.draw(&mut worker, progress)?;
                 worker
             }
             (_, None) => {
@@ -115,19 +122,52 @@ impl TopicTask {
                 ));
             }
         };
-        let done = Round {
-            tokens: worker.tokens(),
-            doc_likelihood: worker.doc_likelihood(),
-        };
-        if round == 0 {
-            progress(done.tokens, 0.0);
-        }
+        let done = self.done(round, &worker, progress);
         self.kept.put(&name, round, arrays, worker);
         Ok(done)
     }
 
-    /// Round 0: reads the documents, draws their tokens' topics and pushes their counts.
-    fn start(&self) -> Result<Worker> {
+    /// A round of a job that reads its rows anew every round: the worker is made again from
+    /// its documents, and its tokens' topics are on the servers ([`StoredTopics`]).
+    fn run_stored(&mut self, progress: &mut impl FnMut(u64, f64)) -> Result<Round> {
+        let stored = StoredTopics::of(self.model.client().clone(), &self.model.name);
+        let Some(round) = stored.round()? else {
+            return input_err(format!(
+                "model '{}': the statement keeps its workers' token topics neither in the \
+                 job's memory nor on the servers",
+                self.model.name
+            ));
+        };
+        let (corpus, content) = self.corpus()?.canonical();
+        tracing::debug!(model = %self.model.name, round, content, docs = corpus.docs(), tokens = corpus.words.len(), "topic worker of stored topics");
+        self.stored = Some((stored, content));
+        let worker = match round {
+            0 => self.start(&corpus)?,
+            _ => {
+                let mut worker = self.worker(&corpus);
+                let (stored, content) = self.stored.as_ref().expect("set above");
+                worker.restore(stored.load(*content, worker.tokens() as usize)?, round)?;
+                self.draw(&mut worker, progress)?;
+                worker
+            }
+        };
+        Ok(self.done(round, &worker, progress))
+    }
+
+    /// What `worker` did in round `round`; round 0's tokens go to `progress` (later rounds'
+    /// went step by step).
+    fn done(&self, round: u32, worker: &Worker, progress: &mut impl FnMut(u64, f64)) -> Round {
+        if round == 0 {
+            progress(worker.tokens(), 0.0);
+        }
+        Round {
+            tokens: worker.tokens(),
+            doc_likelihood: worker.doc_likelihood(),
+        }
+    }
+
+    /// The task's documents.
+    fn corpus(&self) -> Result<Corpus> {
         let read = (self.batches.iter())
             .map(|b| {
                 Corpus::read(
@@ -138,12 +178,25 @@ impl TopicTask {
                 )
             })
             .collect::<Result<Vec<_>>>()?;
+        Ok(Corpus::concat(read))
+    }
+
+    /// The worker of `corpus`, every token's topic drawn at random.
+    fn worker(&self, corpus: &Corpus) -> Worker {
         // The master cuts the rotation into as many slices as the training description says.
         let rotated = self.model.spec.sync.to_proto().rotation_slices as usize;
-        let corpus = Corpus::concat(read);
-        let worker = Worker::for_model(&self.lda, self.model.spec.dim, &corpus, rotated);
+        Worker::for_model(&self.lda, self.model.spec.dim, corpus, rotated)
+    }
+
+    /// Round 0: draws the topics of `corpus`'s tokens at random and pushes their counts (and,
+    /// when they are stored, the topics).
+    fn start(&self, corpus: &Corpus) -> Result<Worker> {
+        let worker = self.worker(corpus);
         for s in (0..worker.slices.len()).filter(|&s| !worker.slices[s].keys.is_empty()) {
             self.push(&worker.slices[s].keys, worker.counts(s))?;
+        }
+        if let Some((stored, content)) = &self.stored {
+            stored.save(*content, 0, (&vec![0; worker.topics.len()], &worker.topics))?;
         }
         Ok(worker)
     }
@@ -245,15 +298,20 @@ impl TopicTask {
         let mut drawn = 0;
         for (i, &s) in order.iter().enumerate() {
             let following = order.get(i + 1).map(|&f| self.fetch(keys, f));
+            let tokens = worker.slice_tokens(s);
+            let before = (self.stored.as_ref()).map(|_| worker.topics[tokens.clone()].to_vec());
             let change = view.sample(worker, s, pulled.take().expect("pulled before its draw"));
             // The following pull ends before this push starts, so it lacks exactly this change.
             if let Some(following) = following {
                 pulled = Some(block_on(following.join())?);
             }
             self.push(&worker.slices[s].keys, change)?;
-            let tokens = worker.slices[s].tokens();
-            drawn += tokens;
-            progress(tokens, 0.0);
+            if let (Some((stored, content)), Some(before)) = (&self.stored, before) {
+                let after = &worker.topics[tokens.clone()];
+                stored.save(*content, tokens.start, (&before, after))?;
+            }
+            drawn += tokens.len() as u64;
+            progress(tokens.len() as u64, 0.0);
             if !go_on()
                 && let Some(&next) = order.get(i + 1)
             {

@@ -16,6 +16,7 @@ use super::corpus::{Corpus, seed_of};
 use super::likelihood;
 use super::sampler::Sampler;
 use super::{Lda, Priors};
+use crate::error::{Result, input_err};
 
 /// Values one slice's dense pull may hold (topics x words): a pull of 8 MB.
 const SLICE_VALUES: u64 = 1 << 20;
@@ -207,6 +208,34 @@ impl Worker {
         (self.docs.iter().zip(&self.lengths))
             .map(|(counts, &n)| likelihood::document(p, counts.iter().map(|c| c.1), n))
             .sum()
+    }
+
+    /// The tokens of slice `s`: a run of the sampling order.
+    pub fn slice_tokens(&self, s: usize) -> Range<usize> {
+        let runs = &self.slices[s].runs;
+        match (runs.first(), runs.last()) {
+            (Some((_, first)), Some((_, last))) => first.start..last.end,
+            _ => 0..0,
+        }
+    }
+
+    /// Sets every token's topic (`topics`, in sampling order, as a worker of the same
+    /// documents left them) and the documents' counts from them, for round `round`, whose
+    /// draws follow the round.
+    pub fn restore(&mut self, topics: Vec<u32>, round: u32) -> Result<()> {
+        let k = self.priors.topics as u32;
+        if topics.len() != self.topics.len() || topics.iter().any(|&t| t >= k) {
+            return input_err(format!(
+                "the stored topics of a worker's {} tokens are not {} topics of {k}",
+                self.topics.len(),
+                topics.len()
+            ));
+        }
+        self.topics = topics;
+        self.count_docs();
+        let seed = rand::Rng::random::<u64>(&mut self.rng);
+        self.rng = SmallRng::seed_from_u64(seed ^ u64::from(round));
+        Ok(())
     }
 
     /// Number of tokens.
