@@ -14,7 +14,7 @@ use angel_client::EpochReport;
 use angel_training::kinds::lda::likelihood;
 use angel_training::kinds::lda::stored::StoredTopics;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
 
 use super::epoch_table::{self, Column};
@@ -51,76 +51,85 @@ pub(super) async fn train(
     }
     let kept = binding.topic_workers();
     let bar = bar(0, "tokens");
-    let mut table = Vec::new();
-    for round in 0..=plan.epochs {
-        kept.start_round(name, round as u32);
-        if let Some(stored) = &stored {
-            stored
-                .start_round(round as u32)
-                .await
-                .map_err(train_error)?;
+    // The statement's token topics go whether its rounds succeed or not.
+    let table = async {
+        let mut table = Vec::new();
+        for round in 0..=plan.epochs {
+            kept.start_round(name, round as u32);
+            if let Some(stored) = &stored {
+                stored
+                    .start_round(round as u32)
+                    .await
+                    .map_err(train_error)?;
+            }
+            let started = Instant::now();
+            let before = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
+            // The workers count the tokens they draw, which time control may leave short of all.
+            let drawn_before = bar.position();
+            let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
+            let (mean, documents) = watch(
+                &bar,
+                (&binding.reports().progress, &client, name),
+                (round, plan.epochs, false),
+                first_row(frame),
+            )
+            .await?;
+            let seconds = started.elapsed().as_secs_f64();
+            let drawn = bar.position() - drawn_before;
+            let after = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
+            let (model_side, tokens) =
+                (likelihood::model(&client, name, &priors).await).map_err(train_error)?;
+            let evaluating = Instant::now();
+            let holdout_perplexity = match &plan.holdout {
+                Some(holdout) => Some(perplexity(ctx, name, &rows.columns.inputs, holdout).await?),
+                None => None,
+            };
+            let holdout_seconds = evaluating.elapsed().as_secs_f64();
+            if round == 0 {
+                bar.set_length(tokens * (plan.epochs as u64 + 1));
+            }
+            // ps_train answers the documents' part per token.
+            let log_likelihood = model_side + float(&mean).unwrap_or_default() * tokens as f64;
+            let report = EpochReport {
+                model: name.to_string(),
+                epoch: round as u32,
+                rows: tokens,
+                train_loss: Some(-log_likelihood / tokens.max(1) as f64).filter(|l| l.is_finite()),
+                seconds,
+                ..Default::default()
+            };
+            if let Err(e) = client.report_epoch(report).await {
+                tracing::warn!(
+                    model = name,
+                    round,
+                    "the master did not take the epoch report: {e}"
+                );
+            }
+            table.push(Row {
+                epoch: round as i64,
+                documents: float(&documents).unwrap_or_default() as i64,
+                tokens: tokens as i64,
+                drawn: drawn as i64,
+                log_likelihood,
+                holdout_perplexity,
+                seconds,
+                holdout_seconds,
+                push_mb: traffic(before, after).0 as f64 / 1e6,
+                workers: workers as i64,
+            });
         }
-        let started = Instant::now();
-        let before = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
-        // The workers count the tokens they draw, which time control may leave short of all.
-        let drawn_before = bar.position();
-        let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
-        let (mean, documents) = watch(
-            &bar,
-            (&binding.reports().progress, &client, name),
-            (round, plan.epochs, false),
-            first_row(frame),
-        )
-        .await?;
-        let seconds = started.elapsed().as_secs_f64();
-        let drawn = bar.position() - drawn_before;
-        let after = push_traffic(&client.status().await.map_err(ps_error)?, &[id]);
-        let (model_side, tokens) =
-            (likelihood::model(&client, name, &priors).await).map_err(train_error)?;
-        let evaluating = Instant::now();
-        let holdout_perplexity = match &plan.holdout {
-            Some(holdout) => Some(perplexity(ctx, name, &rows.columns.inputs, holdout).await?),
-            None => None,
-        };
-        let holdout_seconds = evaluating.elapsed().as_secs_f64();
-        if round == 0 {
-            bar.set_length(tokens * (plan.epochs as u64 + 1));
-        }
-        // ps_train answers the documents' part per token.
-        let log_likelihood = model_side + float(&mean).unwrap_or_default() * tokens as f64;
-        let report = EpochReport {
-            model: name.to_string(),
-            epoch: round as u32,
-            rows: tokens,
-            train_loss: Some(-log_likelihood / tokens.max(1) as f64).filter(|l| l.is_finite()),
-            seconds,
-            ..Default::default()
-        };
-        if let Err(e) = client.report_epoch(report).await {
-            tracing::warn!(
-                model = name,
-                round,
-                "the master did not take the epoch report: {e}"
-            );
-        }
-        table.push(Row {
-            epoch: round as i64,
-            documents: float(&documents).unwrap_or_default() as i64,
-            tokens: tokens as i64,
-            drawn: drawn as i64,
-            log_likelihood,
-            holdout_perplexity,
-            seconds,
-            holdout_seconds,
-            push_mb: traffic(before, after).0 as f64 / 1e6,
-            workers: workers as i64,
-        });
+        Ok::<_, DataFusionError>(table)
     }
+    .await;
     bar.finish_and_clear();
     drop(caching);
-    if let Some(stored) = &stored {
-        stored.drop().await.map_err(train_error)?;
-    }
+    let dropped = match &stored {
+        Some(stored) => stored.drop().await.map_err(train_error),
+        None => Ok(()),
+    };
+    // A failed round's error says more than a failed drop.
+    let table = table?;
+    dropped?;
     epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
 }
 
