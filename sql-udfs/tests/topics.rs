@@ -7,6 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use angel_client::PsClient;
+use angel_client::task_change::Pass;
 use angel_etl::corpus_data::{self, CorpusSpec, Truth};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
@@ -293,7 +294,8 @@ async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
 /// Workers that keep nothing from round to round (on Ballista, each round's tasks are new and
 /// their documents come in another order) keep their tokens' topics on the servers: after
 /// every round, in both parallel modes, the counts on the servers are what the topics stored
-/// for each worker's documents make, and every token was drawn.
+/// for each worker's documents make, and every token was drawn; a task of round 0 run again
+/// changes nothing, and a worker given other documents than in round 0 is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
     let spec = CorpusSpec::small();
@@ -315,23 +317,34 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
         stored.create().await.unwrap();
         for round in 0..=3 {
             stored.start_round(round).await.unwrap();
-            let runs: Vec<_> = (parts.iter().cloned())
-                .map(|mut docs| {
+            let task = |docs: Vec<Vec<u32>>, part: u64| {
+                let (client, name) = (client.clone(), name.clone());
+                std::thread::spawn(move || {
+                    let model = Model::open(client, &name).unwrap();
+                    let mut task = TopicTask::new(model, "test", Kept::default()).unwrap();
+                    task.add(&documents(&docs));
+                    // Named as a Ballista task's pushes are (run, partition).
+                    Pass::new(&[u64::from(round), part]).scope(|| task.run(|_, _| {}))
+                })
+            };
+            let runs: Vec<_> = (parts.iter().cloned().zip(0..))
+                .map(|(mut docs, part)| {
                     // New arrays every round, the documents in another order.
                     if round % 2 == 1 {
                         docs.reverse();
                     }
-                    let (client, name) = (client.clone(), name.clone());
-                    std::thread::spawn(move || {
-                        let model = Model::open(client, &name).unwrap();
-                        let mut task = TopicTask::new(model, "test", Kept::default()).unwrap();
-                        task.add(&documents(&docs));
-                        task.run(|_, _| {}).unwrap()
-                    })
+                    task(docs, part)
                 })
                 .collect();
-            let done: u64 = runs.into_iter().map(|r| r.join().unwrap().tokens).sum();
+            let done: u64 = runs
+                .into_iter()
+                .map(|r| r.join().unwrap().unwrap().tokens)
+                .sum();
             assert_eq!(done, tokens);
+            if round == 0 {
+                // A task run again: the servers refuse what its first run pushed.
+                task(parts[0].clone(), 0).join().unwrap().unwrap();
+            }
             let width = spec.words as usize + 1;
             let mut expected = vec![0i64; spec.topics * width];
             let model = Model::open(client.clone(), &name).unwrap();
@@ -353,6 +366,14 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
             let on_servers = counts(&service.master_addr(), &name).await;
             assert_eq!(on_servers, expected, "{parallelism}, round {round}");
         }
+        // A worker whose documents were not those of round 0 is told so.
+        stored.start_round(4).await.unwrap();
+        let model = Model::open(client.clone(), &name).unwrap();
+        let mut other = TopicTask::new(model, "test", Kept::default()).unwrap();
+        other.add(&documents(&parts[0][1..]));
+        let err = std::thread::spawn(move || other.run(|_, _| {}).unwrap_err().to_string());
+        let err = err.join().unwrap();
+        assert!(err.contains(&name) && err.contains("other rows"), "{err}");
         stored.drop().await.unwrap();
     }
 }

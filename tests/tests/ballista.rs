@@ -76,15 +76,8 @@ fn adult_on_ballista_matches_embedded_and_trains_in_the_executors() {
     let (_, embedded_auc, _) = adult(&out.path().join("embedded"), &["--partitions", "4"]);
 
     let cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
-    let (client_pid, cluster_auc, stdout) = adult(
-        &out.path().join("cluster"),
-        &[
-            "--ballista",
-            cluster.scheduler_url(),
-            "--master",
-            &cluster.master.addr,
-        ],
-    );
+    let (client_pid, cluster_auc, stdout) =
+        adult(&out.path().join("cluster"), &cluster_flags(&cluster));
     assert!(
         (cluster_auc - embedded_auc).abs() <= 0.005,
         "AUC on Ballista {cluster_auc} vs embedded {embedded_auc}"
@@ -189,12 +182,7 @@ fn new_model_kinds_on_ballista_match_embedded() {
     let embedded_kmeans = clustered(&stdout);
 
     let cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
-    let on_cluster = [
-        "--ballista",
-        cluster.scheduler_url(),
-        "--master",
-        &cluster.master.addr,
-    ];
+    let on_cluster = cluster_flags(&cluster);
     let (client_pid, stdout) = example(
         "gbdt/job.sql",
         &at("c1"),
@@ -337,15 +325,7 @@ fn a_job_finishes_on_the_executors_left_when_one_dies() {
     let out = tempfile::tempdir().unwrap();
     let mut cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
     cluster.executors[1].kill();
-    let (_, auc, _) = adult(
-        out.path(),
-        &[
-            "--ballista",
-            cluster.scheduler_url(),
-            "--master",
-            &cluster.master.addr,
-        ],
-    );
+    let (_, auc, _) = adult(out.path(), &cluster_flags(&cluster));
     assert!(auc >= 0.905, "Adult AUC {auc} on the surviving executor");
     let pushes = pushes_by_pid(&cluster.master.addr);
     let survivor = u64::from(cluster.executors[0].pid());
@@ -659,12 +639,7 @@ fn rotation_and_topic_models_on_ballista_match_embedded() {
     let embedded = rmse(&stdout);
 
     let cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
-    let on_cluster = [
-        "--ballista",
-        cluster.scheduler_url(),
-        "--master",
-        &cluster.master.addr,
-    ];
+    let on_cluster = cluster_flags(&cluster);
     let (client_pid, stdout) = example(
         "mf/job.sql",
         &at("cluster"),
@@ -807,16 +782,11 @@ fn a_rotation_statement_goes_on_after_an_executor_dies() {
     let args = [
         &[job.to_str().unwrap(), "--namespace", NS, "--var", &out][..],
         &mf_args(&train, &test, "epochs=6"),
-        &[
-            "--ballista",
-            cluster.scheduler_url(),
-            "--master",
-            &cluster.master.addr,
-        ],
+        &cluster_flags(&cluster),
     ]
     .concat();
     let job = start_job(&args, &[]);
-    // Kill an executor that trained, while a worker holds a slice in the second round.
+    // Kill an executor training, while a worker holds a slice in the second round.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client = runtime
         .block_on(PsClient::connect(&cluster.master.addr))
@@ -831,19 +801,26 @@ fn a_rotation_statement_goes_on_after_an_executor_dies() {
             .unwrap()
             .leases
     };
+    // The executor whose tasks pushed since the last look runs a worker of the round.
+    let pushed = |pushes: &HashMap<(u64, String), u64>, e: &Process| {
+        (pushes.get(&(u64::from(e.pid()), "recs".into()))).map_or(0, |&n| n)
+    };
     let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    let mut before = pushes_by_pid(&cluster.master.addr);
     let victim = loop {
-        assert!(Instant::now() < deadline, "the second round never started");
-        let held = leases().iter().any(|l| l.round >= 2 && l.end_us == 0);
-        let pushes = pushes_by_pid(&cluster.master.addr);
-        let trainer = cluster
-            .executors
-            .iter()
-            .position(|e| pushes.contains_key(&(u64::from(e.pid()), "recs".into())));
-        if let (true, Some(trainer)) = (held, trainer) {
-            break trainer;
-        }
+        assert!(
+            Instant::now() < deadline,
+            "no executor trained in the second round"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
+        let held = leases().iter().any(|l| l.round >= 2 && l.end_us == 0);
+        let now = pushes_by_pid(&cluster.master.addr);
+        let training =
+            (cluster.executors.iter()).position(|e| pushed(&now, e) > pushed(&before, e));
+        before = now;
+        if let (true, Some(training)) = (held, training) {
+            break training;
+        }
     };
     cluster.executors[victim].kill();
     let stdout = finished(job);
@@ -855,4 +832,14 @@ fn a_rotation_statement_goes_on_after_an_executor_dies() {
         .filter(|l| l.model == format!("{NS}/recs"))
         .any(|l| !steps.insert((l.round, l.group, l.rank, l.step)));
     assert!(again, "no worker started its round over");
+}
+
+/// The `angel-ps run` flags of a job on `cluster`.
+fn cluster_flags(cluster: &LocalCluster) -> [&str; 4] {
+    [
+        "--ballista",
+        cluster.scheduler_url(),
+        "--master",
+        &cluster.master.addr,
+    ]
 }

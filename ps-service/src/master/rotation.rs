@@ -221,6 +221,17 @@ impl Rotations {
         }
         let mut models = self.models.lock();
         let model = models.entry(r.model.clone()).or_default();
+        // A task run again after its round ended (its output was lost with its executor):
+        // what its lost run trained is applied, and there is nothing left to do.
+        if let Some(round) = &model.round
+            && let Some(rank) = round.joined.iter().position(|&id| id == r.worker)
+            && round.left.iter().all(|&left| left)
+        {
+            return Ok(RotateReply {
+                ready: false,
+                ..round.reply(rank as u32)
+            });
+        }
         let running = model.round.as_ref().is_some_and(|round| {
             let waiting = round.joined.len() < round.workers as usize;
             !round.failed && (waiting || round.left.iter().any(|left| !left))
@@ -682,7 +693,8 @@ mod tests {
     }
 
     /// A worker that joins again under its id (its task run again after its executor died)
-    /// keeps its rank, and the slice its lost run held goes free for the others.
+    /// keeps its rank, and the slice its lost run held goes free for the others; once the
+    /// round has ended, it is told there is nothing left to do.
     #[tokio::test]
     async fn a_worker_joining_again_keeps_its_rank_and_frees_its_slice() {
         let rotations = Rotations::default();
@@ -715,6 +727,16 @@ mod tests {
         call(1, RotatePhase::Release, 0).await.unwrap();
         let err = call(3, RotatePhase::Join, 0).await.unwrap_err().to_string();
         assert!(err.contains("one more asked to join"), "{err}");
+        for worker in [1, 2] {
+            call(worker, RotatePhase::Leave, 0).await.unwrap();
+        }
+        let late = call(2, RotatePhase::Join, 0).await.unwrap();
+        assert!(
+            !late.ready && late.round == 1,
+            "a worker of the round that ended has nothing to do: {late:?}"
+        );
+        let next = call(4, RotatePhase::Join, 0).await.unwrap();
+        assert!(next.ready && next.round == 2, "{next:?}");
     }
 
     /// A fixed budget is the option's; an automatic one follows the previous round's lower

@@ -481,8 +481,9 @@ pub(super) enum TrainRows {
     Spread(Arc<MemTable>),
     /// On Ballista, or with tables on disk: the query itself, planned with `workers` target
     /// partitions, so its scan's files are grouped into at most that many tasks and no epoch
-    /// holds the rows whole; under model rotation, with its rows then split by user among
-    /// `workers` partitions.
+    /// holds the rows whole; under model rotation, and for a topic model, its rows grouped by
+    /// id into `workers` partitions first (a grouping that holds each partition's rows while
+    /// it runs).
     Query(LogicalPlan),
 }
 
@@ -564,7 +565,11 @@ fn grouped_by(df: DataFrame, column: usize) -> Result<LogicalPlan> {
         .flat_map(|(i, c)| [lit(format!("c{i}")), Expr::Column(c.clone())])
         .collect();
     let id = Expr::Column(columns[column].clone());
-    let rows = "__angel_rows";
+    let mut rows = "__angel_rows".to_string();
+    while columns.iter().any(|c| c.name() == rows) {
+        rows.push('_');
+    }
+    let rows = rows.as_str();
     let unpacked: Vec<Expr> = (columns.iter().enumerate())
         .map(|(i, c)| get_field(col(rows), format!("c{i}")).alias(c.name()))
         .collect();

@@ -30,11 +30,16 @@ impl Member {
     /// Joins the running round of `model`, runs `steps` as a member of it, and leaves,
     /// whatever happened (an error or a panic, which goes on unwinding after), so the slices
     /// it holds go to the others rather than leaving them waiting, and the next statement
-    /// starts a round of its own.
-    pub fn round<T>(model: &Model, steps: impl FnOnce(&Member) -> Result<T>) -> Result<T> {
+    /// starts a round of its own. A task run again after its round ended runs nothing.
+    pub fn round<T: Default>(model: &Model, steps: impl FnOnce(&Member) -> Result<T>) -> Result<T> {
         let client = model.client().clone();
         let (name, id) = (model.name.clone(), worker_id());
         let joined = block_on(client.rotate(request(&name, id, RotatePhase::Join, 0)))?;
+        if !joined.ready {
+            // A task run again after its round ended: its lost run's work is applied.
+            tracing::debug!(model = %name, round = joined.round, "rotation worker: round over");
+            return Ok(T::default());
+        }
         // The hook names a rank in join order; ranks are dealt to the groups in turn.
         let groups = (model.spec.sync.workers / joined.workers.max(1)).max(1);
         let slowdown = match slow_hook()? {

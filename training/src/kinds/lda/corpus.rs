@@ -18,11 +18,21 @@ pub fn seed_of(seed: u64, words: &[u32]) -> u64 {
 }
 
 /// Documents as token lists of word indices.
-#[derive(Debug, Default, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Corpus {
     /// Document `d`'s tokens are `words[offsets[d]..offsets[d + 1]]`.
     pub offsets: Vec<usize>,
     pub words: Vec<u32>,
+}
+
+impl Default for Corpus {
+    /// No documents.
+    fn default() -> Self {
+        Corpus {
+            offsets: vec![0],
+            words: Vec::new(),
+        }
+    }
 }
 
 impl Corpus {
@@ -37,10 +47,7 @@ impl Corpus {
     ) -> Result<Self> {
         let rows = SparseRows::from_arrays(function, None, words, counts)?;
         rows.check(function, model, vocabulary)?;
-        let mut corpus = Corpus {
-            offsets: vec![0],
-            words: Vec::new(),
-        };
+        let mut corpus = Corpus::default();
         for r in 0..rows.len() {
             for (at, &word) in rows.keys(r).iter().enumerate() {
                 let count = rows.value(r, at);
@@ -60,10 +67,7 @@ impl Corpus {
 
     /// The documents of `parts`, one after the other.
     pub fn concat(parts: Vec<Corpus>) -> Corpus {
-        let mut all = Corpus {
-            offsets: vec![0],
-            words: Vec::new(),
-        };
+        let mut all = Corpus::default();
         for part in parts {
             for d in 0..part.docs() {
                 all.words.extend_from_slice(part.doc(d));
@@ -77,9 +81,8 @@ impl Corpus {
     /// tokens, then by the tokens), so a worker of the same documents arriving in another
     /// order numbers its tokens the same; and a hash of them all.
     pub fn canonical(&self) -> (Corpus, u64) {
-        let hash = |d: usize| seed_of(0, self.doc(d));
         let mut docs: Vec<usize> = (0..self.docs()).collect();
-        docs.sort_by(|&a, &b| (hash(a), self.doc(a)).cmp(&(hash(b), self.doc(b))));
+        docs.sort_by_cached_key(|&d| (seed_of(0, self.doc(d)), self.doc(d)));
         let mut sorted = Corpus {
             offsets: vec![0],
             words: Vec::with_capacity(self.words.len()),
@@ -146,6 +149,13 @@ mod tests {
         assert_eq!(bag.words, [1, 1, 2]);
         let both = Corpus::concat(vec![corpus, bag]);
         assert_eq!((both.docs(), both.doc(3)), (4, &[1, 1, 2][..]));
+    }
+
+    #[test]
+    fn no_documents_make_an_empty_corpus() {
+        let empty = Corpus::default();
+        assert_eq!((empty.docs(), empty.canonical().0), (0, Corpus::default()));
+        assert_eq!(Corpus::concat(Vec::new()), empty);
     }
 
     #[test]

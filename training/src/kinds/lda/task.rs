@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use angel_client::runtime::{Started, block_on, start};
-use angel_client::{PsClient, RotateReply};
+use angel_client::{ChangeNames, PsClient, RotateReply};
 use arrow::array::{ArrayData, ArrayRef};
 
 use super::Lda;
@@ -189,14 +189,17 @@ impl TopicTask {
     }
 
     /// Round 0: draws the topics of `corpus`'s tokens at random and pushes their counts (and,
-    /// when they are stored, the topics).
+    /// when they are stored, the topics). It draws the same and pushes in the same order at
+    /// every run, so on Ballista a task run again names its pushes as its lost run did, and
+    /// the servers refuse what that run applied.
     fn start(&self, corpus: &Corpus) -> Result<Worker> {
         let worker = self.worker(corpus);
+        let mut names = ChangeNames::for_accumulator();
         for s in (0..worker.slices.len()).filter(|&s| !worker.slices[s].keys.is_empty()) {
-            self.push(&worker.slices[s].keys, worker.counts(s))?;
+            self.push(&worker.slices[s].keys, worker.counts(s), names.as_mut())?;
         }
         if let Some((stored, content)) = &self.stored {
-            stored.save(*content, 0, (&vec![0; worker.topics.len()], &worker.topics))?;
+            stored.start(*content, &worker.topics, names.as_mut())?;
         }
         Ok(worker)
     }
@@ -305,10 +308,10 @@ impl TopicTask {
             if let Some(following) = following {
                 pulled = Some(block_on(following.join())?);
             }
-            self.push(&worker.slices[s].keys, change)?;
+            self.push(&worker.slices[s].keys, change, None)?;
             if let (Some((stored, content)), Some(before)) = (&self.stored, before) {
                 let after = &worker.topics[tokens.clone()];
-                stored.save(*content, tokens.start, (&before, after))?;
+                stored.save(*content, tokens.start, (&before, after), None)?;
             }
             drawn += tokens.len() as u64;
             progress(tokens.len() as u64, 0.0);
@@ -375,13 +378,22 @@ impl TopicTask {
         }
     }
 
-    /// Adds a change of the counts of slice words `keys` (and of the totals) to the model.
-    fn push(&self, keys: &[u64], (totals, words): Change) -> Result<()> {
+    /// Adds a change of the counts of slice words `keys` (and of the totals) to the model, the
+    /// push named by `names` if any.
+    fn push(
+        &self,
+        keys: &[u64],
+        (totals, words): Change,
+        names: Option<&mut ChangeNames>,
+    ) -> Result<()> {
         let keys = with_totals(keys, self.model.spec.dim);
         let values = topic_major(&totals, &words, keys.len());
         let rows = self.model.weight_row_ids();
         let client: &Arc<_> = self.model.client();
-        let how = angel_client::PushOptions::default();
+        let how = angel_client::PushOptions {
+            change: names.map(ChangeNames::next_change),
+            ..angel_client::PushOptions::default()
+        };
         block_on(client.push_with::<i64>(&self.model.name, &rows, &keys, &values, how))?;
         Ok(())
     }

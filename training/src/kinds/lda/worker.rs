@@ -221,7 +221,7 @@ impl Worker {
 
     /// Sets every token's topic (`topics`, in sampling order, as a worker of the same
     /// documents left them) and the documents' counts from them, for round `round`, whose
-    /// draws follow the round.
+    /// draws and time control's starting places follow the round.
     pub fn restore(&mut self, topics: Vec<u32>, round: u32) -> Result<()> {
         let k = self.priors.topics as u32;
         if topics.len() != self.topics.len() || topics.iter().any(|&t| t >= k) {
@@ -233,6 +233,10 @@ impl Worker {
         }
         self.topics = topics;
         self.count_docs();
+        // Where time control stopped each rotated slice's last step is not kept: each round
+        // starts one slice further, so no slice is always the one a step runs out before.
+        let per = (self.slices.len() / self.rotated().max(1)).max(1);
+        self.resume.fill(round as usize % per);
         let seed = rand::Rng::random::<u64>(&mut self.rng);
         self.rng = SmallRng::seed_from_u64(seed ^ u64::from(round));
         Ok(())
