@@ -229,11 +229,7 @@ async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
     let tokens: u64 = corpus.docs.iter().map(|d| d.len() as u64).sum();
     for parallelism in ["data", "rotation"] {
         let name = format!("topics_{parallelism}");
-        let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
-        model.set("topics", &spec.topics.to_string()).unwrap();
-        model.set("workers", "3").unwrap();
-        model.set("parallelism", parallelism).unwrap();
-        model.create(&client, &name).await.unwrap();
+        three_worker_model(&client, &name, parallelism).await;
         let kept = Kept::<Worker>::default();
         kept.enable(&name);
         for round in 0..=3 {
@@ -308,11 +304,7 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
     let tokens: u64 = corpus.docs.iter().map(|d| d.len() as u64).sum();
     for parallelism in ["data", "rotation"] {
         let name = format!("stored_{parallelism}");
-        let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
-        model.set("topics", &spec.topics.to_string()).unwrap();
-        model.set("workers", "3").unwrap();
-        model.set("parallelism", parallelism).unwrap();
-        model.create(&client, &name).await.unwrap();
+        three_worker_model(&client, &name, parallelism).await;
         let stored = StoredTopics::of(client.clone(), &name);
         stored.create().await.unwrap();
         for round in 0..=3 {
@@ -376,6 +368,16 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
         assert!(err.contains(&name) && err.contains("other rows"), "{err}");
         stored.drop().await.unwrap();
     }
+}
+
+/// Creates topic model `name` of the small corpus's shape, for 3 workers in `parallelism`.
+async fn three_worker_model(client: &Arc<PsClient>, name: &str, parallelism: &str) {
+    let spec = CorpusSpec::small();
+    let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
+    model.set("topics", &spec.topics.to_string()).unwrap();
+    model.set("workers", "3").unwrap();
+    model.set("parallelism", parallelism).unwrap();
+    model.create(client, name).await.unwrap();
 }
 
 /// A part of the corpus as `ps_train`'s arguments: the words and their counts per document.
