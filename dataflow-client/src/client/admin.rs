@@ -93,6 +93,15 @@ impl PsClient {
         self.refresh().await
     }
 
+    /// Drops a matrix if there is one of that name (a statement replacing what an earlier
+    /// one left).
+    pub async fn drop_matrix_if_any(&self, name: &str) -> Result<()> {
+        match self.drop_matrix(name).await {
+            Ok(()) | Err(PsError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Asks the master for a matrix's current metadata.
     pub async fn describe(&self, name: &str) -> Result<Matrix> {
         let meta = self

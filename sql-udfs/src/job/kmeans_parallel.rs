@@ -10,7 +10,7 @@
 //! only the rows drawn reach the job. A row's draw compares a number made from a seeded hash of
 //! its id, so every engine draws the same rows.
 
-use angel_client::{PsClient, PsError};
+use angel_client::PsClient;
 use angel_training::kinds;
 use angel_training::kinds::kmeans::{KMeans, MAX_CENTRES, seeding};
 use angel_training::model::ModelSpec;
@@ -155,10 +155,10 @@ impl Candidates<'_> {
     }
 
     async fn drop(&self) -> Result<()> {
-        match self.client.drop_matrix(&self.model).await {
-            Ok(()) | Err(PsError::NotFound(_)) => Ok(()),
-            Err(e) => Err(ps_error(e)),
-        }
+        self.client
+            .drop_matrix_if_any(&self.model)
+            .await
+            .map_err(ps_error)
     }
 }
 

@@ -187,10 +187,7 @@ pub async fn create_model(
     }
     let client = binding.client()?;
     if replace {
-        match client.drop_matrix(name).await {
-            Ok(()) | Err(PsError::NotFound(_)) => {}
-            Err(e) => return Err(ps_error(e)),
-        }
+        client.drop_matrix_if_any(name).await.map_err(ps_error)?;
     }
     let matrix = plan.spec.create(&client, name).await.map_err(train_error)?;
     if plan.spec.kind.topics().is_some() {

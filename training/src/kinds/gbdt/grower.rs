@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use angel_client::{MatrixSpec, NodeSplit, PsClient, PsError, PushOptions, ValueType};
+use angel_client::{MatrixSpec, NodeSplit, PsClient, PushOptions, ValueType};
 use futures::future::try_join_all;
 
 use super::Gbdt;
@@ -137,10 +137,7 @@ impl Grower {
             f64s(&names.totals, 2, 2),
         ];
         for spec in specs {
-            match client.drop_matrix(&spec.name).await {
-                Ok(()) | Err(PsError::NotFound(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
+            client.drop_matrix_if_any(&spec.name).await?;
             client.create_matrix(spec).await?;
         }
         Ok(Grower {

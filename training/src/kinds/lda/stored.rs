@@ -59,10 +59,7 @@ impl StoredTopics {
 
     /// Drops the matrix: the statement ended.
     pub async fn drop(&self) -> Result<()> {
-        match self.client.drop_matrix(&self.name).await {
-            Ok(()) | Err(PsError::NotFound(_)) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        Ok(self.client.drop_matrix_if_any(&self.name).await?)
     }
 
     /// Sets the round the workers run next (after round `round - 1`, or 0 at the start).
