@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use angel_sql::binding::Binding;
+use angel_sql::cluster::stage_write::number_partitions;
 use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec, name_tasks, run_of};
 use angel_sql::object_stores::runtime_env;
 use ballista_core::JobId;
@@ -126,7 +127,8 @@ pub async fn run(args: ExecutorArgs) -> Result<(), Box<dyn Error>> {
 }
 
 /// Ballista's execution engine, with each task's PS aggregates named after its run (its job,
-/// or the client's token for a job submitted again), stage and partitions first. (Ballista's default also pools Flight clients for shuffle reads; its
+/// or the client's token for a job submitted again), stage and partitions first, and its
+/// stage writers told the partitions' global numbers. (Ballista's default also pools Flight clients for shuffle reads; its
 /// pool type is private, so shuffle reads here open their own connections.)
 struct NamingEngine(DefaultExecutionEngine);
 
@@ -143,6 +145,7 @@ impl ExecutionEngine for NamingEngine {
     ) -> DfResult<Arc<dyn QueryStageExecutor>> {
         let run = run_of(job_id.as_ref(), config);
         let plan = name_tasks(plan, run, stage_id, &global_output_partition_ids)?;
+        let plan = number_partitions(plan, &global_output_partition_ids)?;
         self.0.create_query_stage_exec(
             job_id,
             stage_id,

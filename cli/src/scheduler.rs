@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use angel_proto::cluster_server::ClusterServer;
 use angel_sql::binding::Binding;
-use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec};
+use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec, AngelQueryPlanner};
 use angel_sql::object_stores::runtime_env;
 use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
 use ballista_core::utils::default_session_builder;
@@ -52,12 +52,14 @@ pub struct SchedulerArgs {
 }
 
 /// A scheduler session: Ballista's defaults plus every angel-ps function, with angel-ps's
-/// object stores (s3:// and hdfs:// tables plan here). The functions are
+/// object stores (s3:// and hdfs:// tables plan here) and planner (a staged `CREATE TABLE`'s
+/// tasks write their own partitions: [`angel_sql::cluster::stage_write`]). The functions are
 /// unbound here; plans bring each PS function's master address ([`angel_sql::cluster::codec`]).
 fn session_with_functions(config: SessionConfig) -> DfResult<SessionState> {
     let state = default_session_builder(config)?;
     let mut state = SessionStateBuilder::new_from_existing(state)
         .with_runtime_env(runtime_env(None, None)?)
+        .with_query_planner(Arc::new(AngelQueryPlanner))
         .build();
     for f in angel_sql::scalar_functions(&Binding::default()) {
         state.register_udf(Arc::new(f))?;

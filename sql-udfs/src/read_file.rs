@@ -93,6 +93,14 @@ impl TableFunctionImpl for ReadFile {
         let etl = |e: EtlError| DataFusionError::Plan(format!("{name}: {e}"));
         let location = Location::parse(&path).map_err(|e| etl(e.into()))?;
         let files = list::files(&location).map_err(|e| etl(e.into()))?;
+        // On a cluster, the files' versions tell a file read before from a changed one.
+        let stamps: Vec<String> = match &self.stage {
+            Some(_) => (files.iter())
+                .map(|f| list::stamp(f).map(|s| format!("{f} {s}")))
+                .collect::<Result<_, _>>()
+                .map_err(|e| etl(e.into()))?,
+            None => Vec::new(),
+        };
         let skipped = self.skipped.clone();
         let (schema, read): (SchemaRef, Read) = match self.format {
             Format::Csv => {
@@ -124,12 +132,14 @@ impl TableFunctionImpl for ReadFile {
             let table = FileTable::new(schema, read, partitions, source);
             return Ok(Arc::new(table));
         };
-        let mut batches = file_table::collect(&read).map_err(etl)?;
-        if batches.is_empty() {
-            batches.push(RecordBatch::new_empty(schema.clone()));
-        }
-        let batches = tagged(batches, &source)?;
-        stage.write(name, &split(&batches, partitions))
+        let read_from = format!("{source} in {partitions} partitions: {}", stamps.join(", "));
+        stage.write_once(&read_from, name, || {
+            let mut batches = file_table::collect(&read).map_err(etl)?;
+            if batches.is_empty() {
+                batches.push(RecordBatch::new_empty(schema.clone()));
+            }
+            Ok(split(&tagged(batches, &source)?, partitions))
+        })
     }
 }
 

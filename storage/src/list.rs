@@ -1,5 +1,6 @@
 //! [`files`]: the files a location names, so an input can be one file, a directory of parts
-//! or a glob (`s3://logs/2026-11-*/*.csv.gz`), read as one table.
+//! or a glob (`s3://logs/2026-11-*/*.csv.gz`), read as one table; [`stamp`]: whether a file
+//! changed.
 //!
 //! Names starting with `_` or `.` are skipped, as Hadoop and Spark do (`_SUCCESS`, `.crc`,
 //! `_CURRENT`). A glob's `*` and `?` stay within one path segment; `**` crosses segments.
@@ -45,6 +46,19 @@ fn matching(location: &Location, text: &str, at: usize) -> Result<Vec<Path>> {
         ))),
         false => Ok(found),
     }
+}
+
+/// What identifies the content of file `location` now: its size and last change (an edited
+/// or replaced file gets a new stamp).
+pub fn stamp(location: &Location) -> Result<String> {
+    let meta = on_store(location, location.path.clone(), |store, path| async move {
+        store.head(&path).await
+    })?;
+    Ok(format!(
+        "{}@{}",
+        meta.size,
+        meta.last_modified.timestamp_micros()
+    ))
 }
 
 /// The location itself when it is a file, else the visible files below it.
@@ -122,5 +136,17 @@ mod tests {
         );
         let err = names("absent").unwrap_err().to_string();
         assert!(err.contains("absent"), "{err}");
+    }
+
+    #[test]
+    fn a_stamp_changes_with_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Location::parse(&dir.path().join("x.csv").display().to_string()).unwrap();
+        std::fs::write(dir.path().join("x.csv"), "a\n").unwrap();
+        let before = stamp(&file).unwrap();
+        assert_eq!(stamp(&file).unwrap(), before);
+        std::fs::write(dir.path().join("x.csv"), "a\nb\n").unwrap();
+        assert_ne!(stamp(&file).unwrap(), before);
+        assert!(stamp(&file.child("absent")).is_err());
     }
 }

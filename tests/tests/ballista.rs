@@ -76,12 +76,15 @@ fn adult_on_ballista_matches_embedded_and_trains_in_the_executors() {
     let (_, embedded_auc, _) = adult(&out.path().join("embedded"), &["--partitions", "4"]);
 
     let cluster = LocalCluster::start(&binary(), 2, 2, 2).expect("cluster starts");
-    let (client_pid, cluster_auc, stdout) =
-        adult(&out.path().join("cluster"), &cluster_flags(&cluster));
+    let stage = out.path().join("stage");
+    let mut flags = cluster_flags(&cluster).to_vec();
+    flags.extend(["--stage", stage.to_str().unwrap()]);
+    let (client_pid, cluster_auc, stdout) = adult(&out.path().join("cluster"), &flags);
     assert!(
         (cluster_auc - embedded_auc).abs() <= 0.005,
         "AUC on Ballista {cluster_auc} vs embedded {embedded_auc}"
     );
+    staged_once_and_by_every_task(&stage, &["people", "train", "test"]);
     let difference = result_value(&stdout, "max_difference");
     assert!(
         difference < 1e-6,
@@ -89,6 +92,38 @@ fn adult_on_ballista_matches_embedded_and_trains_in_the_executors() {
     );
 
     trained_in_the_executors(&cluster, (client_pid, false), "adult");
+}
+
+/// The job whose stage is `stage` parsed its input once (one `read_csv` directory, though
+/// the client plans each statement twice), and each of `tables` was written by its tasks:
+/// `part-0000.arrow` to `part-{N-1}.arrow` (N partitions, at least 2: a task names its file by
+/// its partition's global number, so no task replaced another's).
+fn staged_once_and_by_every_task(stage: &Path, tables: &[&str]) {
+    let dirs: Vec<String> = std::fs::read_dir(stage)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    let of = |table: &str| -> Vec<String> {
+        dirs.iter()
+            .filter(|d| d.split_once('-').is_some_and(|(_, name)| name == table))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(of("read_csv").len(), 1, "stage directories: {dirs:?}");
+    let mut partitions = None;
+    for table in tables {
+        let [dir] = of(table).try_into().expect("one directory per table");
+        let mut files: Vec<String> = std::fs::read_dir(stage.join(&dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        files.sort();
+        let expected: Vec<String> = (0..files.len())
+            .map(|p| format!("part-{p:04}.arrow"))
+            .collect();
+        assert!(files.len() >= 2 && files == expected, "{dir}: {files:?}");
+        assert_eq!(*partitions.get_or_insert(files.len()), files.len(), "{dir}");
+    }
 }
 
 /// Both executors pushed to matrix `matrix` (`""`: matrices dropped since, whose names the

@@ -300,18 +300,18 @@ fn adult_on_ballista_stages_its_tables_on_s3_without_a_shared_folder() {
         "AUC on Ballista staged on S3 {auc}, embedded on local files {local_auc}"
     );
     assert!(difference < 1e-6, "{difference}");
-    let staged = parquet_files(&s3.path("stage/adult"));
-    assert!(staged >= 4, "{staged} Parquet files staged on S3");
+    let staged = staged_files(&s3.path("stage/adult"));
+    assert!(staged >= 4, "{staged} Arrow IPC files staged on S3");
 }
 
-/// Parquet files below `dir`.
-fn parquet_files(dir: &Path) -> usize {
+/// Staged table files (Arrow IPC) below `dir`.
+fn staged_files(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |entries| {
         entries
             .flatten()
             .map(|e| match e.path().is_dir() {
-                true => parquet_files(&e.path()),
-                false => usize::from(e.path().extension().is_some_and(|x| x == "parquet")),
+                true => staged_files(&e.path()),
+                false => usize::from(e.path().extension().is_some_and(|x| x == "arrow")),
             })
             .sum()
     })

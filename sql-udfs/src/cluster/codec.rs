@@ -4,8 +4,8 @@
 //! Our PS-bound functions are bound to a master address, so the client, the scheduler and the
 //! executors all use these codecs: encoding writes the bound address as the function's bytes,
 //! decoding rebuilds the function bound to it. Executors therefore need no per-job flags, and
-//! one executor can serve jobs against different services. Everything else is delegated to
-//! Ballista's own codecs.
+//! one executor can serve jobs against different services. They also carry the
+//! [`super::stage_write`] nodes. Everything else is delegated to Ballista's own codecs.
 
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
+use super::stage_write;
 use crate::binding::Binding;
 use crate::bound_functions::{self, Bound};
 
@@ -127,11 +128,17 @@ impl LogicalExtensionCodec for AngelLogicalCodec {
         inputs: &[LogicalPlan],
         ctx: &TaskContext,
     ) -> Result<Extension> {
-        self.inner.try_decode(buf, inputs, ctx)
+        match stage_write::decode_logical(buf, inputs)? {
+            Some(node) => Ok(node),
+            None => self.inner.try_decode(buf, inputs, ctx),
+        }
     }
 
     fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
-        self.inner.try_encode(node, buf)
+        match stage_write::encode_logical(node, buf) {
+            true => Ok(()),
+            false => self.inner.try_encode(node, buf),
+        }
     }
 
     fn try_decode_table_provider(
@@ -203,7 +210,10 @@ impl PhysicalExtensionCodec for AngelPhysicalCodec {
         ctx: &TaskContext,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        self.inner.try_decode(buf, inputs, ctx, proto_converter)
+        match stage_write::decode_physical(buf, inputs)? {
+            Some(node) => Ok(node),
+            None => self.inner.try_decode(buf, inputs, ctx, proto_converter),
+        }
     }
 
     fn try_encode(
@@ -212,7 +222,10 @@ impl PhysicalExtensionCodec for AngelPhysicalCodec {
         buf: &mut Vec<u8>,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
-        self.inner.try_encode(node, buf, proto_converter)
+        match stage_write::encode_physical(&node, buf) {
+            true => Ok(()),
+            false => self.inner.try_encode(node, buf, proto_converter),
+        }
     }
 
     fn try_decode_expr(

@@ -7,7 +7,8 @@
 //! ([`angel_client::PsClient::shared`]), shared by its tasks.
 //!
 //! - [`codec`]: logical and physical codecs (Ballista's, plus PS master addresses).
-//! - [`stage`]: where a job's tables live as Parquet, since a cluster cannot ship memory tables.
+//! - [`stage`]: where a job's tables live as files, since a cluster cannot ship memory tables.
+//! - [`stage_write`]: `CREATE TABLE` on a cluster: each task writes the partition it computed.
 //! - [`task_names`]: names for the changes tasks send that a task run again repeats, so the
 //!   servers apply them once (executors put them on each task's plan).
 //! - [`resubmit`]: a job the scheduler cancelled as stalled, or that lost shuffle data with a
@@ -18,6 +19,7 @@ pub mod codec;
 pub mod resubmit;
 pub mod slots;
 pub mod stage;
+pub mod stage_write;
 pub mod task_names;
 
 use std::sync::Arc;
@@ -25,11 +27,13 @@ use std::sync::Arc;
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::SessionStateBuilder;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use codec::{AngelLogicalCodec, AngelPhysicalCodec};
 pub use slots::live_slots;
 pub use stage::Stage;
+pub use stage_write::{AngelQueryPlanner, StageWriteNode};
 pub use task_names::{TaskNamesExec, name_tasks, run_of};
 
 /// A session whose queries run on the Ballista scheduler at `url` (`df://host:port`), with
@@ -37,14 +41,8 @@ pub use task_names::{TaskNamesExec, name_tasks, run_of};
 /// replaces the function lists of the state it is given).
 pub async fn connect(url: &str, partitions: usize) -> Result<SessionContext> {
     let partitions = partitions.max(1);
-    // A staged table (`COPY`) is written by one task into this many files, its rows dealt
-    // out in turn (DataFusion's default is 4): as many as a scan of it has workers.
     let config = SessionConfig::new_with_ballista()
         .with_target_partitions(partitions)
-        .set_usize(
-            "datafusion.execution.minimum_parallel_output_files",
-            partitions,
-        )
         .with_ballista_job_name("angel-ps job")
         .with_ballista_logical_extension_codec(Arc::new(AngelLogicalCodec::default()))
         .with_ballista_physical_extension_codec(Arc::new(AngelPhysicalCodec::default()));
@@ -87,4 +85,18 @@ pub fn explain(err: DataFusionError) -> DataFusionError {
          the scheduler with `angel-ps scheduler` and the executors with `angel-ps executor` \
          (stock Ballista binaries lack our functions). Cause: {text}"
     ))
+}
+
+/// The one child `with_new_children` gives plan node `node`, which has one input.
+fn one_child(
+    node: &str,
+    mut children: Vec<Arc<dyn ExecutionPlan>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let n = children.len();
+    match (n, children.pop()) {
+        (1, Some(child)) => Ok(child),
+        _ => Err(DataFusionError::Internal(format!(
+            "{node} has one child, got {n}"
+        ))),
+    }
 }

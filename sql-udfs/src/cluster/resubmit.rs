@@ -134,17 +134,12 @@ impl ExecutionPlan for RunAgainExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        match children.pop() {
-            Some(inner) if children.is_empty() => Ok(Arc::new(RunAgainExec {
-                inner,
-                output: self.output.clone(),
-            })),
-            _ => Err(DataFusionError::Internal(
-                "RunAgainExec has one child".into(),
-            )),
-        }
+        Ok(Arc::new(RunAgainExec {
+            inner: super::one_child("RunAgainExec", children)?,
+            output: self.output.clone(),
+        }))
     }
 
     fn execute(

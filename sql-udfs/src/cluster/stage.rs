@@ -1,31 +1,37 @@
 //! The staging directory of a job on Ballista: where its tables live as Parquet.
 //!
 //! A Ballista cluster cannot ship in-memory tables, so on a cluster `CREATE TABLE t AS ...` is
-//! written by the executors with `COPY ... TO` into a directory here and registered as an
-//! external table over it, and `read_csv` / `read_libsvm` write what they parse here as one
-//! Parquet file per partition. Every executor must reach the directory by the same name: a
+//! written by the executors into a directory here ([`super::stage_write`]) and registered as a
+//! table over it, and `read_csv` / `read_libsvm` write what they parse here as one
+//! Arrow IPC file per partition (LZ4-compressed: encoding Parquet took longer than parsing). Every executor must reach the directory by the same name: a
 //! local path on one machine; across machines an `s3://` or `hdfs://` URL (the executors
 //! exchange the tables through the object store) or a shared mount.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use angel_storage::Location;
-use angel_storage::write::put;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::file_format::arrow::ArrowFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
-use datafusion::parquet::arrow::ArrowWriter;
+use datafusion::datasource::source_as_provider;
+use datafusion::logical_expr::LogicalPlan;
+
+use super::stage_write::write_file;
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct Stage {
     dir: Location,
     next: AtomicUsize,
+    /// The tables [`Stage::write_once`] wrote, by what they were made from.
+    written: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
     /// Removes a stage this job created when the job ends.
     _temporary: Option<tempfile::TempDir>,
 }
@@ -38,6 +44,7 @@ impl Stage {
         Ok(Stage {
             dir,
             next: AtomicUsize::new(0),
+            written: Mutex::default(),
             _temporary: None,
         })
     }
@@ -57,6 +64,7 @@ impl Stage {
         Ok(Stage {
             dir,
             next: AtomicUsize::new(0),
+            written: Mutex::default(),
             _temporary: Some(temp),
         })
     }
@@ -76,7 +84,46 @@ impl Stage {
         self.dir.child(&format!("{n:04}-{clean}"))
     }
 
-    /// Writes `partitions` as one Parquet file each into a new directory and returns a table
+    /// The staged table `plan` reads whole, when that is all it does: `CREATE TABLE t AS
+    /// SELECT * FROM read_csv(...)` then names the files `read_csv` staged rather than
+    /// copying them.
+    pub fn whole_table(&self, plan: &LogicalPlan) -> Option<Arc<dyn TableProvider>> {
+        let LogicalPlan::TableScan(scan) = plan else {
+            return None;
+        };
+        let columns = scan.source.schema().fields().len();
+        let whole = (scan.projection.as_ref()).is_none_or(|p| p.iter().copied().eq(0..columns));
+        if !whole || !scan.filters.is_empty() || scan.fetch.is_some() {
+            return None;
+        }
+        let table = source_as_provider(&scan.source).ok()?;
+        let files = table.downcast_ref::<ListingTable>()?;
+        let root = format!("{}/", self.dir.url());
+        (files.table_paths().iter())
+            .all(|path| path.as_str().starts_with(&root))
+            .then_some(table)
+    }
+
+    /// The table [`Stage::write`] made of the partitions `make` returns, written once per
+    /// `source` (what the rows were made from, with the versions of the files read): a job
+    /// plans a statement twice (once to find its counters), and reading a file twice would
+    /// parse it twice.
+    pub fn write_once(
+        &self,
+        source: &str,
+        name: &str,
+        make: impl FnOnce() -> Result<Vec<Vec<RecordBatch>>>,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(table) = written.get(source) {
+            return Ok(table.clone());
+        }
+        let table = self.write(name, &make()?)?;
+        written.insert(source.to_string(), table.clone());
+        Ok(table)
+    }
+
+    /// Writes `partitions` as one Arrow IPC file each into a new directory and returns a table
     /// over them, so executors scan the partitions in parallel.
     pub fn write(
         &self,
@@ -90,15 +137,10 @@ impl Stage {
             .next()
             .map(|b| b.schema())
             .ok_or_else(|| DataFusionError::Plan(format!("{name}: nothing to stage")))?;
-        // Encoding is most of the time: the partitions encode at once, one thread each.
+        // Compression is most of the time: the partitions encode at once, one thread each.
         let write = |p: usize, batches: &[RecordBatch]| -> Result<()> {
-            let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), None)?;
-            for batch in batches {
-                writer.write(batch)?;
-            }
-            let file = dir.child(&format!("part-{p:04}.parquet"));
-            put(&file, writer.into_inner()?.into())
-                .map_err(|e| DataFusionError::Execution(format!("staging {name}: {e}")))
+            let file = dir.child(&format!("part-{p:04}.arrow"));
+            write_file(&file, &schema, batches).map(|_| ())
         };
         std::thread::scope(|scope| {
             let threads: Vec<_> = (partitions.iter().enumerate())
@@ -112,8 +154,17 @@ impl Stage {
                 })
             })
         })?;
-        parquet_table(&format!("{}/", dir.url()), schema)
+        arrow_table(&format!("{}/", dir.url()), schema)
     }
+}
+
+/// A table over the Arrow IPC files below URL `dir`, with `schema`: a staged table.
+pub fn arrow_table(
+    dir: &str,
+    schema: datafusion::arrow::datatypes::SchemaRef,
+) -> Result<Arc<dyn TableProvider>> {
+    let options = ListingOptions::new(Arc::new(ArrowFormat)).with_file_extension(".arrow");
+    listing_table(dir, options, schema)
 }
 
 /// A Parquet table over the file at URL `dir`, or every Parquet file below it, with `schema`.
@@ -123,6 +174,15 @@ pub fn parquet_table(
 ) -> Result<Arc<dyn TableProvider>> {
     let options =
         ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    listing_table(dir, options, schema)
+}
+
+/// A table over the files at URL `dir` that `options` read.
+fn listing_table(
+    dir: &str,
+    options: ListingOptions,
+    schema: datafusion::arrow::datatypes::SchemaRef,
+) -> Result<Arc<dyn TableProvider>> {
     let config = ListingTableConfig::new(ListingTableUrl::parse(dir)?)
         .with_listing_options(options)
         .with_schema(schema);
@@ -155,8 +215,54 @@ mod tests {
             .unwrap();
         assert_eq!(sum.value(0), 6);
         let dir = std::path::PathBuf::from(format!("/{}", stage.dir.path));
-        assert!(dir.join("0000-t/part-0001.parquet").is_file());
+        assert!(dir.join("0000-t/part-0001.arrow").is_file());
         drop(stage);
         assert!(!dir.exists(), "a temporary stage is removed with the job");
+    }
+
+    /// One source is written once; a query that reads a staged table whole is that table,
+    /// and one that does more is not.
+    #[tokio::test]
+    async fn a_source_is_staged_once_and_a_whole_scan_names_its_files() {
+        let stage = Stage::temporary().unwrap();
+        let batch =
+            RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![1, 2])) as _)])
+                .unwrap();
+        let made = AtomicUsize::new(0);
+        let make = || {
+            made.fetch_add(1, Ordering::Relaxed);
+            Ok(vec![vec![batch.clone()]])
+        };
+        let table = stage.write_once("f.csv 1@2", "f", make).unwrap();
+        let again = stage.write_once("f.csv 1@2", "f", make).unwrap();
+        assert!(Arc::ptr_eq(&table, &again));
+        stage.write_once("f.csv 3@4", "f", make).unwrap();
+        assert_eq!(
+            made.load(Ordering::Relaxed),
+            2,
+            "a changed file is read again"
+        );
+
+        let ctx = SessionContext::new();
+        ctx.register_table("t", table.clone()).unwrap();
+        let plan = |sql: &'static str| {
+            let ctx = ctx.clone();
+            async move { ctx.sql(sql).await.unwrap().into_optimized_plan().unwrap() }
+        };
+        let whole = stage.whole_table(&plan("SELECT * FROM t").await).unwrap();
+        assert!(Arc::ptr_eq(&whole, &table));
+        for more in [
+            "SELECT x + 1 AS y FROM t",
+            "SELECT * FROM t WHERE x > 1",
+            "SELECT * FROM t LIMIT 1",
+        ] {
+            assert!(stage.whole_table(&plan(more).await).is_none(), "{more}");
+        }
+        let elsewhere = Stage::temporary().unwrap();
+        assert!(
+            elsewhere
+                .whole_table(&plan("SELECT * FROM t").await)
+                .is_none()
+        );
     }
 }

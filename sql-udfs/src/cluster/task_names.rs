@@ -24,8 +24,8 @@ use std::task::{Context, Poll};
 use angel_client::task_change::{Pass, mix};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Result, internal_err};
 use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::{
@@ -130,16 +130,11 @@ impl ExecutionPlan for TaskNamesExec {
 
     fn with_new_children(
         self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        match children.len() {
-            1 => Ok(Arc::new(TaskNamesExec::new(
-                children.remove(0),
-                self.token,
-                self.partitions.clone(),
-            ))),
-            n => internal_err!("TaskNamesExec has one child, got {n}"),
-        }
+        let input = super::one_child("TaskNamesExec", children)?;
+        let partitions = self.partitions.clone();
+        Ok(Arc::new(TaskNamesExec::new(input, self.token, partitions)))
     }
 
     fn execute(

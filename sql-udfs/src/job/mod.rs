@@ -31,13 +31,15 @@ use angel_etl::bad_rows::Skipped;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{DataFusionError, Result, plan_err};
-use datafusion::prelude::SessionContext;
+use datafusion::functions_aggregate::expr_fn::sum;
+use datafusion::prelude::{DataFrame, SessionContext, col};
 
 use statement::Statement;
 
 use crate::binding::Binding;
 use crate::bridge::ps_error;
-use crate::cluster::Stage;
+use crate::cluster::stage::arrow_table;
+use crate::cluster::{Stage, StageWriteNode};
 use crate::kept_table::KeptTable;
 use crate::reports::Reports;
 use crate::storage_level::{StorageLevel, TableStorage};
@@ -333,8 +335,9 @@ impl Job {
     }
 
     /// `CREATE TABLE name AS query` on a cluster: the executors write the rows into a new
-    /// stage directory (`COPY`), and the table becomes an external table over it. Returns the
-    /// row count.
+    /// stage directory, a file per partition ([`StageWriteNode`]), and the table is read from
+    /// there; a query that reads a staged table whole names its files instead. Returns the
+    /// rows written.
     async fn stage_table(
         &self,
         stage: &Stage,
@@ -342,15 +345,29 @@ impl Job {
         replace: bool,
         query: &str,
     ) -> Result<Vec<RecordBatch>> {
-        let dir = stage.table_dir(name);
-        let copy = format!("COPY ({query}) TO '{dir}' STORED AS PARQUET");
-        let rows = self.ctx.sql(&copy).await?.collect().await?;
+        if !replace && self.ctx.table_exist(name)? {
+            return plan_err!("table '{name}' already exists");
+        }
+        let rows = self.ctx.sql(query).await?;
+        let (table, counts) = match stage.whole_table(&rows.clone().into_optimized_plan()?) {
+            Some(table) => (table, Vec::new()),
+            None => {
+                let dir = stage.table_dir(name);
+                let schema = Arc::new(rows.schema().as_arrow().clone());
+                let input = rows.into_unoptimized_plan();
+                let write = StageWriteNode::plan(&self.ctx.state(), &dir, input).await?;
+                let counts = DataFrame::new(self.ctx.state(), write)
+                    .aggregate(vec![], vec![sum(col("count")).alias("count")])?
+                    .collect()
+                    .await?;
+                (arrow_table(&dir, schema)?, counts)
+            }
+        };
         if replace {
             self.ctx.deregister_table(name)?;
         }
-        let create = format!("CREATE EXTERNAL TABLE {name} STORED AS PARQUET LOCATION '{dir}'");
-        self.ctx.sql(&create).await?.collect().await?;
-        Ok(rows)
+        self.ctx.register_table(name, table)?;
+        Ok(counts)
     }
 }
 
