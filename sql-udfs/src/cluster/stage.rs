@@ -3,7 +3,8 @@
 //! A Ballista cluster cannot ship in-memory tables, so on a cluster `CREATE TABLE t AS ...` is
 //! written by the executors into a directory here ([`super::stage_write`]) and registered as a
 //! table over it, and `read_csv` / `read_libsvm` write what they parse here as one
-//! Arrow IPC file per partition (LZ4-compressed: encoding Parquet took longer than parsing). Every executor must reach the directory by the same name: a
+//! Arrow IPC file per partition ([`super::stage_write::write_file`]; encoding Parquet took
+//! longer than parsing). Every executor must reach the directory by the same name: a
 //! local path on one machine; across machines an `s3://` or `hdfs://` URL (the executors
 //! exchange the tables through the object store) or a shared mount.
 
