@@ -92,15 +92,12 @@ impl TableFunctionImpl for ReadFile {
         let option = string_arg(name, exprs, 1)?.unwrap_or_default();
         let etl = |e: EtlError| DataFusionError::Plan(format!("{name}: {e}"));
         let location = Location::parse(&path).map_err(|e| etl(e.into()))?;
-        let files = list::files(&location).map_err(|e| etl(e.into()))?;
-        // On a cluster, the files' versions tell a file read before from a changed one.
-        let stamps: Vec<String> = match &self.stage {
-            Some(_) => (files.iter())
-                .map(|f| list::stamp(f).map(|s| format!("{f} {s}")))
-                .collect::<Result<_, _>>()
-                .map_err(|e| etl(e.into()))?,
-            None => Vec::new(),
-        };
+        let listed = list::stamped(&location).map_err(|e| etl(e.into()))?;
+        // On a cluster, the stamps tell a file staged before from a changed one.
+        let stamps: Vec<String> = (listed.iter())
+            .map(|(file, stamp)| format!("{file} {stamp}"))
+            .collect();
+        let files: Vec<Location> = listed.into_iter().map(|(file, _)| file).collect();
         let skipped = self.skipped.clone();
         let (schema, read): (SchemaRef, Read) = match self.format {
             Format::Csv => {

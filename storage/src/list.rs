@@ -1,14 +1,14 @@
 //! [`files`]: the files a location names, so an input can be one file, a directory of parts
-//! or a glob (`s3://logs/2026-11-*/*.csv.gz`), read as one table; [`stamp`]: whether a file
-//! changed.
+//! or a glob (`s3://logs/2026-11-*/*.csv.gz`), read as one table; [`stamped`]: the same with
+//! what tells a changed file, from the same listing.
 //!
 //! Names starting with `_` or `.` are skipped, as Hadoop and Spark do (`_SUCCESS`, `.crc`,
 //! `_CURRENT`). A glob's `*` and `?` stay within one path segment; `**` crosses segments.
 
 use futures::TryStreamExt;
 use glob::{MatchOptions, Pattern};
-use object_store::ObjectStoreExt;
 use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStoreExt};
 
 use crate::runtime::on_store;
 use crate::{Location, Result, StorageError};
@@ -17,16 +17,35 @@ use crate::{Location, Result, StorageError};
 /// directory, or every visible file a glob matches. Nothing found is an error naming the
 /// location.
 pub fn files(location: &Location) -> Result<Vec<Location>> {
+    Ok(found(location)?
+        .into_iter()
+        .map(|meta| location.at_path(meta.location))
+        .collect())
+}
+
+/// [`files`], each with its stamp: its size and last change, so an edited or replaced file
+/// gets a new one.
+pub fn stamped(location: &Location) -> Result<Vec<(Location, String)>> {
+    Ok(found(location)?
+        .into_iter()
+        .map(|meta| {
+            let stamp = format!("{}@{}", meta.size, meta.last_modified.timestamp_micros());
+            (location.at_path(meta.location), stamp)
+        })
+        .collect())
+}
+
+/// The files at `location`, as the store describes them.
+fn found(location: &Location) -> Result<Vec<ObjectMeta>> {
     let text = location.path.as_ref().to_string();
-    let found = match text.find(['*', '?']) {
-        Some(at) => matching(location, &text, at)?,
-        None => file_or_directory(location)?,
-    };
-    Ok(found.into_iter().map(|p| location.at_path(p)).collect())
+    match text.find(['*', '?']) {
+        Some(at) => matching(location, &text, at),
+        None => file_or_directory(location),
+    }
 }
 
 /// The files under the literal part of a glob that match it.
-fn matching(location: &Location, text: &str, at: usize) -> Result<Vec<Path>> {
+fn matching(location: &Location, text: &str, at: usize) -> Result<Vec<ObjectMeta>> {
     let pattern = Pattern::new(text)
         .map_err(|e| StorageError::BadLocation(format!("'{location}' is not a valid glob: {e}")))?;
     // `parse`, not `from`: the text is already a path, whose characters must not be escaped.
@@ -36,9 +55,9 @@ fn matching(location: &Location, text: &str, at: usize) -> Result<Vec<Path>> {
         require_literal_separator: true,
         ..MatchOptions::default()
     };
-    let found: Vec<Path> = listed(location, prefix)?
+    let found: Vec<ObjectMeta> = listed(location, prefix)?
         .into_iter()
-        .filter(|p| pattern.matches_with(p.as_ref(), options))
+        .filter(|meta| pattern.matches_with(meta.location.as_ref(), options))
         .collect();
     match found.is_empty() {
         true => Err(StorageError::BadLocation(format!(
@@ -48,28 +67,15 @@ fn matching(location: &Location, text: &str, at: usize) -> Result<Vec<Path>> {
     }
 }
 
-/// What identifies the content of file `location` now: its size and last change (an edited
-/// or replaced file gets a new stamp).
-pub fn stamp(location: &Location) -> Result<String> {
-    let meta = on_store(location, location.path.clone(), |store, path| async move {
-        store.head(&path).await
-    })?;
-    Ok(format!(
-        "{}@{}",
-        meta.size,
-        meta.last_modified.timestamp_micros()
-    ))
-}
-
 /// The location itself when it is a file, else the visible files below it.
-fn file_or_directory(location: &Location) -> Result<Vec<Path>> {
+fn file_or_directory(location: &Location) -> Result<Vec<ObjectMeta>> {
     let head = on_store(location, location.path.clone(), |store, path| async move {
         store.head(&path).await
     });
     // Not a file (or a store that cannot say): a directory if anything is below it, else
     // the file's error, which says best what is wrong (not found, refused, unreachable).
     match head {
-        Ok(_) => Ok(vec![location.path.clone()]),
+        Ok(meta) => Ok(vec![meta]),
         Err(not_a_file) => match listed(location, location.path.clone()) {
             Ok(below) if !below.is_empty() => Ok(below),
             _ => Err(not_a_file),
@@ -78,23 +84,22 @@ fn file_or_directory(location: &Location) -> Result<Vec<Path>> {
 }
 
 /// Every visible file below `prefix` in the store of `location`, sorted.
-fn listed(location: &Location, prefix: Path) -> Result<Vec<Path>> {
-    let mut paths = on_store(location, prefix, |store, prefix| async move {
+fn listed(location: &Location, prefix: Path) -> Result<Vec<ObjectMeta>> {
+    let mut found = on_store(location, prefix, |store, prefix| async move {
         store
             .list(Some(&prefix))
-            .map_ok(|meta| meta.location)
-            .try_filter(|path| {
-                let hidden = path
+            .try_filter(|meta| {
+                let hidden = (meta.location)
                     .parts()
                     .skip(prefix.parts_count())
                     .any(|part| part.as_ref().starts_with(['_', '.']));
                 std::future::ready(!hidden)
             })
-            .try_collect::<Vec<Path>>()
+            .try_collect::<Vec<ObjectMeta>>()
             .await
     })?;
-    paths.sort();
-    Ok(paths)
+    found.sort_by(|a, b| a.location.cmp(&b.location));
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -139,14 +144,21 @@ mod tests {
     }
 
     #[test]
-    fn a_stamp_changes_with_the_file() {
+    fn a_stamp_changes_with_the_file_whether_named_or_listed() {
         let dir = tempfile::tempdir().unwrap();
-        let file = Location::parse(&dir.path().join("x.csv").display().to_string()).unwrap();
+        let root = Location::parse(&dir.path().display().to_string()).unwrap();
+        let stamps = |location: &Location| -> Vec<String> {
+            (stamped(location).unwrap().into_iter())
+                .map(|(file, stamp)| format!("{file} {stamp}"))
+                .collect()
+        };
         std::fs::write(dir.path().join("x.csv"), "a\n").unwrap();
-        let before = stamp(&file).unwrap();
-        assert_eq!(stamp(&file).unwrap(), before);
+        let (file, listed) = (stamps(&root.child("x.csv")), stamps(&root));
+        assert_eq!(file, listed, "a file named or found in its directory");
+        assert_eq!(stamps(&root.child("x.csv")), file);
         std::fs::write(dir.path().join("x.csv"), "a\nb\n").unwrap();
-        assert_ne!(stamp(&file).unwrap(), before);
-        assert!(stamp(&file.child("absent")).is_err());
+        assert_ne!(stamps(&root.child("x.csv")), file);
+        assert_ne!(stamps(&root), listed);
+        assert!(stamped(&root.child("absent")).is_err());
     }
 }
