@@ -69,13 +69,22 @@ pub struct ClientAccess {
     /// it, the file ANGEL_TLS_CA names; with neither, plain HTTP/2.
     #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
+    /// A token a program passes in (the Python package's `token=`); it comes before
+    /// --token-file. Never a flag: a token on the command line would show in a process list.
+    #[arg(skip)]
+    pub token: Option<Token>,
 }
 
 impl ClientAccess {
-    /// The client settings of the environment, with --token-file and --tls-ca when given.
+    /// The client settings of the environment, with the given token, --token-file and
+    /// --tls-ca when given.
     pub fn config(&self) -> Result<ClientConfig> {
+        let token = match &self.token {
+            Some(token) => Some(token.clone()),
+            None => Token::resolve(self.token_file.as_deref())?,
+        };
         Ok(ClientConfig {
-            token: Token::resolve(self.token_file.as_deref())?,
+            token,
             trust: Trust::resolve(self.tls_ca.as_deref())?,
             ..ClientConfig::from_env()?
         })
