@@ -12,6 +12,8 @@
 //!   and it tells jobs the executors' task slots ([`cluster_slots`]).
 //! - `demo`: the CTR job on generated click logs ([`demo`]).
 //! - [`output`]: `--output json`, what `run` and `demo` print as JSON lines.
+//! - [`access`]: the token and TLS flags of the service roles and of the commands that call
+//!   a running service.
 //! - `bench ps`, `bench e2e`, `bench codec`: benchmark tables ([`bench`]).
 //! - [`local_cluster`]: master, servers, Ballista scheduler and executors as processes on
 //!   127.0.0.1 (demo, benchmarks, tests).

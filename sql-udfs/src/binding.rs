@@ -1,6 +1,6 @@
 //! [`Binding`]: what every PS-bound SQL function is bound to: the master of the service it
-//! talks to, and the [`Reports`], [`KeyLists`], [`Kept`] rotation workers, topic model
-//! workers and boosted model workers of the job that registered it. [`PsBound`] is the base those functions share; [`crate::bound_functions`]
+//! talks to, and the [`Reports`], [`KeyLists`] and [`Kept`] workers of the job that
+//! registered it. [`PsBound`] is the base those functions share; [`crate::bound_functions`]
 //! lists them once, for registration and for the Ballista codecs, which carry only the master
 //! across the network.
 
@@ -10,11 +10,11 @@ use std::sync::Arc;
 use angel_client::PsClient;
 use datafusion::common::Result;
 
-use crate::reports::Reports;
+use angel_training::TaskContext;
+use angel_training::kept::Kept;
 use angel_training::key_lists::KeyLists;
-use angel_training::kinds::gbdt::worker::Worker as TreeWorker;
-use angel_training::kinds::lda::worker::Worker as TopicWorker;
-use angel_training::rotation::kept::Kept;
+
+use crate::reports::Reports;
 
 /// A service and the job reporting through it.
 #[derive(Debug, Clone, Default)]
@@ -25,8 +25,6 @@ pub struct Binding {
     reports: Reports,
     key_lists: KeyLists,
     kept: Kept,
-    topic_workers: Kept<TopicWorker>,
-    tree_workers: Kept<TreeWorker>,
 }
 
 impl Binding {
@@ -38,8 +36,6 @@ impl Binding {
             reports,
             key_lists: KeyLists::default(),
             kept: Kept::default(),
-            topic_workers: Kept::default(),
-            tree_workers: Kept::default(),
         }
     }
 
@@ -78,21 +74,19 @@ impl Binding {
         &self.key_lists
     }
 
-    /// What the job's rotation workers keep from round to round of a statement.
+    /// What the job's workers keep from round to round of a statement (a rotation worker's
+    /// blocks, a topic model worker's documents and their topics, ...).
     pub fn kept(&self) -> &Kept {
         &self.kept
     }
 
-    /// What the job's topic model workers keep from round to round of a statement: their
-    /// documents' topics.
-    pub fn topic_workers(&self) -> &Kept<TopicWorker> {
-        &self.topic_workers
-    }
-
-    /// What the job's boosted model workers keep from round to round of a statement: their
-    /// rows' bins, margins and nodes.
-    pub fn tree_workers(&self) -> &Kept<TreeWorker> {
-        &self.tree_workers
+    /// What a training task of `function` is lent: the job's key lists and kept workers.
+    pub fn task_context(&self, function: &'static str) -> TaskContext {
+        TaskContext {
+            function,
+            key_lists: self.key_lists.clone(),
+            kept: self.kept.clone(),
+        }
     }
 
     /// The process-wide client of the service, for the job's namespace.

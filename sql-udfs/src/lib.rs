@@ -14,7 +14,8 @@
 //! - [`ps_predict`]: `ps_predict(model, indices[, values])`, predictions;
 //!   [`ps_predict_proba`]: class probabilities; [`ps_loss`]: each row's loss under a model;
 //!   [`ps_distance`]: a k-means model's distance from each row to its nearest centre;
-//!   [`model_rows`]: the arguments those three share; [`ps_recommend`]: a matrix
+//!   [`model_rows`]: the arguments those share, [`model_function`]: the one implementation
+//!   of them and `ps_topics`; [`ps_recommend`]: a matrix
 //!   factorization model's top-k items for a user; [`ps_topics`]: a document's topic mixture
 //!   under a topic model; [`ps_perplexity`]: a topic model's perplexity on documents.
 //! - [`ps_logloss`], [`ps_auc`], [`ps_accuracy`], [`ps_rmse`]: evaluation aggregates; all but
@@ -54,6 +55,7 @@ pub mod index_cache;
 pub mod job;
 pub mod kept_table;
 pub mod mean;
+pub mod model_function;
 pub mod model_rows;
 pub mod object_stores;
 pub mod ps_accuracy;

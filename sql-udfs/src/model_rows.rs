@@ -3,7 +3,7 @@
 //! `ps_predict_proba`, `ps_loss`): their types, and the model and rows they name in a call.
 
 use angel_training::Model;
-use angel_training::kinds::{Inputs, kmeans};
+use angel_training::kinds::Inputs;
 use angel_training::rows::SparseRows;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, exec_err};
@@ -97,11 +97,10 @@ impl ModelRows {
             .collect::<Result<Vec<_>>>()?;
         let pairs = inputs[0].data_type().is_integer();
         let function = self.model.function;
-        if model.spec.kind.clusters().is_some() {
-            let read = kmeans::points::read(function, &name, model.spec.dim, &inputs);
+        if let Some(read) = model.spec.kind.read_points(function, &model, &inputs) {
             return Ok((model, read.map_err(train_error)?));
         }
-        // A list of floats is a point only for a k-means model.
+        // A list of floats is a point only for a kind that reads points.
         if inputs.len() == 1 && is_point_type(inputs[0].data_type()) {
             return self
                 .indices

@@ -3,78 +3,41 @@
 //! names). Per record batch, one pull of the centres. The model name is a constant, checked
 //! at planning.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use angel_training::kinds::kmeans;
-use datafusion::arrow::array::Float64Array;
-use datafusion::arrow::datatypes::{DataType, FieldRef};
+use datafusion::arrow::array::{ArrayRef, Float64Array};
 use datafusion::common::Result;
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-    Volatility,
-};
+use datafusion::logical_expr::{Documentation, ScalarFunctionArgs};
 
-use crate::args::{DOC_SECTION, MODEL_DOC, array_result, const_str, return_field};
-use crate::binding::{Binding, PsBound};
+use crate::args::{DOC_SECTION, MODEL_DOC};
+use crate::binding::Binding;
 use crate::bridge::train_error;
+use crate::model_function::{Answer, ModelFunction};
 use crate::model_rows::ModelRows;
 
-const ARGS: ModelRows = ModelRows::new(
-    "ps_distance",
-    "ps_distance(model, point) or ps_distance(model, indices, values)",
-    false,
-);
-
 /// See the module documentation.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct PsDistance {
-    binding: Binding,
-    signature: Signature,
-}
+pub type PsDistance = ModelFunction<Distance>;
 
-impl PsBound for PsDistance {
-    fn bind(binding: Binding) -> Self {
-        PsDistance {
-            binding,
-            signature: Signature::user_defined(Volatility::Volatile),
-        }
+/// What `PsDistance` answers.
+#[derive(Debug)]
+pub struct Distance;
+
+impl Answer for Distance {
+    const ARGS: ModelRows = ModelRows::new(
+        "ps_distance",
+        "ps_distance(model, point) or ps_distance(model, indices, values)",
+        false,
+    );
+
+    fn answer(binding: &Binding, args: &ScalarFunctionArgs) -> Result<ArrayRef> {
+        let (model, rows) = Self::ARGS.open(binding, args)?;
+        let nearest = kmeans::predict::nearest(&model, Self::ARGS.model().function, &rows);
+        let distances = nearest.map_err(train_error)?.into_iter().map(|(_, d)| d);
+        Ok(Arc::new(Float64Array::from_iter_values(distances)))
     }
 
-    fn binding(&self) -> &Binding {
-        &self.binding
-    }
-}
-
-impl ScalarUDFImpl for PsDistance {
-    fn name(&self) -> &str {
-        "ps_distance"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        ARGS.coerce_types(args)
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Float64)
-    }
-
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        const_str(ARGS.model(), ARGS.model().literal(&args))?;
-        return_field(self, &args)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (model, rows) = ARGS.open(&self.binding, &args)?;
-        let nearest = kmeans::predict::nearest(&model, self.name(), &rows).map_err(train_error)?;
-        let distances = nearest.into_iter().map(|(_, d)| d);
-        Ok(array_result(Float64Array::from_iter_values(distances)))
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
+    fn documentation() -> &'static Documentation {
         static DOC: LazyLock<Documentation> = LazyLock::new(|| {
             Documentation::builder(
                 DOC_SECTION,
@@ -91,6 +54,6 @@ impl ScalarUDFImpl for PsDistance {
             .with_related_udf("ps_predict")
             .build()
         });
-        Some(&DOC)
+        &DOC
     }
 }

@@ -6,78 +6,39 @@
 //! Per record batch, one pruned pull of the weights of the batch's distinct keys. The model
 //! name is a constant, checked at planning.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::Float64Array;
-use datafusion::arrow::datatypes::{DataType, FieldRef};
+use datafusion::arrow::array::{ArrayRef, Float64Array};
 use datafusion::common::Result;
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-    Volatility,
-};
+use datafusion::logical_expr::{Documentation, ScalarFunctionArgs};
 
-use crate::args::{
-    DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, array_result, const_str, return_field,
-};
-use crate::binding::{Binding, PsBound};
+use crate::args::{DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC};
+use crate::binding::Binding;
 use crate::bridge::train_error;
+use crate::model_function::{Answer, ModelFunction};
 use crate::model_rows::ModelRows;
 
-const ARGS: ModelRows = ModelRows::new(
-    "ps_loss",
-    "ps_loss(model, label, indices[, values]) or ps_loss(model, rating, user, item)",
-    true,
-);
-
 /// See the module documentation.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct PsLoss {
-    binding: Binding,
-    signature: Signature,
-}
+pub type PsLoss = ModelFunction<Loss>;
 
-impl PsBound for PsLoss {
-    fn bind(binding: Binding) -> Self {
-        PsLoss {
-            binding,
-            signature: Signature::user_defined(Volatility::Volatile),
-        }
+/// What `PsLoss` answers.
+#[derive(Debug)]
+pub struct Loss;
+
+impl Answer for Loss {
+    const ARGS: ModelRows = ModelRows::new(
+        "ps_loss",
+        "ps_loss(model, label, indices[, values]) or ps_loss(model, rating, user, item)",
+        true,
+    );
+
+    fn answer(binding: &Binding, args: &ScalarFunctionArgs) -> Result<ArrayRef> {
+        let (model, rows) = Self::ARGS.open(binding, args)?;
+        let losses = model.losses(Self::ARGS.model().function, &rows);
+        Ok(Arc::new(Float64Array::from(losses.map_err(train_error)?)))
     }
 
-    fn binding(&self) -> &Binding {
-        &self.binding
-    }
-}
-
-impl ScalarUDFImpl for PsLoss {
-    fn name(&self) -> &str {
-        "ps_loss"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        ARGS.coerce_types(args)
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::Float64)
-    }
-
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        const_str(ARGS.model(), ARGS.model().literal(&args))?;
-        return_field(self, &args)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (model, rows) = ARGS.open(&self.binding, &args)?;
-        let losses = model.losses(self.name(), &rows).map_err(train_error)?;
-        Ok(array_result(Float64Array::from(losses)))
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
+    fn documentation() -> &'static Documentation {
         static DOC: LazyLock<Documentation> = LazyLock::new(|| {
             Documentation::builder(
                 DOC_SECTION,
@@ -95,6 +56,6 @@ impl ScalarUDFImpl for PsLoss {
             .with_related_udf("ps_predict")
             .build()
         });
-        Some(&DOC)
+        &DOC
     }
 }

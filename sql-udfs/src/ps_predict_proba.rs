@@ -5,87 +5,48 @@
 //! Per record batch, one pruned pull of the weights of the batch's distinct keys. The model
 //! name is a constant, checked at planning.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use datafusion::arrow::array::ListArray;
-use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type};
+use datafusion::arrow::array::{ArrayRef, ListArray};
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::Result;
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-    Volatility,
-};
+use datafusion::logical_expr::{Documentation, ScalarFunctionArgs};
 
-use crate::args::{
-    DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC, array_result, const_str, return_field,
-};
-use crate::binding::{Binding, PsBound};
+use crate::args::{DOC_SECTION, INDICES_DOC, MODEL_DOC, VALUES_DOC};
+use crate::binding::Binding;
 use crate::bridge::train_error;
+use crate::model_function::{Answer, ModelFunction};
 use crate::model_rows::ModelRows;
 
-const ARGS: ModelRows = ModelRows::new(
-    "ps_predict_proba",
-    "ps_predict_proba(model, indices[, values])",
-    false,
-);
-
 /// See the module documentation.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct PsPredictProba {
-    binding: Binding,
-    signature: Signature,
-}
+pub type PsPredictProba = ModelFunction<Probabilities>;
 
-impl PsBound for PsPredictProba {
-    fn bind(binding: Binding) -> Self {
-        PsPredictProba {
-            binding,
-            signature: Signature::user_defined(Volatility::Volatile),
-        }
+/// What `PsPredictProba` answers.
+#[derive(Debug)]
+pub struct Probabilities;
+
+impl Answer for Probabilities {
+    const ARGS: ModelRows = ModelRows::new(
+        "ps_predict_proba",
+        "ps_predict_proba(model, indices[, values])",
+        false,
+    );
+
+    fn return_type() -> DataType {
+        DataType::new_list(DataType::Float64, true)
     }
 
-    fn binding(&self) -> &Binding {
-        &self.binding
-    }
-}
-
-impl ScalarUDFImpl for PsPredictProba {
-    fn name(&self) -> &str {
-        "ps_predict_proba"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        ARGS.coerce_types(args)
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::new_list(DataType::Float64, true))
-    }
-
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        const_str(ARGS.model(), ARGS.model().literal(&args))?;
-        return_field(self, &args)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (model, rows) = ARGS.open(&self.binding, &args)?;
-        let predicted = model
-            .probabilities(self.name(), &rows)
-            .map_err(train_error)?;
-        let lists = predicted
-            .into_iter()
+    fn answer(binding: &Binding, args: &ScalarFunctionArgs) -> Result<ArrayRef> {
+        let (model, rows) = Self::ARGS.open(binding, args)?;
+        let predicted = model.probabilities(Self::ARGS.model().function, &rows);
+        let lists = (predicted.map_err(train_error)?.into_iter())
             .map(|p| Some(p.into_iter().map(Some).collect::<Vec<_>>()));
-        Ok(array_result(ListArray::from_iter_primitive::<
-            Float64Type,
-            _,
-            _,
-        >(lists)))
+        Ok(Arc::new(
+            ListArray::from_iter_primitive::<Float64Type, _, _>(lists),
+        ))
     }
 
-    fn documentation(&self) -> Option<&Documentation> {
+    fn documentation() -> &'static Documentation {
         static DOC: LazyLock<Documentation> = LazyLock::new(|| {
             Documentation::builder(
                 DOC_SECTION,
@@ -104,6 +65,6 @@ impl ScalarUDFImpl for PsPredictProba {
             .with_related_udf("ps_predict")
             .build()
         });
-        Some(&DOC)
+        &DOC
     }
 }

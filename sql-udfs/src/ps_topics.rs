@@ -6,92 +6,58 @@
 //! Per record batch, one pull of the counts of the batch's distinct words and the topic
 //! totals. The model name is a constant, checked at planning.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use angel_training::Model;
 use angel_training::kinds::lda::Lda;
 use angel_training::kinds::lda::corpus::Corpus;
 use angel_training::kinds::lda::infer::Fixed;
-use datafusion::arrow::array::ListArray;
-use datafusion::arrow::datatypes::{DataType, FieldRef, Float64Type};
+use datafusion::arrow::array::{ArrayRef, ListArray};
+use datafusion::arrow::datatypes::{DataType, Float64Type};
 use datafusion::common::Result;
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
-    Volatility,
-};
+use datafusion::logical_expr::{Documentation, ScalarFunctionArgs};
 
-use crate::args::{DOC_SECTION, MODEL_DOC, array_result, const_str, return_field};
-use crate::binding::{Binding, PsBound};
+use crate::args::{DOC_SECTION, MODEL_DOC, const_str};
+use crate::binding::Binding;
 use crate::bridge::train_error;
+use crate::model_function::{Answer, ModelFunction};
 use crate::model_rows::ModelRows;
 
-const ARGS: ModelRows = ModelRows::new("ps_topics", "ps_topics(model, words[, counts])", false);
-
 /// See the module documentation.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub struct PsTopics {
-    binding: Binding,
-    signature: Signature,
-}
+pub type PsTopics = ModelFunction<Topics>;
 
-impl PsBound for PsTopics {
-    fn bind(binding: Binding) -> Self {
-        PsTopics {
-            binding,
-            signature: Signature::user_defined(Volatility::Volatile),
-        }
+/// What `PsTopics` answers.
+#[derive(Debug)]
+pub struct Topics;
+
+impl Answer for Topics {
+    const ARGS: ModelRows = ModelRows::new("ps_topics", "ps_topics(model, words[, counts])", false);
+
+    fn return_type() -> DataType {
+        DataType::new_list(DataType::Float64, true)
     }
 
-    fn binding(&self) -> &Binding {
-        &self.binding
-    }
-}
-
-impl ScalarUDFImpl for PsTopics {
-    fn name(&self) -> &str {
-        "ps_topics"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn coerce_types(&self, args: &[DataType]) -> Result<Vec<DataType>> {
-        ARGS.coerce_types(args)
-    }
-
-    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
-        Ok(DataType::new_list(DataType::Float64, true))
-    }
-
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        const_str(ARGS.model(), ARGS.model().literal(&args))?;
-        return_field(self, &args)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let name = const_str(ARGS.model(), ARGS.model().scalar(&args))?;
-        let model = Model::open(self.binding.client()?, &name).map_err(train_error)?;
-        let lda = Lda::of(&model, self.name()).map_err(train_error)?;
+    fn answer(binding: &Binding, args: &ScalarFunctionArgs) -> Result<ArrayRef> {
+        let function = Self::ARGS.model().function;
+        let name = const_str(Self::ARGS.model(), Self::ARGS.model().scalar(args))?;
+        let model = Model::open(binding.client()?, &name).map_err(train_error)?;
+        let lda = Lda::of(&model, function).map_err(train_error)?;
         let inputs = (args.args[1..].iter())
             .map(|v| v.to_array(args.number_rows))
             .collect::<Result<Vec<_>>>()?;
         let words = (&inputs[0], inputs.get(1));
-        let corpus =
-            Corpus::read(self.name(), &name, words, model.spec.dim).map_err(train_error)?;
+        let corpus = Corpus::read(function, &name, words, model.spec.dim).map_err(train_error)?;
         let fixed = Fixed::pull(&model, &lda, &corpus).map_err(train_error)?;
         let lists = (0..corpus.docs()).map(|d| {
             let mixture = fixed.mixture(corpus.doc(d), lda.seed);
             Some(mixture.into_iter().map(Some).collect::<Vec<_>>())
         });
-        Ok(array_result(ListArray::from_iter_primitive::<
-            Float64Type,
-            _,
-            _,
-        >(lists)))
+        Ok(Arc::new(
+            ListArray::from_iter_primitive::<Float64Type, _, _>(lists),
+        ))
     }
 
-    fn documentation(&self) -> Option<&Documentation> {
+    fn documentation() -> &'static Documentation {
         static DOC: LazyLock<Documentation> = LazyLock::new(|| {
             Documentation::builder(
                 DOC_SECTION,
@@ -114,6 +80,6 @@ impl ScalarUDFImpl for PsTopics {
             .with_sql_example("SELECT doc, ps_topics('topics', words, counts) AS mixture FROM news")
             .build()
         });
-        Some(&DOC)
+        &DOC
     }
 }

@@ -4,20 +4,15 @@
 //! row's loss taken before the update it joins, i.e. progressive validation; a topic model:
 //! its documents' part of the log-likelihood per token).
 //!
-//! An aggregate, so rows stay in the task that read them: each record batch is cut into
-//! mini-batches of the model's `batch_size` rows and trained by the task's
-//! [`angel_training::TrainTask`] (one pruned pull, one merged push per mini-batch, in the
+//! An aggregate, so rows stay in the task that read them: each record batch goes to the
+//! task's [`TaskPass`], which the model's kind opens (for a kind trained by gradients, one
+//! pruned pull and one merged push per mini-batch of the model's `batch_size` rows, in the
 //! model's clock table). Only keys and values cross the network. The model name is a
-//! constant, read once per task from the call's literal.
+//! constant, read once per task from the call's literal; the function knows no kind.
 
 use std::sync::{Arc, LazyLock};
 
-use angel_training::kinds::Inputs;
-use angel_training::kinds::gbdt::task::TreeTask;
-use angel_training::kinds::kmeans::task::ClusterTask;
-use angel_training::kinds::lda::task::TopicTask;
-use angel_training::lbfgs::task::GradientTask;
-use angel_training::{Model, ModelSpec, RotationTask, TrainTask};
+use angel_training::{Model, TaskPass, Trained};
 use datafusion::arrow::array::ArrayRef;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue};
@@ -177,7 +172,7 @@ struct Train {
     /// The model's name; the model is opened on the first rows.
     name: String,
     /// The pass, from the first rows on.
-    task: Option<Pass>,
+    task: Option<Box<dyn TaskPass>>,
     /// Summed loss and rows trained.
     mean: Mean,
     /// Whether partial states were merged in: the accumulator is the final one, no worker.
@@ -188,55 +183,27 @@ struct Train {
     progress: Arc<TaskProgress>,
 }
 
-/// How the task trains: mini-batch after mini-batch as its rows come, or, under model
-/// rotation and for a topic model, all its rows once they are all in; a full-batch model's
-/// task sums the gradient of its rows and pushes it when they end.
-#[derive(Debug)]
-enum Pass {
-    Steps(Box<TrainTask>),
-    FullBatch(Box<GradientTask>),
-    Clusters(Box<ClusterTask>),
-    Rotation(Box<RotationTask>),
-    Topics(Box<TopicTask>),
-    Trees(Box<TreeTask>),
-}
-
 impl Train {
-    /// The pass, opened on the first call.
-    fn task(&mut self) -> Result<&mut Pass> {
+    /// The pass, opened by the model's kind on the first call.
+    fn task(&mut self) -> Result<&mut Box<dyn TaskPass>> {
         if self.task.is_none() {
             let model = Model::open(self.binding.client()?, &self.name).map_err(train_error)?;
-            let topics = model.spec.kind.topics().is_some();
-            let trees = model.spec.kind.trees().is_some();
-            let full_batch = model.spec.solver.method.is_some();
-            let clusters = model.spec.kind.clusters().is_some();
-            self.task = Some(match (topics, model.spec.sync.rotation) {
-                _ if clusters => Pass::Clusters(Box::new(
-                    ClusterTask::new(model, MODEL.function).map_err(train_error)?,
-                )),
-                _ if full_batch => Pass::FullBatch(Box::new(GradientTask::new(model))),
-                _ if trees => Pass::Trees(Box::new(
-                    TreeTask::new(model, MODEL.function, self.binding.tree_workers().clone())
-                        .map_err(train_error)?,
-                )),
-                (true, _) => Pass::Topics(Box::new(
-                    TopicTask::new(model, MODEL.function, self.binding.topic_workers().clone())
-                        .map_err(train_error)?,
-                )),
-                (false, true) => Pass::Rotation(Box::new(RotationTask::new(
-                    model,
-                    MODEL.function,
-                    self.binding.kept().clone(),
-                ))),
-                (false, false) => Pass::Steps(Box::new(TrainTask::new(model))),
-            });
+            let context = self.binding.task_context(MODEL.function);
+            let kind = model.spec.kind.clone();
+            self.task = Some(kind.open_pass(model, &context).map_err(train_error)?);
         }
         Ok(self.task.as_mut().expect("opened above"))
     }
 
-    /// The task's data ended: see [`TrainTask::finish`]; a rotation worker trains now. Every
-    /// `worker` (an accumulator of an input partition, not the one merging their states)
-    /// takes part in a rotation, rows or none.
+    /// Counts what the pass trained into the task's mean.
+    fn count(&mut self, trained: Trained) {
+        self.mean.rows += trained.rows as i64;
+        self.mean.sum += trained.loss;
+    }
+
+    /// The task's data ended: see [`TaskPass::finish`] (a rotation worker, say, trains now).
+    /// Every `worker` (an accumulator of an input partition, not the one merging their
+    /// states) takes part in a round, rows or none.
     fn finish(&mut self, worker: bool) -> Result<()> {
         if std::mem::replace(&mut self.finished, true) {
             return Ok(());
@@ -245,49 +212,13 @@ impl Train {
             self.task()?;
         }
         let progress = self.progress.clone();
-        let finished = match self.task.as_mut() {
-            Some(Pass::Steps(task)) => task.finish().map_err(train_error),
-            Some(Pass::FullBatch(task)) => {
-                task.finish().map_err(train_error)?;
-                self.task = None;
-                Ok(())
-            }
-            Some(Pass::Clusters(task)) => {
-                task.finish().map_err(train_error)?;
-                self.task = None;
-                Ok(())
-            }
-            Some(Pass::Rotation(task)) => {
-                let trained = task
-                    .run(|rows, loss| progress.add(rows, loss))
-                    .map_err(train_error)?;
-                // Under time control a round trains some rows more than once, others not.
-                self.mean.rows += trained.rows as i64;
-                self.mean.sum += trained.loss;
-                self.task = None;
-                Ok(())
-            }
-            Some(Pass::Topics(task)) => {
-                let round = task
-                    .run(|tokens, _| progress.add(tokens, 0.0))
-                    .map_err(train_error)?;
-                self.mean.rows += round.tokens as i64;
-                self.mean.sum += round.doc_likelihood;
-                self.task = None;
-                Ok(())
-            }
-            Some(Pass::Trees(task)) => {
-                let round = task.run().map_err(train_error)?;
-                progress.add(round.rows, round.sum);
-                self.mean.rows += round.rows as i64;
-                self.mean.sum += round.sum;
-                self.task = None;
-                Ok(())
-            }
-            None => Ok(()),
+        let finished = match self.task.take() {
+            Some(mut task) => task.finish(&mut |rows, loss| progress.add(rows, loss)),
+            None => Ok(Trained::default()),
         };
         self.progress.flush();
-        finished
+        self.count(finished.map_err(train_error)?);
+        Ok(())
     }
 }
 
@@ -296,40 +227,13 @@ impl Accumulator for Train {
         if values.first().is_none_or(|v| v.is_empty()) {
             return Ok(());
         }
-        let (binding, name) = (self.binding.clone(), self.name.clone());
         let progress = self.progress.clone();
-        let (rows, trained) = match self.task()? {
-            Pass::Steps(task) => train(&binding, (&name, &progress), task, values)?,
-            Pass::FullBatch(task) => {
-                let spec = &task.model().spec;
-                let batches = batches(&binding, &name, spec, values)?;
-                let summed = task.add(&batches).map_err(train_error)?;
-                progress.add(summed.rows, summed.loss);
-                (summed.rows as usize, summed.loss)
-            }
-            Pass::Rotation(task) => {
-                let (label, inputs) = columns(&task.model().spec, values)?;
-                task.add(label, inputs);
-                // Read and counted as they train: see `finish`.
-                (0, 0.0)
-            }
-            Pass::Topics(task) => {
-                task.add(values.get(WORDS.index..).unwrap_or_default());
-                (0, 0.0)
-            }
-            Pass::Clusters(task) => {
-                let points = values.get(POINT.index..).unwrap_or_default();
-                let (rows, inertia) = task.add(points).map_err(train_error)?;
-                progress.add(rows, inertia);
-                (rows as usize, inertia)
-            }
-            Pass::Trees(task) => {
-                task.add(values.get(LABEL.index..).unwrap_or_default());
-                (0, 0.0)
-            }
-        };
-        self.mean.rows += rows as i64;
-        self.mean.sum += trained;
+        // The columns after the model's name, whose argument is a new array at every call.
+        let columns = values.get(1..).unwrap_or_default();
+        let trained = (self.task()?)
+            .add(columns, &mut |rows, loss| progress.add(rows, loss))
+            .map_err(train_error)?;
+        self.count(trained);
         Ok(())
     }
 
@@ -352,57 +256,4 @@ impl Accumulator for Train {
     fn size(&self) -> usize {
         std::mem::size_of_val(self)
     }
-}
-
-/// The label and the input columns of a call's `values`, as the model's kind takes them:
-/// `(model, label, indices[, values])` or `(model, user, item, rating)`.
-fn columns<'a>(spec: &ModelSpec, values: &'a [ArrayRef]) -> Result<(&'a ArrayRef, &'a [ArrayRef])> {
-    let rows = values.get(LABEL.index..).unwrap_or_default();
-    Ok(match spec.kind.inputs() {
-        Inputs::Features => (LABEL.column(values)?, &rows[1..]),
-        Inputs::Pairs => (RATING.column(values)?, &rows[..2]),
-        Inputs::Documents => {
-            return datafusion::common::exec_err!(
-                "ps_train: a topic model's rows are its documents (ps_train(model, words[, \
-                 counts]))"
-            );
-        }
-        Inputs::Points => {
-            return datafusion::common::exec_err!(
-                "ps_train: a k-means model's rows are its points (ps_train(model, point) or \
-                 ps_train(model, indices, values))"
-            );
-        }
-    })
-}
-
-/// The mini-batches of one batch of rows of model `name`, read once and kept across epochs
-/// when the job keeps its rows in memory.
-fn batches(
-    binding: &Binding,
-    name: &str,
-    spec: &ModelSpec,
-    values: &[ArrayRef],
-) -> Result<Arc<angel_training::rows::MiniBatches>> {
-    // The model name argument is a new array at every call; the rows are not.
-    let rows = values.get(LABEL.index..).unwrap_or_default();
-    let (label, inputs) = columns(spec, values)?;
-    let read = || spec.mini_batches(MODEL.function, name, (label, inputs));
-    (binding.key_lists().get_or_read(name, rows, read)).map_err(train_error)
-}
-
-/// Trains `task` of model `name` on one batch of rows, mini-batch after mini-batch; returns
-/// the rows and their summed loss.
-fn train(
-    binding: &Binding,
-    (name, progress): (&str, &TaskProgress),
-    task: &mut TrainTask,
-    values: &[ArrayRef],
-) -> Result<(usize, f64)> {
-    let spec = task.model().spec.clone();
-    let batches = batches(binding, name, &spec, values)?;
-    let sum = task
-        .train(&batches, |rows, loss| progress.add(rows, loss))
-        .map_err(train_error)?;
-    Ok((batches.rows.len(), sum))
 }

@@ -11,14 +11,15 @@ use angel_client::task_change::Pass;
 use angel_etl::corpus_data::{self, CorpusSpec, Truth};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
+use angel_training::kept::Kept;
+use angel_training::key_lists::KeyLists;
 use angel_training::kinds::lda::Lda;
 use angel_training::kinds::lda::corpus::Corpus as TopicCorpus;
 use angel_training::kinds::lda::likelihood;
 use angel_training::kinds::lda::stored::StoredTopics;
 use angel_training::kinds::lda::task::TopicTask;
 use angel_training::kinds::lda::worker::Worker;
-use angel_training::rotation::kept::Kept;
-use angel_training::{Model, ModelSpec, kinds};
+use angel_training::{Model, ModelSpec, TaskContext, kinds};
 use common::{column, leases};
 use datafusion::arrow::array::{ArrayRef, AsArray, Float64Builder, ListBuilder, UInt64Builder};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt32Type, UInt64Type};
@@ -230,7 +231,7 @@ async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
     for parallelism in ["data", "rotation"] {
         let name = format!("topics_{parallelism}");
         three_worker_model(&client, &name, parallelism).await;
-        let kept = Kept::<Worker>::default();
+        let kept = Kept::default();
         kept.enable(&name);
         for round in 0..=3 {
             kept.start_round(&name, round);
@@ -239,7 +240,7 @@ async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
                     let (kept, client, name) = (kept.clone(), client.clone(), name.clone());
                     std::thread::spawn(move || {
                         let model = Model::open(client, &name).unwrap();
-                        let mut task = TopicTask::new(model, "test", kept).unwrap();
+                        let mut task = topic_task(model, &kept);
                         task.add(&arrays);
                         task.run(|_, _| {}).unwrap()
                     })
@@ -252,7 +253,7 @@ async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
             for arrays in &parts {
                 let data: Vec<_> = arrays.iter().map(|a| a.to_data()).collect();
                 let worker = kept
-                    .take(&name, &data)
+                    .take::<Worker>(&name, &data)
                     .expect("each worker's state is kept");
                 for (w, &t) in worker.words().zip(&worker.topics) {
                     expected[t as usize * width + w as usize] += 1;
@@ -313,7 +314,7 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
                 let (client, name) = (client.clone(), name.clone());
                 std::thread::spawn(move || {
                     let model = Model::open(client, &name).unwrap();
-                    let mut task = TopicTask::new(model, "test", Kept::default()).unwrap();
+                    let mut task = topic_task(model, &Kept::default());
                     task.add(&documents(&docs));
                     // Named as a Ballista task's pushes are (run, partition).
                     Pass::new(&[u64::from(round), part]).scope(|| task.run(|_, _| {}))
@@ -361,13 +362,25 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
         // A worker whose documents were not those of round 0 is told so.
         stored.start_round(4).await.unwrap();
         let model = Model::open(client.clone(), &name).unwrap();
-        let mut other = TopicTask::new(model, "test", Kept::default()).unwrap();
+        let mut other = topic_task(model, &Kept::default());
         other.add(&documents(&parts[0][1..]));
         let err = std::thread::spawn(move || other.run(|_, _| {}).unwrap_err().to_string());
         let err = err.join().unwrap();
         assert!(err.contains(&name) && err.contains("other rows"), "{err}");
         stored.drop().await.unwrap();
     }
+}
+
+/// A worker of topic model `model`, reading documents of the function "test", keeping its
+/// state in `kept`.
+fn topic_task(model: Model, kept: &Kept) -> TopicTask {
+    let lda = Lda::of(&model, "test").unwrap();
+    let context = TaskContext {
+        function: "test",
+        key_lists: KeyLists::default(),
+        kept: kept.clone(),
+    };
+    TopicTask::new(model, lda, &context)
 }
 
 /// Creates topic model `name` of the small corpus's shape, for 3 workers in `parallelism`.

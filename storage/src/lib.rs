@@ -12,6 +12,7 @@
 //! - [`list`]: the files a path names: one file, a directory's, or a glob's.
 //! - [`write`]: whole files written at once, and directories removed.
 //! - [`versions`]: a directory that changes only by whole, committed versions.
+//! - `runtime`: the one runtime every store's I/O runs on, apart from any caller's.
 //!
 //! It depends on no SQL engine: the parameter servers (snapshots) use it as the SQL layer does.
 

@@ -10,9 +10,13 @@
 //! - [`kinds`]: the kinds of model, one folder each.
 //! - [`rows`]: the rows a model trains on or predicts, as a sparse design matrix cut into
 //!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
-//! - [`task`]: [`TrainTask`], one task's training pass; [`rotation`]: [`RotationTask`], one
-//!   worker of model rotation (Harp's).
+//! - [`task_pass`]: [`TaskPass`], a task's part of a training pass, the one interface
+//!   `ps_train` drives whatever the kind; [`task`]: [`TrainTask`], mini-batch steps;
+//!   [`rotation`]: [`RotationTask`], one worker of model rotation (Harp's); [`kept`]: what a
+//!   statement's workers keep from round to round.
 //! - [`recommend`]: the top-k items of a matrix factorization model for users.
+//! - [`lbfgs`]: full-batch L-BFGS and OWL-QN: a task's summed gradient, the history and the
+//!   line search the job drives on the servers.
 //! - [`update`]: the workers' side of the update rules (SGD, ConSGD, DynSGD, model averaging;
 //!   the rules themselves are `angel-optim`'s).
 //! - [`sync`]: [`SyncSpec`], the consistency model (BSP, SSP, ASP) and its clock, and
@@ -20,6 +24,7 @@
 //! - [`error`]: [`Error`], telling a wrong option from wrong rows and a failed service.
 
 pub mod error;
+pub mod kept;
 pub mod key_lists;
 pub mod kinds;
 pub mod lbfgs;
@@ -30,6 +35,7 @@ pub mod rotation;
 pub mod rows;
 pub mod sync;
 pub mod task;
+pub mod task_pass;
 pub mod update;
 
 pub use error::{Error, Result};
@@ -38,3 +44,4 @@ pub use model::{Model, ModelSpec};
 pub use rotation::RotationTask;
 pub use sync::SyncSpec;
 pub use task::TrainTask;
+pub use task_pass::{TaskContext, TaskPass, Trained};

@@ -22,16 +22,12 @@ use angel_optim::{Optimizer, builtin, rule};
 use arrow::array::ArrayRef;
 
 use crate::error::{Error, Result, input_err, option_err};
-use crate::kinds::gbdt::{self, tree};
-use crate::kinds::{self, Gradient, Kind, kmeans};
+use crate::kinds::{self, Gradient, Kind};
 use crate::lbfgs::history;
 use crate::lbfgs::solver::{Method, Solver};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
 use crate::sync::{self, StepBudget, SyncSpec};
-
-/// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
-const MAX_DENSE_DIM: u64 = 1 << 26;
 
 /// Everything that defines a model. Built from `CREATE MODEL` options, stored with the
 /// model's matrix, read back by the SQL functions.
@@ -261,8 +257,7 @@ impl ModelSpec {
     /// optimizer than the workers' plain SGD, another update rule.
     fn check_rotation(&self) -> Result<()> {
         let kind = self.kind.name();
-        if self.kind.topics().is_some() {
-            // The topic model's samplers rotate the vocabulary: no optimizer is involved.
+        if self.kind.optimizer_free() {
             return Ok(());
         }
         if self.kind.rotating().is_none() {
@@ -335,20 +330,8 @@ impl ModelSpec {
                 );
             }
         }
-        let weight_rows = self.kind.weight_rows() as u64;
-        if let Some(gbdt) = self.kind.trees() {
-            let spec = MatrixSpec::dense(name, weight_rows, tree::columns(gbdt.depth));
-            let spec = spec.value_type(angel_client::ValueType::F64);
-            return Ok(spec
-                .block_shape(weight_rows, 0)
-                .training(self.to_training()));
-        }
-        let (rows, cols) = (weight_rows * (1 + u64::from(state_rows)), self.dim + 1);
-        let spec = match (self.kind.topics(), cols <= MAX_DENSE_DIM) {
-            (Some(_), _) => topic_counts(name, rows, self.dim)?,
-            (None, true) => MatrixSpec::dense(name, rows, cols),
-            (None, false) => MatrixSpec::sparse(name, rows, cols),
-        };
+        let rows = self.kind.weight_rows() as u64 * (1 + u64::from(state_rows));
+        let spec = self.kind.matrix(name, rows, self.dim)?;
         Ok(spec.block_shape(rows, 0).training(self.to_training()))
     }
 
@@ -381,13 +364,7 @@ impl ModelSpec {
             None => input_err(format!(
                 "{function}: model '{name}' is a {} model, which is not trained by gradients{}",
                 self.kind.name(),
-                match (self.kind.topics(), self.kind.clusters()) {
-                    (_, Some(_)) => {
-                        "; ps_predict gives a row's nearest centre, ps_distance its distance"
-                    }
-                    (Some(_), _) => " and predicts no label; ps_topics infers a document's topics",
-                    _ => " and predicts no label",
-                }
+                self.kind.answers_instead()
             )),
         }
     }
@@ -396,20 +373,6 @@ impl ModelSpec {
     pub fn bias_key(&self) -> u64 {
         self.dim
     }
-}
-
-/// The topic model's counts: `topics` rows of whole numbers, a column per word of a
-/// vocabulary of `words` words and one for the topic totals, stored sparsely (a word's
-/// topics without tokens take no room: a dense word-topic matrix is what runs Angel's LDA out
-/// of memory).
-fn topic_counts(name: &str, topics: u64, words: u64) -> Result<MatrixSpec> {
-    if words > u64::from(u32::MAX) {
-        return option_err(format!(
-            "model '{name}': a topic model's vocabulary has at most {} words, got dim = {words}",
-            u32::MAX
-        ));
-    }
-    Ok(MatrixSpec::sparse(name, topics, words + 1).value_type(angel_client::ValueType::I64))
 }
 
 /// The options of training description `t` as `key = value` text, as `CREATE MODEL` takes
@@ -638,41 +601,41 @@ impl Model {
         Ok((loss, grads))
     }
 
-    /// `each(kind, margins)` of every row of `rows`, after one pruned pull of the weights of
-    /// their distinct keys: what predictions and per-row losses are made of.
-    fn per_row<T>(
+    /// `each(scoring, row, margins)` of every row of `rows`, from the margins its kind
+    /// computes: what predictions and per-row losses are made of.
+    pub fn per_row<T>(
         &self,
         function: &str,
         rows: &SparseRows,
         mut each: impl FnMut(&dyn Gradient, usize, &[f64]) -> T,
     ) -> Result<Vec<T>> {
-        let kind = self.spec.gradient(function, &self.name)?;
+        let scoring = self.spec.gradient(function, &self.name)?;
         rows.check(function, &self.name, self.spec.dim)?;
-        if self.spec.kind.trees().is_some() {
-            let margins = gbdt::predict::margins(self, rows)?;
-            return Ok((margins.iter().enumerate())
-                .map(|(r, m)| each(kind, r, std::slice::from_ref(m)))
-                .collect());
-        }
+        let margins = self.spec.kind.margins_of(self, function, rows)?;
+        let outputs = self.spec.kind.outputs();
+        Ok((margins.chunks(outputs).enumerate())
+            .map(|(r, m)| each(scoring, r, m))
+            .collect())
+    }
+
+    /// Every row's margins `w_o . x + b_o` (one per output, row after row, as the kind's
+    /// gradient computes them), after one pruned pull of the weights of their distinct keys.
+    pub fn linear_margins(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        let kind = self.spec.gradient(function, &self.name)?;
         let g = rows.gather(0..rows.len(), self.spec.bias_key());
         let weights = self.weights(&g.keys)?;
-        let mut margins = vec![0.0; self.spec.kind.outputs()];
-        Ok((0..rows.len())
-            .map(|r| {
-                kind.margins(rows, r, &g, &weights, &mut margins);
-                each(kind, r, &margins)
-            })
-            .collect())
+        let outputs = self.spec.kind.outputs();
+        let mut margins = vec![0.0; rows.len() * outputs];
+        for (r, out) in margins.chunks_mut(outputs).enumerate() {
+            kind.margins(rows, r, &g, &weights, out);
+        }
+        Ok(margins)
     }
 
     /// The prediction of every row of `rows` (`ps_predict`): a probability, a margin, a
     /// class or (k-means) the nearest centre, as the kind says.
     pub fn predict(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
-        if self.spec.kind.clusters().is_some() {
-            let nearest = kmeans::predict::nearest(self, function, rows)?;
-            return Ok(nearest.into_iter().map(|(c, _)| c as f64).collect());
-        }
-        self.per_row(function, rows, |kind, _, m| kind.predict(m))
+        self.spec.kind.predictions(self, function, rows)
     }
 
     /// The class probabilities of every row of `rows` (`ps_predict_proba`); an error naming

@@ -12,6 +12,8 @@
 //! - [`gbdt`]: boosted trees on click logs and wide sparse rows against XGBoost and LightGBM.
 //! - [`lbfgs`]: full-batch L-BFGS logistic regression against scikit-learn and Spark MLlib.
 //! - [`kmeans`]: k-means on generated points against scikit-learn's KMeans and MiniBatchKMeans.
+//! - [`link`]: a slow network on one machine (proxies sharing a token bucket), for [`e2e`]
+//!   and the compression tests.
 
 pub mod chaos;
 pub mod codec;

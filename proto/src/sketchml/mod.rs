@@ -10,6 +10,8 @@
 //! The pairs of each sign's top bucket (1/q of them, the largest gradients) are sent as they
 //! are, after the groups: a shared mean or a collision would distort them most.
 //!
+//! [`bits`] reads and writes the payload's byte and bit streams, bounds-checked.
+//!
 //! Decoding rebuilds the keys, queries each key's bucket and maps it to the bucket's mean.
 //! Decoded magnitudes never exceed the upper edge of the true bucket; keys are exact.
 //!

@@ -13,7 +13,8 @@ use angel_proto::{
     CreateMatrixRequest, PsError, Result, StorageKind, ValueType,
 };
 
-use super::service::{MAX_COLS, MasterService, Placement};
+use super::service::{MAX_COLS, MasterService};
+use super::state::Placement;
 
 impl MasterService {
     /// Creates counter `name` in the WRITE state; with `replace`, an existing one of that

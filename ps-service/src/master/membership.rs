@@ -31,7 +31,8 @@ use angel_proto::{
 use std::time::Duration;
 
 use super::optimizers;
-use super::service::{MAX_ADDR, MAX_NAME, MasterService, SERVER_CALL_TIMEOUT, ServerEntry, State};
+use super::service::{MAX_ADDR, MAX_NAME, MasterService, SERVER_CALL_TIMEOUT};
+use super::state::{ServerEntry, ServerRpc, State};
 use crate::admin::AdminToken;
 
 /// How long a registering server has to answer the master's call back to its address.
@@ -194,7 +195,7 @@ impl MasterService {
     fn admit(
         &self,
         request: RegisterServerRequest,
-        rpc: super::service::ServerRpc,
+        rpc: ServerRpc,
         seen: &Incarnation,
     ) -> Result<(RegisterServerReply, Vec<u32>)> {
         let (nonce, seen_epoch) = (seen.nonce, seen.seen_epoch);
@@ -280,10 +281,7 @@ impl MasterService {
     }
 
     /// A client of the registering server, after checking that its address answers.
-    async fn probe_back(
-        &self,
-        request: &RegisterServerRequest,
-    ) -> Result<super::service::ServerRpc> {
+    async fn probe_back(&self, request: &RegisterServerRequest) -> Result<ServerRpc> {
         let addr = &request.addr;
         let endpoint = tls::endpoint(addr, self.trust.as_ref())?
             .timeout(SERVER_CALL_TIMEOUT)

@@ -3,7 +3,7 @@
 //! - [`partitioner`]: [`Partitioner`], which cuts a new matrix into blocks, and the default
 //!   [`RangePartitioner`].
 //! - [`service`]: the gRPC handlers: matrix create/drop/describe, the partition map (with its
-//!   epoch) and status.
+//!   epoch) and status; [`state`]: what they read and change.
 //! - [`membership`]: server registration and heartbeats, server processes told apart, and the
 //!   master's doubt about a state older than its servers' data.
 //! - [`clocks`]: training workers' clocks: BSP, SSP and ASP, and slow-worker flags.
@@ -34,6 +34,7 @@ pub mod quota;
 pub mod recovery;
 pub mod rotation;
 pub mod service;
+mod state;
 pub mod state_file;
 pub mod status_json;
 pub mod trained_rows;

@@ -8,7 +8,7 @@
 
 use angel_proto::{CreateMatrixRequest, MatrixMeta, PsError, Result, StorageKind, namespace};
 
-use super::service::State;
+use super::state::State;
 
 /// Bytes of attributes (names and values) one namespace's matrices may carry together: the
 /// partition map every client downloads carries them all.

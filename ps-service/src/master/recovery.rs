@@ -23,7 +23,8 @@ use angel_proto::{
 };
 use tonic::Request;
 
-use super::service::{MasterService, ServerEntry};
+use super::service::MasterService;
+use super::state::ServerEntry;
 use crate::access::Access;
 
 /// Most changes one replay report may claim, replayed or lost: far more than a client's
@@ -498,7 +499,7 @@ impl Orphans {
     }
 }
 
-impl super::service::State {
+impl super::state::State {
     /// The partitions of every matrix and counter routed to server `id` that `wanted` keeps
     /// (by matrix or key-space id and partition id).
     fn orphans(&self, id: u32, wanted: impl Fn((u32, u32)) -> bool) -> Vec<Orphans> {

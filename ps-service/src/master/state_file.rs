@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use angel_proto::{MasterSnapshot, PsError, Result, ServerRecord};
 
-use super::service::{Awaiting, MasterService, State};
+use super::service::MasterService;
+use super::state::{Awaiting, State};
 
 impl MasterService {
     /// Writes the state to the snapshot directory, if there is one. A failure is logged and

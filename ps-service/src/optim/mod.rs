@@ -4,8 +4,8 @@
 //! message per batch and optimizer state never crosses the network.
 //!
 //! The optimizers and the update rules themselves are `angel-optim`'s (workers apply them
-//! too, under model averaging); here is [`OptimizerRegistry`], the optimizers of a server by
-//! name, to which users add their own.
+//! too, under model averaging); here is [`OptimizerRegistry`] ([`registry`]), the optimizers of
+//! a server by name, to which users add their own.
 
 pub mod registry;
 

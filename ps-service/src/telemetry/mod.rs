@@ -3,7 +3,8 @@
 //! One [`Telemetry`] per process: a standalone service's master and servers share it, so
 //! one scrape of `/metrics` covers them all, told apart by a `node` label.
 //!
-//! - [`rpc_layer`]: requests, errors, latency and bytes of every RPC, counted as they pass.
+//! - [`rpc_layer`]: requests, errors, latency and bytes of every RPC, counted as they pass
+//!   (the bodies' bytes by `counted_body`).
 //! - [`samples`]: values read from the nodes' state at scrape time (stored keys and bytes,
 //!   heartbeat ages, pushes per client).
 //! - [`http`]: the `--http` listener: `/metrics`, and whatever routes a node adds.

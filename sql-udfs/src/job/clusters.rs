@@ -16,15 +16,19 @@
 use std::time::Instant;
 
 use angel_client::PsClient;
-use angel_training::kinds::kmeans::{Algorithm, Init, KMeans, points, seeding};
-use angel_training::rows::SparseRows;
+use angel_training::kinds::kmeans::{Algorithm, Init, KMeans, seeding};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, exec_err};
 use datafusion::prelude::SessionContext;
 
+use super::answers::{first_row, float};
+use super::caching::Caching;
 use super::epoch_table::{self, Column};
 use super::kmeans_parallel;
-use super::train::{Caching, Plan, Rows, TrainRows, bar, first_row, float};
+use super::plan::Plan;
+use super::points::{read, sample, uniform, write_centres};
+use super::progress::bar;
+use super::train_rows::{Rows, TrainRows};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 
@@ -65,22 +69,6 @@ pub(super) async fn init(
     write_centres(&client, name, &centres, dim).await
 }
 
-/// Adds `centres` (`dim` coordinates each, centre after centre) to the first rows of model
-/// `name`, whose values are zero.
-pub(super) async fn write_centres(
-    client: &PsClient,
-    name: &str,
-    centres: &[f64],
-    dim: usize,
-) -> Result<()> {
-    let keys: Vec<u64> = (0..dim as u64).collect();
-    for (c, centre) in centres.chunks(dim).enumerate() {
-        let centre: Vec<f32> = centre.iter().map(|&v| v as f32).collect();
-        (client.push_keys(name, c as u64, &keys, &centre).await).map_err(ps_error)?;
-    }
-    Ok(())
-}
-
 /// The k-means options of `plan`.
 fn of(plan: &Plan) -> Result<&KMeans> {
     match plan.spec.kind.clusters() {
@@ -89,41 +77,13 @@ fn of(plan: &Plan) -> Result<&KMeans> {
     }
 }
 
-/// The rows `sql` answers (`id, point` or `id, idx, val`), read as points.
-pub(super) async fn read(ctx: &SessionContext, sql: &str, plan: &Plan) -> Result<SparseRows> {
-    let batches = ctx.sql(sql).await?.collect().await?;
-    let mut all = Vec::with_capacity(batches.len());
-    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
-        let inputs = &batch.columns()[1..];
-        let rows = points::read("CREATE MODEL", "init", plan.spec.dim, inputs);
-        all.push(rows.map_err(train_error)?);
-    }
-    Ok(SparseRows::concat(all))
-}
-
-/// `n` of the training rows, drawn uniformly: the first by a seeded hash of their id, so the
-/// draw depends neither on the rows' order nor on the last bits of their coordinates.
-pub(super) async fn sample(
-    ctx: &SessionContext,
-    rows: &Rows,
-    (n, seed): (usize, u64),
-    plan: &Plan,
-) -> Result<SparseRows> {
-    let (id, inputs, query) = (&rows.columns.label, &rows.columns.inputs, &rows.query);
-    let sql = format!(
-        "SELECT {id}, {inputs} FROM ({query}) AS rows ORDER BY md5('{seed};' || CAST({id} AS \
-         VARCHAR)), {id} LIMIT {n}"
-    );
-    read(ctx, &sql, plan).await
-}
-
 /// The rows' variance per coordinate, averaged over the coordinates (the scale of
 /// scikit-learn's `tol`), from a uniform sample of about 50,000 of them: each row kept when a
 /// number made from a hash of its id is below the share wanted, in one pass without sorting.
 async fn variance(ctx: &SessionContext, rows: &Rows, plan: &Plan) -> Result<f64> {
     let (id, inputs, query) = (&rows.columns.label, &rows.columns.inputs, &rows.query);
     let share = SAMPLE as f64 / rows.count.max(1) as f64;
-    let drawn = kmeans_parallel::uniform(of(plan)?.seed, 0, id);
+    let drawn = uniform(of(plan)?.seed, 0, id);
     let sql = format!("SELECT {id}, {inputs} FROM ({query}) AS rows WHERE {drawn} < {share:e}");
     let sample = read(ctx, &sql, plan).await?;
     let dim = plan.spec.dim as usize;

@@ -18,8 +18,10 @@ use angel_training::rows::SparseRows;
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::prelude::SessionContext;
 
-use super::clusters::{read, sample, write_centres};
-use super::train::{Plan, Rows, float};
+use super::answers::float;
+use super::plan::Plan;
+use super::points::{read, sample, uniform, write_centres};
+use super::train_rows::Rows;
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 
@@ -98,19 +100,6 @@ async fn rounds(
     Ok((drawn, weights))
 }
 
-/// SQL for a number in [0, 1) made from the first 8 hexadecimal digits of a seeded hash of
-/// `id` for `round` (0: k-means's variance sample).
-pub(super) fn uniform(seed: u64, round: usize, id: &str) -> String {
-    let hash = format!("md5('{seed};{round};' || CAST({id} AS VARCHAR))");
-    let digits: Vec<String> = (1..=8)
-        .map(|i| {
-            let scale = 16f64.powi(-i);
-            format!("(strpos('0123456789abcdef', substr({hash}, {i}, 1)) - 1) * {scale:e}")
-        })
-        .collect();
-    format!("({})", digits.join(" + "))
-}
-
 /// The one number `sql` answers (0 when it answers null: no rows).
 async fn number(ctx: &SessionContext, sql: &str) -> Result<f64> {
     let batches = ctx.sql(sql).await?.collect().await?;
@@ -159,30 +148,5 @@ impl Candidates<'_> {
             .drop_matrix_if_any(&self.model)
             .await
             .map_err(ps_error)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The hash-made numbers of 20,000 ids lie in [0, 1) with the mean and spread of uniform
-    /// ones (within 4 standard errors), and another round draws other numbers.
-    #[tokio::test]
-    async fn hashed_numbers_are_uniform() {
-        let ctx = SessionContext::new();
-        let (u, v) = (uniform(7, 1, "value"), uniform(7, 2, "value"));
-        let sql = format!(
-            "SELECT min({u}), max({u}), avg({u}), var_pop({u}), corr({u}, {v}) FROM range(20000)"
-        );
-        let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
-        let figures: Vec<f64> = (0..5)
-            .map(|c| float(&ScalarValue::try_from_array(batches[0].column(c), 0).unwrap()).unwrap())
-            .collect();
-        let error = (1.0f64 / 12.0 / 20_000.0).sqrt();
-        assert!(figures[0] >= 0.0 && figures[1] < 1.0, "{figures:?}");
-        assert!((figures[2] - 0.5).abs() < 4.0 * error, "{figures:?}");
-        assert!((figures[3] - 1.0 / 12.0).abs() < 0.003, "{figures:?}");
-        assert!(figures[4].abs() < 4.0 / 20_000f64.sqrt(), "{figures:?}");
     }
 }

@@ -26,10 +26,13 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::common::Result;
 use datafusion::prelude::SessionContext;
 
+use super::answers::{first_row, float};
+use super::caching::Caching;
 use super::epoch_table::{self, Column};
-use super::train::{
-    Caching, Holdout, Plan, Rows, TrainRows, bar, evaluate, first_row, float, report,
-};
+use super::holdout::{Holdout, evaluate};
+use super::plan::Plan;
+use super::progress::{bar, report};
+use super::train_rows::{Rows, TrainRows};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 

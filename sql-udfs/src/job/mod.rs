@@ -5,21 +5,41 @@
 //! - [`script`]: variables and statement splitting.
 //! - [`counters`]: the counters a run fills, each started afresh.
 //! - [`statement`]: recognising the model statements.
-//! - [`train`]: `CREATE MODEL`, the epoch loop.
-//! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata.
+//! - [`train`]: `CREATE MODEL` and `TRAIN MODEL`, handed to their kind's driver: [`epochs`]
+//!   (mini-batch steps), [`lbfgs`] (full-batch solvers), [`clusters`] and
+//!   [`kmeans_parallel`] (k-means, their points read and drawn by [`points`]), [`trees`]
+//!   (boosted trees), [`topics`] (the topic model).
+//! - What the drivers share, each in its own file: [`plan`] (the statement's options),
+//!   [`train_rows`] (its rows and where each epoch reads them), [`caching`] (keeping batches
+//!   and workers across epochs), [`holdout`] (the holdout's figures), [`progress`] (the bar
+//!   and the master's curves), [`traffic`] (push traffic), [`answers`] (one-row answers),
+//!   [`epoch_table`] (the epoch table from its rows).
+//! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata, with
+//!   [`saved_topics`] and [`saved_trees`] for the topic model's and the boosted model's
+//!   tables and [`parquet_file`] for the files they share.
 
+mod answers;
+mod caching;
 mod clusters;
 pub mod counters;
 mod epoch_table;
+mod epochs;
+mod holdout;
 mod kmeans_parallel;
 mod lbfgs;
+mod parquet_file;
+mod plan;
+mod points;
+mod progress;
 pub mod saved;
 pub mod saved_topics;
 pub mod saved_trees;
 pub mod script;
 pub mod statement;
 pub mod topics;
+mod traffic;
 pub mod train;
+mod train_rows;
 pub mod trees;
 
 use std::collections::HashMap;
@@ -43,7 +63,7 @@ use crate::cluster::{Stage, StageWriteNode};
 use crate::kept_table::KeptTable;
 use crate::reports::Reports;
 use crate::storage_level::{StorageLevel, TableStorage};
-use train::Engine;
+use train_rows::Engine;
 
 /// What one statement did.
 #[derive(Debug)]

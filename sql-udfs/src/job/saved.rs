@@ -34,18 +34,17 @@ use angel_storage::{Location, StorageError};
 use angel_training::ModelSpec;
 use bytes::Bytes;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float32Array, ListArray, RecordBatch, StringArray, UInt32Array,
-    UInt64Array,
+    Array, AsArray, Float32Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::datatypes::{
     DataType, Field, Float32Type, Schema, SchemaRef, UInt32Type, UInt64Type,
 };
 use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
-use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use datafusion::prelude::SessionContext;
 use serde::{Deserialize, Serialize};
 
+use super::parquet_file::{io, parquet_bytes};
 use super::saved_topics::{counts_file, counts_schema, push_counts, read_counts};
 use super::saved_trees::{
     importance_schema, push_trees, read_dictionary, read_trees, trees_files, trees_schema,
@@ -84,10 +83,6 @@ pub fn weights_schema() -> SchemaRef {
             true,
         ),
     ]))
-}
-
-pub(super) fn io(at: &impl std::fmt::Display, e: impl std::fmt::Display) -> DataFusionError {
-    DataFusionError::Execution(format!("{at}: {e}"))
 }
 
 fn storage(e: StorageError) -> DataFusionError {
@@ -151,35 +146,6 @@ pub fn saved_data(dir: &str, table: Option<&str>) -> Result<(Location, SchemaRef
             )
         }
     }
-}
-
-/// `batch` as the bytes of a Parquet file.
-pub(super) fn parquet_bytes(batch: &RecordBatch) -> Result<Bytes> {
-    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), None)?;
-    writer.write(batch)?;
-    Ok(Bytes::from(writer.into_inner()?))
-}
-
-/// The batches of Parquet file `parquet` (read from `path`), or an error naming it.
-pub(super) fn batches(path: &Location, parquet: Bytes) -> Result<Vec<RecordBatch>> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(parquet)
-        .map_err(|e| io(path, format!("not a readable Parquet file: {e}")))?;
-    (reader.build()?)
-        .map(|b| b.map_err(|e| io(path, format!("cannot be read whole: {e}"))))
-        .collect()
-}
-
-/// Column `name` of `batch` (read from `path`) as type `t`, or an error naming the file and
-/// the column.
-pub(super) fn column_as(
-    path: &Location,
-    batch: &RecordBatch,
-    name: &str,
-    t: &DataType,
-) -> Result<ArrayRef> {
-    let c = (batch.column_by_name(name)).ok_or_else(|| io(path, format!("no column '{name}'")))?;
-    datafusion::arrow::compute::cast(c, t)
-        .map_err(|_| io(path, format!("column '{name}' is not of type {t}")))
 }
 
 /// Reads file `file` whole, off the async workers.

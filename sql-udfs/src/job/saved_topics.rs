@@ -28,7 +28,7 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::common::{Result, exec_err};
 
-use super::saved::{batches, column_as, parquet_bytes};
+use super::parquet_file::{batches, column_as, parquet_bytes};
 use crate::bridge::ps_error;
 
 /// Counts one pull brings (topics x words): a pull of 8 MB.

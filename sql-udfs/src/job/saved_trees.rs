@@ -38,7 +38,7 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::common::{Result, exec_err};
 
-use super::saved::{batches, column_as, io, parquet_bytes};
+use super::parquet_file::{batches, column_as, io, parquet_bytes};
 use crate::bridge::ps_error;
 
 /// Tree values one pull brings: 8 MB.

@@ -17,10 +17,13 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
 
+use super::answers::{first_row, float};
+use super::caching::Caching;
 use super::epoch_table::{self, Column};
-use super::train::{
-    Caching, Plan, Rows, TrainRows, bar, first_row, float, push_traffic, traffic, watch,
-};
+use super::plan::Plan;
+use super::progress::{bar, watch};
+use super::traffic::{push_traffic, traffic};
+use super::train_rows::{Rows, TrainRows};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 
@@ -49,7 +52,7 @@ pub(super) async fn train(
     if let Some(stored) = &stored {
         stored.create().await.map_err(train_error)?;
     }
-    let kept = binding.topic_workers();
+    let kept = binding.kept();
     let bar = bar(0, "tokens");
     // The statement's token topics go whether its rounds succeed or not.
     let table = async {

@@ -15,11 +15,14 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, plan_err};
 use datafusion::prelude::SessionContext;
 
+use super::answers::{first_row, float};
+use super::caching::Caching;
 use super::epoch_table::{self, Column};
-use super::train::{
-    Caching, Holdout, Plan, Rows, TrainRows, bar, evaluate, first_row, float, push_traffic, report,
-    traffic,
-};
+use super::holdout::{Holdout, evaluate};
+use super::plan::Plan;
+use super::progress::{bar, report};
+use super::traffic::{push_traffic, traffic};
+use super::train_rows::{Rows, TrainRows};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 

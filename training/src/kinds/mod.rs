@@ -30,11 +30,17 @@ pub mod softmax;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
+use angel_client::MatrixSpec;
 use arrow::array::ArrayRef;
 
 use crate::error::{Result, option_err};
+use crate::model::Model;
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
+use crate::task_pass::{self, TaskContext, TaskPass};
+
+/// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
+const MAX_DENSE_DIM: u64 = 1 << 26;
 
 /// One kind of model, as training sees it: its options, its matrix's shape, its inputs, and
 /// how it trains ([`Gradient`], or the topic model's sampling). A model of `dim` features has
@@ -127,6 +133,58 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
     /// it does not (the topic model, trained by sampling).
     fn gradient(&self) -> Option<&dyn Gradient>;
 
+    /// Whether it trains without an optimizer (the topic model samples): model rotation then
+    /// asks nothing of the optimizer or the update rule.
+    fn optimizer_free(&self) -> bool {
+        false
+    }
+
+    /// The matrix of model `name`: `rows` rows (its weight rows, each followed by the
+    /// optimizer's state rows) of its `dim` columns and the intercept's; dense up to 2^26
+    /// columns, sparse above (hashed features).
+    fn matrix(&self, name: &str, rows: u64, dim: u64) -> Result<MatrixSpec> {
+        Ok(match dim < MAX_DENSE_DIM {
+            true => MatrixSpec::dense(name, rows, dim + 1),
+            false => MatrixSpec::sparse(name, rows, dim + 1),
+        })
+    }
+
+    /// Opens a task's part of a training pass over `model` (of this kind): by default as a
+    /// kind trained by gradients, with the model's solver and parallelism.
+    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
+        task_pass::by_gradients(model, context)
+    }
+
+    /// How it reads the rows it scores when its gradient does not (k-means: points);
+    /// `None`: as its gradient reads them.
+    fn read_points(
+        &self,
+        function: &str,
+        model: &Model,
+        inputs: &[ArrayRef],
+    ) -> Option<Result<SparseRows>> {
+        let _ = (function, model, inputs);
+        None
+    }
+
+    /// Every row's margins under `model` (one per output, row after row), which its scoring
+    /// turns into predictions and losses: `w_o . x + b_o` by default, from one pruned pull.
+    fn margins_of(&self, model: &Model, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        model.linear_margins(function, rows)
+    }
+
+    /// What `ps_predict` answers for every row of `rows` under `model`: its scoring's
+    /// prediction of the row's margins by default.
+    fn predictions(&self, model: &Model, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        model.per_row(function, rows, |scoring, _, m| scoring.predict(m))
+    }
+
+    /// What its models answer instead of a label, for the error of a function that needs
+    /// one (`ps_predict` of a topic model).
+    fn answers_instead(&self) -> &'static str {
+        " and predicts no label"
+    }
+
     /// The topic model, trained by Gibbs sampling instead of gradients; `None` for the other
     /// kinds.
     fn topics(&self) -> Option<&lda::Lda> {
@@ -149,8 +207,7 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
     /// boosted model's loss (its trees' leaves add up to the margin); `None` for the topic
     /// model.
     fn scoring(&self) -> Option<&dyn Gradient> {
-        let trees = self.trees().map(|t| &t.objective as &dyn Gradient);
-        self.gradient().or(trees)
+        self.gradient()
     }
 }
 
@@ -277,6 +334,18 @@ pub enum Inputs {
     /// A point: `id, point` (a list of numbers) or `id, indices, values` (sparse coordinates),
     /// the id unused by training.
     Points,
+}
+
+impl Inputs {
+    /// Its columns, as errors name them.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Inputs::Features => "label, indices [, values]",
+            Inputs::Pairs => "user, item, rating",
+            Inputs::Documents => "doc, words [, counts]",
+            Inputs::Points => "id, point or id, indices, values",
+        }
+    }
 }
 
 /// Cloning a boxed kind (a [`crate::ModelSpec`] is cloned with its kind).

@@ -16,6 +16,7 @@ use super::vectors::{NEXT_GRADIENT, Vectors};
 use crate::error::Result;
 use crate::model::Model;
 use crate::rows::{Gathered, MiniBatches};
+use crate::task_pass::Trained;
 
 /// Weights up to which a task pulls every weight once per pass (32 MB of sums at most) rather
 /// than each batch's keys.
@@ -28,18 +29,9 @@ pub struct GradientTask {
     /// A dense model's every weight, output after output, pulled at the first rows.
     weights: Option<Vec<f32>>,
     sums: Sums,
-    /// Summed loss and rows.
+    /// Trained loss and rows.
     loss: f64,
     rows: u64,
-}
-
-/// What a task's pass added up.
-#[derive(Debug, Clone, Copy)]
-pub struct Summed {
-    /// Rows.
-    pub rows: u64,
-    /// Their summed loss.
-    pub loss: f64,
 }
 
 impl GradientTask {
@@ -66,8 +58,8 @@ impl GradientTask {
     }
 
     /// Adds the loss and gradient of one batch of rows; returns the rows and their loss.
-    pub fn add(&mut self, batches: &MiniBatches) -> Result<Summed> {
-        let mut summed = Summed { rows: 0, loss: 0.0 };
+    pub fn add(&mut self, batches: &MiniBatches) -> Result<Trained> {
+        let mut summed = Trained::default();
         for (range, g) in &batches.batches {
             let weights = self.weights(g)?;
             let (loss, grads) =
@@ -100,8 +92,8 @@ impl GradientTask {
 
     /// The task's rows ended: pushes its summed gradient (named, so a rerun of the task
     /// repeats the push without effect); returns what it summed.
-    pub fn finish(&mut self) -> Result<Summed> {
-        let summed = Summed {
+    pub fn finish(&mut self) -> Result<Trained> {
+        let summed = Trained {
             rows: self.rows,
             loss: self.loss,
         };

@@ -2,7 +2,7 @@
 //! `parallelism = 'rotation'`.
 //!
 //! The task keeps its rows (its users' ratings, the statement's rows being split by user) and
-//! its users' factors for the whole statement ([`kept`]: a round's task takes them from the
+//! its users' factors for the whole statement ([`crate::kept`]: a round's task takes them from the
 //! previous round's). The model's rotated part (the item factors) is cut into slices that the
 //! master hands out under exclusive leases (`ps-service`'s `master::rotation`): at each step
 //! the task pulls the columns of its slice that its rows use, trains the slice's rows with
@@ -14,10 +14,9 @@
 //!
 //! - [`member`]: the worker's part in the master's schedule (shared with the topic model's
 //!   rotation); [`block`]: the rows of one slice; [`local`]: the task's users' factors;
-//!   [`kept`]: both, from round to round; [`pace`]: time control.
+//!   [`pace`]: time control.
 
 pub mod block;
-pub mod kept;
 pub mod local;
 pub mod member;
 pub mod pace;
@@ -31,11 +30,12 @@ use angel_client::runtime::{Started, block_on, start};
 use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
+use crate::kept::Kept;
 use crate::kinds::Rotating;
 use crate::model::Model;
 use crate::rows::SparseRows;
+use crate::task_pass::{Progress, TaskPass, Trained, label_and_inputs};
 use block::Block;
-use kept::{Kept, Worker};
 use local::Local;
 use member::Member;
 use pace::{CHUNK, Cursors, Pace};
@@ -57,11 +57,12 @@ pub struct RotationTask {
 /// A slice leased and pulled: its lease and the values of the block's rotated keys.
 type Fetched = (RotateReply, Vec<f32>);
 
-/// What a round trained: rows (each counted once per SGD step) and their summed loss.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct Trained {
-    pub rows: u64,
-    pub loss: f64,
+/// What a worker keeps from round to round: its blocks (one per slice), the rotated keys of
+/// each, and its users' factors as last pushed.
+struct Worker {
+    blocks: Vec<Block>,
+    keys: Arc<Vec<Vec<u64>>>,
+    users: Local,
 }
 
 impl RotationTask {
@@ -89,7 +90,8 @@ impl RotationTask {
     }
 
     /// Takes part in the statement's round: every step's slice, in the master's order;
-    /// `progress` hears the rows and summed loss of each step.
+    /// `progress` hears the rows and summed loss of each step (each row counted once per SGD
+    /// step).
     pub fn run(&mut self, progress: impl FnMut(u64, f64)) -> Result<Trained> {
         let rotating = self.plan()?;
         Member::round(&self.model, |member| self.round(member, rotating, progress))
@@ -104,7 +106,7 @@ impl RotationTask {
     ) -> Result<Trained> {
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
         let slices = member.joined.slices as usize;
-        let mut worker = match self.kept.take(&self.model.name, &arrays) {
+        let mut worker = match self.kept.take::<Worker>(&self.model.name, &arrays) {
             Some(worker) if worker.blocks.len() == slices => worker,
             _ => {
                 tracing::debug!(model = %self.model.name, "rotation worker reads its rows");
@@ -256,5 +258,19 @@ impl RotationTask {
             pace.go_on();
         }
         trained
+    }
+}
+
+/// Keeps the rows as they come; trains them in the round when they end. Under time control a
+/// round trains some rows more than once, others not: it counts what it trained.
+impl TaskPass for RotationTask {
+    fn add(&mut self, columns: &[ArrayRef], _: Progress) -> Result<Trained> {
+        let (label, inputs) = label_and_inputs(self.function, &self.model, columns)?;
+        RotationTask::add(self, label, inputs);
+        Ok(Trained::default())
+    }
+
+    fn finish(&mut self, progress: Progress) -> Result<Trained> {
+        self.run(progress)
     }
 }

@@ -32,11 +32,15 @@ pub mod task;
 pub mod tree;
 pub mod worker;
 
+use angel_client::MatrixSpec;
+
 use crate::error::{Result, option_err};
 use crate::kinds::linear::Linear;
 use crate::kinds::{Gradient, ModelKind, refuse};
 use crate::model::Model;
 use crate::options::OptionValue;
+use crate::rows::SparseRows;
+use crate::task_pass::{TaskContext, TaskPass};
 
 /// The deepest trees allowed: a tree is one dense row of `2^(depth + 1) - 1` nodes.
 pub const MAX_DEPTH: u64 = 10;
@@ -168,6 +172,26 @@ impl ModelKind for Gbdt {
 
     fn gradient(&self) -> Option<&dyn Gradient> {
         None
+    }
+
+    /// Its objective's: its trees' leaves add up to the margin.
+    fn scoring(&self) -> Option<&dyn Gradient> {
+        Some(&self.objective)
+    }
+
+    /// A row per tree, of its nodes ([`tree::columns`]), in f64: the trees keep no
+    /// optimizer state.
+    fn matrix(&self, name: &str, rows: u64, _dim: u64) -> Result<MatrixSpec> {
+        let spec = MatrixSpec::dense(name, rows, tree::columns(self.depth));
+        Ok(spec.value_type(angel_client::ValueType::F64))
+    }
+
+    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
+        Ok(Box::new(task::TreeTask::new(model, self.clone(), context)))
+    }
+
+    fn margins_of(&self, model: &Model, _function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        predict::margins(model, rows)
     }
 
     fn trees(&self) -> Option<&Gbdt> {

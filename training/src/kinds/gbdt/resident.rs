@@ -1,6 +1,6 @@
 //! Boosted-model workers kept in a process from round to round when their rows come as new
 //! record batches every round (in Ballista's executors, or with tables on disk), where
-//! [`crate::rotation::kept::Kept`], which finds a worker by its batches' identity, finds none.
+//! [`crate::kept::Kept`], which finds a worker by its batches' identity, finds none.
 //! A worker is found here by its statement and its rows' content instead.
 //!
 //! The task of the next round that holds the same rows may run in another process, so a

@@ -28,9 +28,10 @@ use super::sketch::Cuts;
 use super::tree::Tree;
 use super::worker::{Histograms, Worker};
 use crate::error::Result;
+use crate::kept::Kept;
 use crate::model::Model;
-use crate::rotation::kept::Kept;
 use crate::rows::SparseRows;
+use crate::task_pass::{Progress, TaskContext, TaskPass, Trained};
 use angel_client::PushOptions;
 use angel_client::runtime::block_on;
 
@@ -47,7 +48,7 @@ pub struct TreeTask {
     function: &'static str,
     /// The task's rows, batch after batch: each batch's `label, indices [, values]` arrays.
     batches: Vec<Vec<ArrayRef>>,
-    kept: Kept<Worker>,
+    kept: Kept,
 }
 
 /// What a worker's round measured: its rows and the sum over them of their target (round
@@ -59,18 +60,17 @@ pub struct Round {
 }
 
 impl TreeTask {
-    /// A worker of boosted model `model`, reading rows that come through `function`, keeping
-    /// its state in `kept`; an error when the model is of another kind.
-    pub fn new(model: Model, function: &'static str, kept: Kept<Worker>) -> Result<Self> {
-        let gbdt = Gbdt::of(&model, function)?;
-        Ok(TreeTask {
+    /// A worker of boosted model `model` of options `gbdt`, reading rows that come through
+    /// the context's function, keeping its state in the context's [`Kept`].
+    pub fn new(model: Model, gbdt: Gbdt, context: &TaskContext) -> Self {
+        TreeTask {
             names: Names::of(&model.name),
             model,
             gbdt,
-            function,
+            function: context.function,
             batches: Vec::new(),
-            kept,
-        })
+            kept: context.kept.clone(),
+        }
     }
 
     /// Keeps a batch of rows (its `label, indices [, values]` arrays) for the round.
@@ -86,7 +86,7 @@ impl TreeTask {
             return Ok(Round::default());
         }
         // A worker the job kept by its batches is the previous round's: no need to ask.
-        let kept = self.kept.take(&name, &arrays);
+        let kept = self.kept.take::<Worker>(&name, &arrays);
         let round = match &kept {
             Some(worker) => worker.round + 1,
             None => self.round()?,
@@ -297,5 +297,23 @@ impl TreeTask {
         let how = PushOptions::default();
         block_on(client.push_with::<T>(matrix, rows, keys, values, how))?;
         Ok(())
+    }
+}
+
+/// Keeps the rows as they come; runs the worker's part of the round when they end, and
+/// answers its rows and their summed target or loss.
+impl TaskPass for TreeTask {
+    fn add(&mut self, columns: &[ArrayRef], _: Progress) -> Result<Trained> {
+        TreeTask::add(self, columns);
+        Ok(Trained::default())
+    }
+
+    fn finish(&mut self, progress: Progress) -> Result<Trained> {
+        let round = self.run()?;
+        progress(round.rows, round.sum);
+        Ok(Trained {
+            rows: round.rows,
+            loss: round.sum,
+        })
     }
 }

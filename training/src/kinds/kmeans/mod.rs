@@ -25,10 +25,14 @@ pub mod predict;
 pub mod seeding;
 pub mod task;
 
+use arrow::array::ArrayRef;
+
 use crate::error::{Result, option_err};
 use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
 use crate::model::Model;
 use crate::options::OptionValue;
+use crate::rows::SparseRows;
+use crate::task_pass::{TaskContext, TaskPass};
 
 /// Most centres a model may have.
 pub const MAX_CENTRES: u64 = 1 << 16;
@@ -178,6 +182,33 @@ impl ModelKind for KMeans {
 
     fn gradient(&self) -> Option<&dyn Gradient> {
         None
+    }
+
+    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
+        Ok(Box::new(task::ClusterTask::new(
+            model,
+            self,
+            context.function,
+        )))
+    }
+
+    fn read_points(
+        &self,
+        function: &str,
+        model: &Model,
+        inputs: &[ArrayRef],
+    ) -> Option<Result<SparseRows>> {
+        Some(points::read(function, &model.name, model.spec.dim, inputs))
+    }
+
+    /// Each row's nearest centre.
+    fn predictions(&self, model: &Model, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
+        let nearest = predict::nearest(model, function, rows)?;
+        Ok(nearest.into_iter().map(|(c, _)| c as f64).collect())
+    }
+
+    fn answers_instead(&self) -> &'static str {
+        "; ps_predict gives a row's nearest centre, ps_distance its distance"
     }
 
     fn clusters(&self) -> Option<&KMeans> {

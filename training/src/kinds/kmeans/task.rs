@@ -18,6 +18,7 @@ use super::points::Points;
 use super::{Algorithm, KMeans, predict};
 use crate::error::Result;
 use crate::model::Model;
+use crate::task_pass::{Progress, TaskPass, Trained};
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -35,12 +36,11 @@ pub struct ClusterTask {
 }
 
 impl ClusterTask {
-    /// A pass of `function` over k-means model `model`.
-    pub fn new(model: Model, function: &'static str) -> Result<Self> {
-        let kmeans = KMeans::of(&model, function)?;
+    /// A pass of `function` over k-means model `model` of options `kmeans`.
+    pub fn new(model: Model, kmeans: &KMeans, function: &'static str) -> Self {
         let dim = model.spec.dim as usize;
         let batch = (kmeans.algorithm == Algorithm::MiniBatch).then_some(model.spec.batch_size);
-        Ok(ClusterTask {
+        ClusterTask {
             model,
             function,
             k: kmeans.k,
@@ -48,7 +48,7 @@ impl ClusterTask {
             centres: None,
             assigned: Assigned::new(kmeans.k, dim),
             names: None,
-        })
+        }
     }
 
     /// Assigns one batch of rows (the columns after the id), moving the centres at every
@@ -126,5 +126,22 @@ impl ClusterTask {
         let (model, client) = (&self.model, self.model.client());
         block_on(client.push_with(&model.name, rows, keys, values, how))?;
         Ok(())
+    }
+}
+
+/// Assigns the points as they come; pushes Lloyd's sums when they end.
+impl TaskPass for ClusterTask {
+    fn add(&mut self, columns: &[ArrayRef], progress: Progress) -> Result<Trained> {
+        let (rows, inertia) = ClusterTask::add(self, columns)?;
+        progress(rows, inertia);
+        Ok(Trained {
+            rows,
+            loss: inertia,
+        })
+    }
+
+    fn finish(&mut self, _: Progress) -> Result<Trained> {
+        ClusterTask::finish(self)?;
+        Ok(Trained::default())
     }
 }

@@ -27,10 +27,13 @@ pub mod stored;
 pub mod task;
 pub mod worker;
 
+use angel_client::MatrixSpec;
+
 use crate::error::{Result, option_err};
 use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
 use crate::model::Model;
 use crate::options::OptionValue;
+use crate::task_pass::{TaskContext, TaskPass};
 
 /// Most topics a model may have.
 pub const MAX_TOPICS: u64 = 1 << 16;
@@ -110,6 +113,35 @@ impl ModelKind for Lda {
 
     fn gradient(&self) -> Option<&dyn Gradient> {
         None
+    }
+
+    /// Its samplers rotate the vocabulary: no optimizer is involved.
+    fn optimizer_free(&self) -> bool {
+        true
+    }
+
+    /// The topic model's counts: `rows` (its topics) of whole numbers, a column per word of
+    /// a vocabulary of `dim` words and one for the topic totals, stored sparsely (a word's
+    /// topics without tokens take no room: a dense word-topic matrix is what runs Angel's
+    /// LDA out of memory).
+    fn matrix(&self, name: &str, rows: u64, dim: u64) -> Result<MatrixSpec> {
+        if dim > u64::from(u32::MAX) {
+            return option_err(format!(
+                "model '{name}': a topic model's vocabulary has at most {} words, got dim = \
+                 {dim}",
+                u32::MAX
+            ));
+        }
+        Ok(MatrixSpec::sparse(name, rows, dim + 1).value_type(angel_client::ValueType::I64))
+    }
+
+    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
+        let task = task::TopicTask::new(model, self.clone(), context);
+        Ok(Box::new(task))
+    }
+
+    fn answers_instead(&self) -> &'static str {
+        " and predicts no label; ps_topics infers a document's topics"
     }
 
     fn topics(&self) -> Option<&Lda> {

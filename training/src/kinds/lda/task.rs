@@ -34,10 +34,11 @@ use super::corpus::Corpus;
 use super::stored::StoredTopics;
 use super::worker::{Change, Worker};
 use crate::error::{Result, input_err};
+use crate::kept::Kept;
 use crate::model::Model;
-use crate::rotation::kept::Kept;
 use crate::rotation::member::Member;
 use crate::rotation::pace::Pace;
+use crate::task_pass::{Progress, TaskContext, TaskPass, Trained};
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -48,7 +49,7 @@ pub struct TopicTask {
     function: &'static str,
     /// The task's documents, batch after batch: each batch's `words [, counts]` arrays.
     batches: Vec<Vec<ArrayRef>>,
-    kept: Kept<Worker>,
+    kept: Kept,
     /// Where the worker's token topics are kept when the job does not keep the worker, and
     /// the hash of its documents.
     stored: Option<(StoredTopics, u64)>,
@@ -63,18 +64,17 @@ pub struct Round {
 }
 
 impl TopicTask {
-    /// A worker of topic model `model`, reading documents that come through `function`,
-    /// keeping its state in `kept`; an error when the model is not a topic model.
-    pub fn new(model: Model, function: &'static str, kept: Kept<Worker>) -> Result<Self> {
-        let lda = Lda::of(&model, function)?;
-        Ok(TopicTask {
+    /// A worker of topic model `model` of options `lda`, reading documents that come through
+    /// the context's function, keeping its state in the context's [`Kept`].
+    pub fn new(model: Model, lda: Lda, context: &TaskContext) -> Self {
+        TopicTask {
             model,
             lda,
-            function,
+            function: context.function,
             batches: Vec::new(),
-            kept,
+            kept: context.kept.clone(),
             stored: None,
-        })
+        }
     }
 
     /// The model being trained.
@@ -101,7 +101,7 @@ impl TopicTask {
     fn run_kept(&mut self, round: u32, progress: &mut impl FnMut(u64, f64)) -> Result<Round> {
         let name = self.model.name.clone();
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
-        let worker = match (round, self.kept.take(&name, &arrays)) {
+        let worker = match (round, self.kept.take::<Worker>(&name, &arrays)) {
             (0, _) => self.start(&self.corpus()?)?,
             (_, Some(mut worker)) => {
                 self.draw(&mut worker, progress)?;
@@ -486,6 +486,23 @@ fn topic_major(totals: &[i64], words: &[i64], width: usize) -> Vec<i64> {
             false => words[j * k + t],
         })
         .collect()
+}
+
+/// Keeps the documents as they come; samples them in the round when they end, and answers
+/// its tokens and their documents' log-likelihood.
+impl TaskPass for TopicTask {
+    fn add(&mut self, columns: &[ArrayRef], _: Progress) -> Result<Trained> {
+        TopicTask::add(self, columns);
+        Ok(Trained::default())
+    }
+
+    fn finish(&mut self, progress: Progress) -> Result<Trained> {
+        let round = self.run(|tokens, _| progress(tokens, 0.0))?;
+        Ok(Trained {
+            rows: round.tokens,
+            loss: round.doc_likelihood,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
-//! [`Kept`]: what rotation workers keep from round to round of a statement: their rows split
-//! into blocks and their users' factors (Harp's long-lived workers with local state).
+//! [`Kept`]: what a statement's workers keep in the process from round to round: a rotation
+//! worker's blocks and users' factors, a topic model worker's documents and their topics, a
+//! boosted model worker's bins and margins (Harp's long-lived workers with local state).
 //!
-//! `CREATE MODEL` runs one rotation round per epoch, and each round's tasks are new. Their rows
-//! come as the very same record batches every epoch (the statement holds them in memory), so a
-//! task finds what the previous round's task with those batches left, by the identity of the
-//! batches' arrays as [`crate::key_lists`] does: no decoding, no split into blocks, no pull of
-//! the users' factors. The job turns keeping on for a model for the statement and off at its
-//! end; an entry not taken back in the next round goes.
+//! `CREATE MODEL` runs one round per epoch, and each round's tasks are new. Their rows come as
+//! the very same record batches every epoch (the statement holds them in memory), so a task
+//! finds what the previous round's task with those batches left, by the identity of the
+//! batches' arrays as [`crate::key_lists`] does: no decoding, no split into blocks, no pull.
+//! The job turns keeping on for a model for the statement and off at its end; an entry not
+//! taken back in the next round goes. What is kept is each kind's own state, of a type only
+//! that kind's task knows: the store holds it as [`Any`] and hands it back by its type.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -15,68 +18,34 @@ use arrow::array::ArrayData;
 
 use crate::key_lists::{fingerprint, same_arrays};
 
-use super::block::Block;
-use super::local::Local;
-
-/// One worker's state: its blocks (one per slice), the rotated keys of each, and its users'
-/// factors as last pushed.
-pub struct Worker {
-    pub blocks: Vec<Block>,
-    pub keys: Arc<Vec<Vec<u64>>>,
-    pub users: Local,
-}
-
-/// The kept workers (`W`) of the models being trained, per model.
-pub struct Kept<W = Worker> {
-    models: Arc<Mutex<HashMap<String, Entries<W>>>>,
+/// The kept workers of the models being trained, per model.
+#[derive(Default, Clone)]
+pub struct Kept {
+    models: Arc<Mutex<HashMap<String, Entries>>>,
 }
 
 /// One model's workers, by a hash of their batches' arrays, and the round being run.
-struct Entries<W> {
+#[derive(Default)]
+struct Entries {
     round: u32,
-    workers: HashMap<u64, Entry<W>>,
+    workers: HashMap<u64, Entry>,
 }
 
-impl<W> Default for Entries<W> {
-    fn default() -> Self {
-        Entries {
-            round: 0,
-            workers: HashMap::new(),
-        }
-    }
-}
-
-struct Entry<W> {
+struct Entry {
     arrays: Vec<ArrayData>,
     /// The round that put it.
     round: u32,
-    worker: W,
+    worker: Box<dyn Any + Send>,
 }
 
-impl<W> Default for Kept<W> {
-    fn default() -> Self {
-        Kept {
-            models: Arc::default(),
-        }
-    }
-}
-
-impl<W> Clone for Kept<W> {
-    fn clone(&self) -> Self {
-        Kept {
-            models: self.models.clone(),
-        }
-    }
-}
-
-impl<W> std::fmt::Debug for Kept<W> {
+impl std::fmt::Debug for Kept {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let models: Vec<String> = self.lock().keys().cloned().collect();
         f.debug_struct("Kept").field("models", &models).finish()
     }
 }
 
-impl<W> Kept<W> {
+impl Kept {
     /// Starts keeping `model`'s workers.
     pub fn enable(&self, model: &str) {
         self.lock().insert(model.to_string(), Entries::default());
@@ -100,13 +69,16 @@ impl<W> Kept<W> {
         self.lock().get(model).map(|e| e.round)
     }
 
-    /// The worker the previous round left for rows read from `arrays`, if any.
-    pub fn take(&self, model: &str, arrays: &[ArrayData]) -> Option<W> {
+    /// The worker of type `W` the previous round left for rows read from `arrays`, if any.
+    pub fn take<W: Any>(&self, model: &str, arrays: &[ArrayData]) -> Option<W> {
         let mut models = self.lock();
         let workers = &mut models.get_mut(model)?.workers;
         let key = fingerprint(arrays);
         match workers.get(&key) {
-            Some(e) if same_arrays(&e.arrays, arrays) => workers.remove(&key).map(|e| e.worker),
+            Some(e) if same_arrays(&e.arrays, arrays) && e.worker.is::<W>() => {
+                let worker = workers.remove(&key)?.worker;
+                worker.downcast().ok().map(|w| *w)
+            }
             _ => None,
         }
     }
@@ -114,19 +86,19 @@ impl<W> Kept<W> {
     /// Keeps `worker`, of rows read from `arrays`, for the round after `round` (when `model`'s
     /// workers are kept); drops what rounds before the previous one left and nobody took (the
     /// previous round's stay: a slower worker of this round may not have taken its own yet).
-    pub fn put(&self, model: &str, round: u32, arrays: Vec<ArrayData>, worker: W) {
+    pub fn put<W: Any + Send>(&self, model: &str, round: u32, arrays: Vec<ArrayData>, worker: W) {
         if let Some(entries) = self.lock().get_mut(model) {
             entries.workers.retain(|_, e| e.round + 1 >= round);
             let entry = Entry {
                 arrays,
                 round,
-                worker,
+                worker: Box::new(worker),
             };
             entries.workers.insert(fingerprint(&entry.arrays), entry);
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entries<W>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entries>> {
         // Every change is one insert or removal: a panic elsewhere leaves the map consistent.
         self.models.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -143,28 +115,33 @@ mod tests {
 
     #[test]
     fn a_worker_is_found_by_the_very_arrays_it_was_read_from_once() {
-        let kept = Kept::<u32>::default();
+        let kept = Kept::default();
         let (a, b) = (arrays(vec![1, 2]), arrays(vec![1, 2]));
         kept.put("m", 1, a.clone(), 7);
         assert_eq!(
-            kept.take("m", &a),
+            kept.take::<i32>("m", &a),
             None,
             "not kept: the model is not enabled"
         );
         kept.enable("m");
         kept.put("m", 1, a.clone(), 7);
-        assert_eq!(kept.take("m", &b), None, "equal values in other arrays");
-        assert_eq!(kept.take("other", &a), None);
-        assert_eq!(kept.take("m", &a), Some(7));
-        assert_eq!(kept.take("m", &a), None, "taken");
+        assert_eq!(
+            kept.take::<i32>("m", &b),
+            None,
+            "equal values in other arrays"
+        );
+        assert_eq!(kept.take::<i32>("other", &a), None);
+        assert_eq!(kept.take::<u64>("m", &a), None, "another type");
+        assert_eq!(kept.take::<i32>("m", &a), Some(7));
+        assert_eq!(kept.take::<i32>("m", &a), None, "taken");
         kept.put("m", 1, a.clone(), 8);
         kept.disable("m");
-        assert_eq!(kept.take("m", &a), None);
+        assert_eq!(kept.take::<i32>("m", &a), None);
     }
 
     #[test]
     fn what_a_round_left_and_nobody_took_goes_after_the_next_round() {
-        let kept = Kept::<u32>::default();
+        let kept = Kept::default();
         assert_eq!(kept.round("m"), None);
         kept.enable("m");
         kept.start_round("m", 3);
@@ -172,18 +149,18 @@ mod tests {
         let (a, b, c) = (arrays(vec![1]), arrays(vec![2]), arrays(vec![3]));
         kept.put("m", 1, a.clone(), 1);
         kept.put("m", 1, b.clone(), 2);
-        assert_eq!(kept.take("m", &a), Some(1));
+        assert_eq!(kept.take::<i32>("m", &a), Some(1));
         kept.put("m", 2, a.clone(), 1);
         kept.put("m", 2, c.clone(), 3);
-        assert_eq!(kept.take("m", &a), Some(1));
+        assert_eq!(kept.take::<i32>("m", &a), Some(1));
         kept.put("m", 3, a.clone(), 1);
         assert_eq!(
-            kept.take("m", &b),
+            kept.take::<i32>("m", &b),
             None,
             "left by round 1, not taken in round 2"
         );
         assert_eq!(
-            kept.take("m", &c),
+            kept.take::<i32>("m", &c),
             Some(3),
             "left by round 2, taken in round 3"
         );

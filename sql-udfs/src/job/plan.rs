@@ -1,0 +1,124 @@
+//! [`Plan`]: what `CREATE MODEL` and `TRAIN MODEL` ask for: the model's spec and the run's
+//! own options (`epochs`, `holdout`), read and checked before anything is created.
+
+use angel_client::{CounterState, PsError};
+use angel_training::ModelSpec;
+use angel_training::kinds;
+use datafusion::common::{Result, plan_err};
+use datafusion::prelude::SessionContext;
+
+use crate::binding::Binding;
+use crate::bridge::{ps_error, train_error};
+
+/// What `CREATE MODEL` asks for beyond the model itself.
+pub(super) struct Plan {
+    pub(super) spec: ModelSpec,
+    pub(super) epochs: usize,
+    pub(super) holdout: Option<String>,
+}
+
+impl Plan {
+    /// Sets `key` if it is an option of the training run (`epochs`, `holdout`) rather than of
+    /// the model; says whether it was.
+    pub(super) fn run_option(&mut self, key: &str, value: &str) -> Result<bool> {
+        match key {
+            "epochs" => match value.parse() {
+                Ok(n) if n > 0 => self.epochs = n,
+                _ => return plan_err!("epochs must be a positive whole number, got '{value}'"),
+            },
+            "holdout" => self.holdout = Some(value.to_string()),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// Reads the options: model options go to the spec, `epochs` and `holdout` drive training;
+/// `counter` (without `dim`) sizes the model from the sealed counter.
+pub(super) async fn plan(binding: &Binding, options: &[(String, String)]) -> Result<Plan> {
+    let kind = options
+        .iter()
+        .find(|(k, _)| k == "kind")
+        .map_or("logistic", |(_, v)| v.as_str());
+    let mut plan = Plan {
+        spec: ModelSpec::new(kinds::by_name(kind).map_err(train_error)?, 0),
+        epochs: 5,
+        holdout: None,
+    };
+    for (key, value) in options {
+        if !plan.run_option(key, value)? {
+            plan.spec.set(key, value).map_err(train_error)?;
+        }
+    }
+    // A full-batch solver's and k-means's epochs are iterations that end on a tolerance: at
+    // most 100 unless said (as Spark MLlib's solvers and scikit-learn's).
+    let iterative = plan.spec.solver.method.is_some() || plan.spec.kind.clusters().is_some();
+    if iterative && !options.iter().any(|(k, _)| k == "epochs") {
+        plan.epochs = 100;
+    }
+    for (option, named, counter) in plan.spec.kind.counted_options() {
+        let size = sealed_size(binding, (named, &counter)).await?;
+        plan.spec
+            .set(option, &size.to_string())
+            .map_err(train_error)?;
+    }
+    if let Some(counter) = plan.spec.counter.clone() {
+        let size = sealed_size(binding, ("counter", &counter)).await?;
+        match plan.spec.dim {
+            0 => plan.spec.dim = size,
+            dim if dim < size => {
+                return plan_err!(
+                    "CREATE MODEL: dim = {dim} is below the {size} features counter '{counter}' \
+                     indexed; leave dim out to take it from the counter"
+                );
+            }
+            _ => {}
+        }
+    }
+    if plan.spec.dim == 0 {
+        plan.spec.kind.check().map_err(train_error)?;
+        return plan_err!(
+            "CREATE MODEL needs the option dim (number of features) or counter (a sealed counter)"
+        );
+    }
+    Ok(plan)
+}
+
+/// The number of keys sealed counter `counter` (named by model option `option`) indexed; an
+/// error saying what to do when it is missing, not sealed, or indexed nothing.
+async fn sealed_size(binding: &Binding, (option, counter): (&str, &str)) -> Result<u64> {
+    let client = binding.client()?;
+    client.refresh().await.map_err(ps_error)?;
+    let meta = match client.counter(counter).await {
+        Ok(c) => c.meta.clone(),
+        Err(PsError::NotFound(_)) => {
+            return plan_err!(
+                "CREATE MODEL option {option} = '{counter}': no counter of that name; create and \
+                 fill it with ps_counter_add, then seal it with ps_counter_seal"
+            );
+        }
+        Err(e) => return Err(ps_error(e)),
+    };
+    if meta.state != CounterState::Read as i32 {
+        return plan_err!(
+            "CREATE MODEL option {option} = '{counter}': the counter is not sealed; seal it with \
+             ps_counter_seal first"
+        );
+    }
+    if meta.size == 0 {
+        return plan_err!(
+            "CREATE MODEL option {option} = '{counter}': the counter is sealed but indexed no \
+             key (no key was counted min_count = {} times or more)",
+            meta.min_count
+        );
+    }
+    Ok(meta.size)
+}
+
+/// Checks that the `holdout` option names a table this job can read.
+pub(super) async fn check_holdout(ctx: &SessionContext, holdout: &str) -> Result<()> {
+    match ctx.sql(&format!("SELECT * FROM {holdout} LIMIT 0")).await {
+        Ok(_) => Ok(()),
+        Err(e) => plan_err!("option holdout = '{holdout}': {e}"),
+    }
+}
