@@ -52,7 +52,7 @@ pub(super) async fn plan(binding: &Binding, options: &[(String, String)]) -> Res
     }
     // A full-batch solver's and k-means's epochs are iterations that end on a tolerance: at
     // most 100 unless said (as Spark MLlib's solvers and scikit-learn's).
-    let iterative = plan.spec.solver.method.is_some() || plan.spec.kind.clusters().is_some();
+    let iterative = plan.spec.solver.method.is_some() || plan.spec.kind.converges();
     if iterative && !options.iter().any(|(k, _)| k == "epochs") {
         plan.epochs = 100;
     }

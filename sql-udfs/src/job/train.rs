@@ -133,17 +133,8 @@ pub async fn train_model(
         epochs: 1,
         holdout: None,
     };
-    if plan.spec.kind.topics().is_some() {
-        return plan_err!(
-            "TRAIN MODEL {name}: a topic model's token topics live only for the statement that \
-             samples them; train it for more epochs with CREATE OR REPLACE MODEL"
-        );
-    }
-    if plan.spec.kind.trees().is_some() {
-        return plan_err!(
-            "TRAIN MODEL {name}: a boosted model grows all its trees in the statement that \
-             creates it; grow more with CREATE OR REPLACE MODEL and a larger trees option"
-        );
+    if let Some(why) = plan.spec.kind.refuses_more_epochs() {
+        return plan_err!("TRAIN MODEL {name}: {why}");
     }
     for (key, value) in options {
         if !plan.run_option(key, value)? {

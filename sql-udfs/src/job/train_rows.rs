@@ -61,11 +61,12 @@ impl Rows {
         if let (true, Some(url)) = (plan.spec.sync.rotation, engine.scheduler) {
             check_slots(url, workers).await?;
         }
-        // Model rotation: each worker holds its users' rows, so a user's rows go to one. A
-        // topic model reading its rows anew every round: each round's worker must get the
-        // documents of the one before, whose token topics it reads back.
-        let topics = engine.stream_rows && plan.spec.kind.topics().is_some();
-        let by_id = (plan.spec.sync.rotation || topics).then_some(0);
+        // Model rotation: each worker holds its users' rows, so a user's rows go to one. Rows
+        // read anew every round, of a kind whose workers read back what they left by their
+        // rows (the topic model's token topics): each round's worker gets the rows of the one
+        // before.
+        let by_rows = engine.stream_rows && plan.spec.kind.keeps_rows_by_id();
+        let by_id = (plan.spec.sync.rotation || by_rows).then_some(0);
         let (rows, count) =
             TrainRows::new(ctx, query, (workers, by_id), engine.stream_rows).await?;
         Ok(Rows {

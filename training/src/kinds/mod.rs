@@ -179,6 +179,24 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         model.per_row(function, rows, |scoring, _, m| scoring.predict(m))
     }
 
+    /// Whether its epochs are iterations that stop at a tolerance (k-means), so that
+    /// `epochs` is at most 100 unless said, as for the full-batch solvers.
+    fn converges(&self) -> bool {
+        false
+    }
+
+    /// Why `TRAIN MODEL` cannot train its models for more epochs, if it cannot (a boosted
+    /// model grows all its trees in the statement that creates it).
+    fn refuses_more_epochs(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether its workers must get the same rows every round where a statement reads them
+    /// anew (the topic model's workers read their tokens' topics back by their documents).
+    fn keeps_rows_by_id(&self) -> bool {
+        false
+    }
+
     /// What its models answer instead of a label, for the error of a function that needs
     /// one (`ps_predict` of a topic model).
     fn answers_instead(&self) -> &'static str {

@@ -186,6 +186,13 @@ impl ModelKind for Gbdt {
         Ok(spec.value_type(angel_client::ValueType::F64))
     }
 
+    fn refuses_more_epochs(&self) -> Option<&'static str> {
+        Some(
+            "a boosted model grows all its trees in the statement that creates it; grow more \
+             with CREATE OR REPLACE MODEL and a larger trees option",
+        )
+    }
+
     fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
         Ok(Box::new(task::TreeTask::new(model, self.clone(), context)))
     }

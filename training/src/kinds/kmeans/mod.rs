@@ -207,6 +207,10 @@ impl ModelKind for KMeans {
         Ok(nearest.into_iter().map(|(c, _)| c as f64).collect())
     }
 
+    fn converges(&self) -> bool {
+        true
+    }
+
     fn answers_instead(&self) -> &'static str {
         "; ps_predict gives a row's nearest centre, ps_distance its distance"
     }

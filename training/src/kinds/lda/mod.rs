@@ -140,6 +140,17 @@ impl ModelKind for Lda {
         Ok(Box::new(task))
     }
 
+    fn refuses_more_epochs(&self) -> Option<&'static str> {
+        Some(
+            "a topic model's token topics live only for the statement that samples them; \
+             train it for more epochs with CREATE OR REPLACE MODEL",
+        )
+    }
+
+    fn keeps_rows_by_id(&self) -> bool {
+        true
+    }
+
     fn answers_instead(&self) -> &'static str {
         " and predicts no label; ps_topics infers a document's topics"
     }
