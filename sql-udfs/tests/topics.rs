@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use angel_client::PsClient;
-use angel_client::task_change::Pass;
+use angel_client::task_change::TaskRun;
 use angel_etl::corpus_data::{self, CorpusSpec, Truth};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
@@ -317,7 +317,7 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
                     let mut task = topic_task(model, &Kept::default());
                     task.add(&documents(&docs));
                     // Named as a Ballista task's pushes are (run, partition).
-                    Pass::new(&[u64::from(round), part]).scope(|| task.run(|_, _| {}))
+                    TaskRun::new(&[u64::from(round), part]).scope(|| task.run(|_, _| {}))
                 })
             };
             let runs: Vec<_> = (parts.iter().cloned().zip(0..))

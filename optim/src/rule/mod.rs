@@ -39,7 +39,7 @@ pub trait Rule: Send + Sync {
 /// The rule a model's description names.
 pub fn of(rule: UpdateRule) -> &'static dyn Rule {
     match rule {
-        UpdateRule::Sgd => &sgd::Sgd,
+        UpdateRule::Sgd => &sgd::AsComputed,
         UpdateRule::Average => &average::Average,
         UpdateRule::Consgd => &consgd::ConSgd,
         UpdateRule::Dynsgd => &dynsgd::DynSgd,

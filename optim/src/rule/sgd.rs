@@ -3,6 +3,6 @@
 use super::Rule;
 
 /// See the module documentation.
-pub struct Sgd;
+pub struct AsComputed;
 
-impl Rule for Sgd {}
+impl Rule for AsComputed {}

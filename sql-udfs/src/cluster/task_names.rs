@@ -7,13 +7,13 @@
 //! token is derived from the run ([`run_of`]: one per query, the statement and, for training,
 //! the epoch; the same when a cancelled job is submitted again), the stage and the partitions
 //! the task computes. Polling partition `p` it sets the task's
-//! pass, derived from the token and `p`'s global number; each PS accumulator of the task takes
-//! its own name from the pass in the order they first see rows, and numbers its changes
+//! run, derived from the token and `p`'s global number; each PS accumulator of the task takes
+//! its own name from the run in the order they first see rows, and numbers its changes
 //! (flushes, mini-batches) from 0. A run again computes the same partitions from the same
 //! input in the same order (Ballista turns off round-robin repartitioning), so it repeats the
 //! same names for the same changes.
 //!
-//! Outside Ballista (embedded DataFusion runs a task once) there is no pass, and the client
+//! Outside Ballista (embedded DataFusion runs a task once) there is no run, and the client
 //! names changes itself.
 
 use std::fmt;
@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use angel_client::task_change::{Pass, mix};
+use angel_client::task_change::{TaskRun, mix};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Result;
@@ -36,7 +36,7 @@ use futures::{Stream, StreamExt};
 
 use crate::bound_functions;
 
-/// Runs an aggregate with the pass of the task set while it is polled.
+/// Runs an aggregate with the run of the task set while it is polled.
 #[derive(Debug)]
 pub struct TaskNamesExec {
     input: Arc<dyn ExecutionPlan>,
@@ -55,12 +55,12 @@ impl TaskNamesExec {
         }
     }
 
-    /// The pass of local partition `local`.
-    fn pass(&self, local: usize) -> Arc<Pass> {
+    /// The run of local partition `local`.
+    fn run(&self, local: usize) -> Arc<TaskRun> {
         match self.partitions.get(local) {
-            Some(&global) => Pass::new(&[self.token, global]),
+            Some(&global) => TaskRun::new(&[self.token, global]),
             // Not expected: a task computes as many partitions as it was given.
-            None => Pass::new(&[self.token, u64::MAX, local as u64]),
+            None => TaskRun::new(&[self.token, u64::MAX, local as u64]),
         }
     }
 }
@@ -142,24 +142,24 @@ impl ExecutionPlan for TaskNamesExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let pass = self.pass(partition);
+        let run = self.run(partition);
         let input = self.input.execute(partition, context)?;
-        Ok(Box::pin(NamedStream { input, pass }))
+        Ok(Box::pin(NamedStream { input, run }))
     }
 }
 
-/// The aggregate's stream, polled with its task's pass set.
+/// The aggregate's stream, polled with its task's run set.
 struct NamedStream {
     input: SendableRecordBatchStream,
-    pass: Arc<Pass>,
+    run: Arc<TaskRun>,
 }
 
 impl Stream for NamedStream {
     type Item = Result<RecordBatch>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let pass = self.pass.clone();
-        pass.scope(|| self.input.poll_next_unpin(cx))
+        let run = self.run.clone();
+        run.scope(|| self.input.poll_next_unpin(cx))
     }
 }
 
