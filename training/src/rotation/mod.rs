@@ -159,8 +159,7 @@ impl RotationTask {
             let busy = Instant::now();
             let trained = self.train(block, (&mut worker.users, &items), rotating, pace)?;
             progress(trained.rows, trained.loss);
-            total.rows += trained.rows;
-            total.loss += trained.loss;
+            total += trained;
             member.release(step, trained.rows, busy.elapsed())?;
         }
         Ok(total)
