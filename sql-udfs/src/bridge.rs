@@ -46,5 +46,16 @@ pub fn train_error(err: TrainError) -> DataFusionError {
         TrainError::Input(why) => DataFusionError::Execution(why),
         TrainError::Setting(why) => DataFusionError::Configuration(why),
         TrainError::Ps(e) => ps_error(e),
+        // The engine's own error, handed back as it came.
+        TrainError::Engine(e) => match e.downcast::<DataFusionError>() {
+            Ok(e) => *e,
+            Err(e) => DataFusionError::External(e),
+        },
     }
+}
+
+/// An error of the engine running a statement, as the kind's driver carries it (and
+/// [`train_error`] gives it back).
+pub fn engine_error(err: DataFusionError) -> TrainError {
+    TrainError::Engine(Box::new(err))
 }

@@ -278,3 +278,25 @@ async fn k_means_plus_plus_and_parallel_find_every_cluster() {
     let left = client.matrix("parallel__candidates").await;
     assert!(left.is_err(), "the candidates' model is still there");
 }
+
+/// The hash-made numbers the k-means drivers draw rows by (`sampling::uniform`) lie in [0, 1)
+/// of 20,000 ids with the mean and spread of uniform ones (within 4 standard errors), and
+/// another round draws other numbers.
+#[tokio::test]
+async fn hashed_numbers_are_uniform() {
+    use angel_training::kinds::kmeans::sampling::uniform;
+    let ctx = datafusion::prelude::SessionContext::new();
+    let (u, v) = (uniform(7, 1, "value"), uniform(7, 2, "value"));
+    let sql = format!(
+        "SELECT min({u}), max({u}), avg({u}), var_pop({u}), corr({u}, {v}) FROM range(20000)"
+    );
+    let batches = ctx.sql(&sql).await.unwrap().collect().await.unwrap();
+    let figures: Vec<f64> = (0..5)
+        .map(|c| angel_training::driver::answers::number(batches[0].column(c), 0).unwrap())
+        .collect();
+    let error = (1.0f64 / 12.0 / 20_000.0).sqrt();
+    assert!(figures[0] >= 0.0 && figures[1] < 1.0, "{figures:?}");
+    assert!((figures[2] - 0.5).abs() < 4.0 * error, "{figures:?}");
+    assert!((figures[3] - 1.0 / 12.0).abs() < 0.003, "{figures:?}");
+    assert!(figures[4].abs() < 4.0 / 20_000f64.sqrt(), "{figures:?}");
+}

@@ -22,6 +22,16 @@ pub enum Error {
     /// The service refused or failed.
     #[error("angel-ps: {0}")]
     Ps(#[from] PsError),
+    /// The engine running a statement failed (a pass, a query: DataFusion's error, kept
+    /// whole so the SQL layer answers it as it came).
+    #[error("{0}")]
+    Engine(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<arrow::error::ArrowError> for Error {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        Error::Engine(Box::new(e))
+    }
 }
 
 /// Fails with [`Error::Option`].

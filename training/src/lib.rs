@@ -14,6 +14,8 @@
 //!   `ps_train` drives whatever the kind; [`task`]: [`TrainTask`], mini-batch steps;
 //!   [`rotation`]: [`RotationTask`], one worker of model rotation (Harp's); [`kept`]: what a
 //!   statement's workers keep from round to round.
+//! - [`driver`]: the driver half of a kind, what runs its statement between its passes, on
+//!   an [`driver::Engine`] the SQL layer implements.
 //! - [`recommend`]: the top-k items of a matrix factorization model for users.
 //! - [`lbfgs`]: full-batch L-BFGS and OWL-QN: a task's summed gradient, the history and the
 //!   line search the job drives on the servers.
@@ -23,6 +25,7 @@
 //!   [`sync::worker`], a task in its model's clock table on the master.
 //! - [`error`]: [`Error`], telling a wrong option from wrong rows and a failed service.
 
+pub mod driver;
 pub mod error;
 pub mod kept;
 pub mod key_lists;

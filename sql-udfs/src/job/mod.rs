@@ -5,42 +5,32 @@
 //! - [`script`]: variables and statement splitting.
 //! - [`counters`]: the counters a run fills, each started afresh.
 //! - [`statement`]: recognising the model statements.
-//! - [`train`]: `CREATE MODEL` and `TRAIN MODEL`, handed to their kind's driver: [`epochs`]
-//!   (mini-batch steps), [`lbfgs`] (full-batch solvers), [`clusters`] and
-//!   [`kmeans_parallel`] (k-means, their points read and drawn by [`points`]), [`trees`]
-//!   (boosted trees), [`topics`] (the topic model).
-//! - What the drivers share, each in its own file: [`plan`] (the statement's options),
-//!   [`train_rows`] (its rows and where each epoch reads them), [`caching`] (keeping batches
-//!   and workers across epochs), [`holdout`] (the holdout's figures), [`progress`] (the bar
-//!   and the master's curves), [`traffic`] (push traffic), [`answers`] (one-row answers),
-//!   [`epoch_table`] (the epoch table from its rows).
+//! - [`train`]: `CREATE MODEL` and `TRAIN MODEL`, handed to their kind's driver
+//!   (`angel_training::ModelKind::drive`) on [`session_engine`], the job's session as the
+//!   engine a driver runs on.
+//! - What the statements share, each in its own file: [`plan`] (reading the statement's
+//!   options), [`train_rows`] (its rows and where each epoch reads them), [`caching`]
+//!   (keeping batches and workers across epochs), [`progress`] (the bar moved as tasks
+//!   report), [`answers`] (one-row answers), [`epoch_table`] (the epoch table registered).
 //! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata, with
 //!   [`saved_topics`] and [`saved_trees`] for the topic model's and the boosted model's
 //!   tables and [`parquet_file`] for the files they share.
 
 mod answers;
 mod caching;
-mod clusters;
 pub mod counters;
 mod epoch_table;
-mod epochs;
-mod holdout;
-mod kmeans_parallel;
-mod lbfgs;
 mod parquet_file;
 mod plan;
-mod points;
 mod progress;
 pub mod saved;
 pub mod saved_topics;
 pub mod saved_trees;
 pub mod script;
+mod session_engine;
 pub mod statement;
-pub mod topics;
-mod traffic;
 pub mod train;
 mod train_rows;
-pub mod trees;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -63,7 +53,7 @@ use crate::cluster::{Stage, StageWriteNode};
 use crate::kept_table::KeptTable;
 use crate::reports::Reports;
 use crate::storage_level::{StorageLevel, TableStorage};
-use train_rows::Engine;
+use train_rows::RowReading;
 
 /// What one statement did.
 #[derive(Debug)]
@@ -271,7 +261,7 @@ impl Job {
         if let Some(query) = statement.query() {
             self.start_counters(query).await?;
         }
-        let engine = Engine {
+        let reading = RowReading {
             // A staged or spilled job runs a model's training query each epoch, not from
             // memory.
             stream_rows: self.stage.is_some() || self.spill.is_some(),
@@ -301,7 +291,7 @@ impl Job {
                     (&name, replace),
                     &options,
                     &query,
-                    engine,
+                    reading,
                 )
                 .await?;
                 Ok(vec![table])
@@ -312,7 +302,7 @@ impl Job {
                 query,
             } => {
                 let table =
-                    train::train_model(&self.ctx, &self.binding, &name, &options, &query, engine)
+                    train::train_model(&self.ctx, &self.binding, &name, &options, &query, reading)
                         .await?;
                 Ok(vec![table])
             }

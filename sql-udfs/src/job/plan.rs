@@ -1,37 +1,15 @@
-//! [`Plan`]: what `CREATE MODEL` and `TRAIN MODEL` ask for: the model's spec and the run's
-//! own options (`epochs`, `holdout`), read and checked before anything is created.
+//! Reading a [`Plan`], what `CREATE MODEL` asks for: the model's spec and the run's own
+//! options (`epochs`, `holdout`), read and checked before anything is created.
 
 use angel_client::{CounterState, PsError};
 use angel_training::ModelSpec;
+use angel_training::driver::Plan;
 use angel_training::kinds;
 use datafusion::common::{Result, plan_err};
 use datafusion::prelude::SessionContext;
 
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
-
-/// What `CREATE MODEL` asks for beyond the model itself.
-pub(super) struct Plan {
-    pub(super) spec: ModelSpec,
-    pub(super) epochs: usize,
-    pub(super) holdout: Option<String>,
-}
-
-impl Plan {
-    /// Sets `key` if it is an option of the training run (`epochs`, `holdout`) rather than of
-    /// the model; says whether it was.
-    pub(super) fn run_option(&mut self, key: &str, value: &str) -> Result<bool> {
-        match key {
-            "epochs" => match value.parse() {
-                Ok(n) if n > 0 => self.epochs = n,
-                _ => return plan_err!("epochs must be a positive whole number, got '{value}'"),
-            },
-            "holdout" => self.holdout = Some(value.to_string()),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
 
 /// Reads the options: model options go to the spec, `epochs` and `holdout` drive training;
 /// `counter` (without `dim`) sizes the model from the sealed counter.
@@ -46,7 +24,7 @@ pub(super) async fn plan(binding: &Binding, options: &[(String, String)]) -> Res
         holdout: None,
     };
     for (key, value) in options {
-        if !plan.run_option(key, value)? {
+        if !plan.run_option(key, value).map_err(train_error)? {
             plan.spec.set(key, value).map_err(train_error)?;
         }
     }

@@ -1,58 +1,13 @@
-//! What people watching a statement see: the progress bar, moved by the rows `ps_train`
-//! reports in this process or at the master, and each epoch's figures reported to the master
-//! for the status page's curves.
+//! What people watching a statement see: its progress bar (which its kind's driver makes),
+//! moved by the rows `ps_train` reports in this process or at the master.
 
 use std::time::Duration;
 
-use angel_client::{EpochReport, PsClient};
+use angel_client::PsClient;
 use datafusion::common::Result;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 
-use super::holdout::Holdout;
 use crate::reports::Progress;
-
-/// Reports epoch `epoch` of model `name` to the master, for the status page's curves: its
-/// (rows, training loss, seconds) and holdout figures. A diverged epoch's NaN loss is
-/// reported as missing.
-pub(super) async fn report(
-    client: &PsClient,
-    (name, epoch): (&str, usize),
-    (rows, train_loss, seconds): (u64, Option<f64>, f64),
-    holdout: &Holdout,
-) {
-    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
-    let report = EpochReport {
-        model: name.to_string(),
-        epoch: epoch as u32,
-        rows,
-        train_loss: finite(train_loss),
-        holdout_loss: finite(holdout.loss),
-        holdout_auc: finite(holdout.auc),
-        holdout_accuracy: finite(holdout.accuracy),
-        seconds,
-    };
-    // The curves are for people watching; training goes on without them.
-    if let Err(e) = client.report_epoch(report).await {
-        tracing::warn!(
-            model = name,
-            epoch,
-            "the master did not take the epoch report: {e}"
-        );
-    }
-}
-
-/// A progress bar of `total` `unit`s (rows, trees, iterations, tokens).
-pub(super) fn bar(total: u64, unit: &str) -> ProgressBar {
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit}, {{per_sec}}, ETA {{eta}}"
-        ))
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    bar
-}
 
 /// Drives `work` while moving the bar with the rows `ps_train` reports, showing the loss
 /// (when `loss`: the topic model reports none as it goes). Tasks in this process count in

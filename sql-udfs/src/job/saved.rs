@@ -32,6 +32,8 @@ use angel_storage::versions::Versions;
 use angel_storage::write::put;
 use angel_storage::{Location, StorageError};
 use angel_training::ModelSpec;
+use angel_training::kinds::gbdt::Gbdt;
+use angel_training::kinds::lda::Lda;
 use bytes::Bytes;
 use datafusion::arrow::array::{
     Array, AsArray, Float32Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
@@ -171,7 +173,7 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         }
     }
     let mut base_margin = None;
-    let files: Vec<(&str, Bytes)> = match (spec.kind.topics(), spec.kind.trees()) {
+    let files: Vec<(&str, Bytes)> = match (spec.kind.own::<Lda>(), spec.kind.own::<Gbdt>()) {
         (Some(lda), _) => {
             let counts = counts_file(client, name, &lda.priors(spec.dim), &features).await?;
             vec![(tables("lda")[0].1, counts)]
@@ -299,7 +301,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     spec.counter = spec.counter.map(|c| client.qualify(&c));
     let file = at.child(tables(&metadata.kind)[0].1);
     let parquet = read_bytes(&file).await?;
-    if let Some(gbdt) = spec.kind.trees() {
+    if let Some(gbdt) = spec.kind.own::<Gbdt>() {
         let trees = read_trees(&file, parquet, gbdt, spec.dim)?;
         let dictionary = at.child(IMPORTANCE);
         let features = read_dictionary(&dictionary, read_bytes(&dictionary).await?)?;
@@ -312,7 +314,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
         let base_margin = metadata.base_margin.unwrap_or_default();
         return push_trees(client, name, trees, base_margin).await;
     }
-    match spec.kind.topics() {
+    match spec.kind.own::<Lda>() {
         Some(lda) => {
             let saved = read_counts(&file, parquet, &lda.priors(spec.dim))?;
             if let Some(counter) = &spec.counter {

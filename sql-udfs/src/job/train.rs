@@ -1,18 +1,20 @@
 //! `CREATE MODEL` and `TRAIN MODEL`: read the plan and the training rows, create the model on
-//! the PS (with its first values), and hand the statement to its kind's driver, which trains it
-//! with `ps_train` and returns the epoch table.
+//! the PS (with its first values), and hand the statement to its kind's driver
+//! ([`angel_training::ModelKind::drive`]) on the job's session, which trains it with
+//! `ps_train` and returns the epoch table.
 
 use angel_client::PsError;
 use angel_training::ModelSpec;
+use angel_training::driver::{Engine, Plan};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;
 
 use super::answers::float;
-use super::epochs;
-use super::plan::{Plan, plan};
-use super::train_rows::{Columns, Engine, Rows};
-use super::{clusters, lbfgs, topics, trees};
+use super::epoch_table;
+use super::plan::plan;
+use super::session_engine::SessionEngine;
+use super::train_rows::{RowReading, Rows};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 
@@ -23,7 +25,7 @@ pub async fn create_model(
     (name, replace): (&str, bool),
     options: &[(String, String)],
     query: &str,
-    engine: Engine<'_>,
+    reading: RowReading<'_>,
 ) -> Result<RecordBatch> {
     let mut plan = plan(binding, options).await?;
     // Stored qualified: the model finds its dictionary whichever namespace reads it.
@@ -34,12 +36,12 @@ pub async fn create_model(
         plan.spec.sync.workers = ctx.copied_config().target_partitions() as u32;
     }
     plan.spec.sync.check().map_err(train_error)?;
-    let rows = Rows::read(ctx, &plan, query, engine).await?;
-    if rows.count == 0 {
+    let rows = Rows::read(ctx, &plan, query, reading).await?;
+    if rows.query.rows == 0 {
         return plan_err!("CREATE MODEL {name}: the training query returned no rows");
     }
     if plan.spec.kind.wants_label_mean() {
-        let mean = label_mean(ctx, query, &rows.columns).await?;
+        let mean = label_mean(ctx, query, &rows.query.label).await?;
         plan.spec
             .set("mean", &mean.to_string())
             .map_err(train_error)?;
@@ -48,48 +50,35 @@ pub async fn create_model(
     if replace {
         client.drop_matrix_if_any(name).await.map_err(ps_error)?;
     }
-    let matrix = plan.spec.create(&client, name).await.map_err(train_error)?;
-    if plan.spec.kind.clusters().is_some() {
-        clusters::init(ctx, binding, name, &plan, &rows).await?;
-    }
-    (plan.spec.randomize(&client, name, RANDOM_SEED).await).map_err(train_error)?;
-    drive(ctx, binding, (name, matrix.meta.id), &plan, rows).await
+    plan.spec.create(&client, name).await.map_err(train_error)?;
+    let engine = SessionEngine::new((ctx, binding), name, plan, rows)?;
+    (engine.plan().spec.kind.start(&engine).await).map_err(train_error)?;
+    (engine
+        .plan()
+        .spec
+        .randomize(&client, name, RANDOM_SEED)
+        .await)
+        .map_err(train_error)?;
+    drive(ctx, engine).await
 }
 
-/// Trains model `name` (matrix `id`) over `rows` as `plan` says, by the driver of its
-/// statement; returns the epoch table.
-async fn drive(
-    ctx: &SessionContext,
-    binding: &Binding,
-    (name, id): (&str, u32),
-    plan: &Plan,
-    rows: Rows,
-) -> Result<RecordBatch> {
-    if plan.spec.kind.topics().is_some() {
-        return topics::train(ctx, binding, (name, id), plan, rows).await;
-    }
-    if plan.spec.kind.trees().is_some() {
-        return trees::train(ctx, binding, (name, id), plan, rows).await;
-    }
-    if plan.spec.solver.method.is_some() {
-        return lbfgs::train(ctx, binding, name, plan, rows).await;
-    }
-    if plan.spec.kind.clusters().is_some() {
-        return clusters::train(ctx, binding, name, plan, rows).await;
-    }
-    epochs::train(ctx, binding, (name, id), plan, rows).await
+/// Trains the statement's model on `engine` by its kind's driver; returns the epoch table,
+/// registered as `<model>_epochs`.
+async fn drive(ctx: &SessionContext, engine: SessionEngine<'_>) -> Result<RecordBatch> {
+    let table = (engine.plan().spec.kind.drive(&engine).await).map_err(train_error)?;
+    let model = engine.model().to_string();
+    // The statement's caching ends with its training.
+    drop(engine);
+    epoch_table::register(ctx, &model, table)
 }
 
 /// The seed of the weights a kind starts at random (matrix factorization's factors), so a
 /// job trains the same model at every run.
 const RANDOM_SEED: u64 = 0x5eed;
 
-/// The mean label of the training query's rows (`columns`: its columns, the label's first).
-async fn label_mean(ctx: &SessionContext, query: &str, columns: &Columns) -> Result<f64> {
-    let sql = format!(
-        "SELECT avg(CAST({} AS DOUBLE)) FROM ({query}) AS rows",
-        columns.label
-    );
+/// The mean label (column `label`, quoted) of the training query's rows.
+async fn label_mean(ctx: &SessionContext, query: &str, label: &str) -> Result<f64> {
+    let sql = format!("SELECT avg(CAST({label} AS DOUBLE)) FROM ({query}) AS rows");
     let batches = ctx.sql(&sql).await?.collect().await?;
     let mean = batches
         .iter()
@@ -98,10 +87,7 @@ async fn label_mean(ctx: &SessionContext, query: &str, columns: &Columns) -> Res
         .transpose()?;
     match mean.as_ref().and_then(float) {
         Some(mean) if mean.is_finite() => Ok(mean),
-        _ => plan_err!(
-            "the training query's mean label ({}) is not a number",
-            columns.label
-        ),
+        _ => plan_err!("the training query's mean label ({label}) is not a number"),
     }
 }
 
@@ -114,7 +100,7 @@ pub async fn train_model(
     name: &str,
     options: &[(String, String)],
     query: &str,
-    engine: Engine<'_>,
+    reading: RowReading<'_>,
 ) -> Result<RecordBatch> {
     let client = binding.client()?;
     client.refresh().await.map_err(ps_error)?;
@@ -137,16 +123,16 @@ pub async fn train_model(
         return plan_err!("TRAIN MODEL {name}: {why}");
     }
     for (key, value) in options {
-        if !plan.run_option(key, value)? {
+        if !plan.run_option(key, value).map_err(train_error)? {
             return plan_err!(
                 "TRAIN MODEL {name}: option '{key}' is the model's own, set when it was created; \
                  TRAIN MODEL takes epochs and holdout"
             );
         }
     }
-    let rows = Rows::read(ctx, &plan, query, engine).await?;
-    if rows.count == 0 {
+    let rows = Rows::read(ctx, &plan, query, reading).await?;
+    if rows.query.rows == 0 {
         return plan_err!("TRAIN MODEL {name}: the training query returned no rows");
     }
-    drive(ctx, binding, (name, matrix.meta.id), &plan, rows).await
+    drive(ctx, SessionEngine::new((ctx, binding), name, plan, rows)?).await
 }

@@ -1,11 +1,12 @@
 //! [`Rows`]: a statement's training rows, read once and checked, and [`TrainRows`], where every
 //! epoch's pass of `ps_train` reads them from: held in memory in contiguous runs (embedded) or
 //! the query itself (on Ballista, tables on disk), split by id where workers must keep their
-//! rows from round to round; [`Engine`]: what runs them; [`Columns`]: the query's columns as
-//! the holdout queries name them.
+//! rows from round to round; [`RowReading`]: how the job reads them; the query's columns as
+//! a driver's queries name them.
 
 use std::sync::Arc;
 
+use angel_training::driver::{Plan, TrainingQuery};
 use angel_training::kinds::{Inputs, ModelKind};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::{cast, take_record_batch};
@@ -20,11 +21,11 @@ use datafusion::functions_aggregate::expr_fn::array_agg;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, lit};
 use datafusion::prelude::{DataFrame, SessionContext, col};
 
-use super::plan::{Plan, check_holdout};
+use super::plan::check_holdout;
 
-/// What runs a statement's training rows.
+/// How a job reads a statement's training rows.
 #[derive(Debug, Clone, Copy)]
-pub struct Engine<'a> {
+pub struct RowReading<'a> {
     /// Every epoch runs the training query again instead of holding its rows in memory (on
     /// Ballista, and when the job keeps tables on disk).
     pub stream_rows: bool,
@@ -37,12 +38,8 @@ pub struct Engine<'a> {
 pub(super) struct Rows {
     /// Where every epoch reads them from.
     pub(super) rows: TrainRows,
-    /// How many there are.
-    pub(super) count: u64,
-    /// The query's columns, quoted, for the holdout query.
-    pub(super) columns: Columns,
-    /// The training query, for passes of their own over its rows (k-means's draws).
-    pub(super) query: String,
+    /// The query, its columns and how many rows it returns, as the kind's driver sees them.
+    pub(super) query: TrainingQuery,
 }
 
 impl Rows {
@@ -51,29 +48,34 @@ impl Rows {
         ctx: &SessionContext,
         plan: &Plan,
         query: &str,
-        engine: Engine<'_>,
+        reading: RowReading<'_>,
     ) -> Result<Self> {
         if let Some(holdout) = &plan.holdout {
             check_holdout(ctx, holdout).await?;
         }
-        let columns = Columns::of(ctx, query, &*plan.spec.kind).await?;
-        let workers = plan.spec.sync.workers as usize;
-        if let (true, Some(url)) = (plan.spec.sync.rotation, engine.scheduler) {
+        let (label, inputs) = columns(ctx, query, &*plan.spec.kind).await?;
+        let workers = plan.workers();
+        if let (true, Some(url)) = (plan.spec.sync.rotation, reading.scheduler) {
             check_slots(url, workers).await?;
         }
         // Model rotation: each worker holds its users' rows, so a user's rows go to one. Rows
         // read anew every round, of a kind whose workers read back what they left by their
         // rows (the topic model's token topics): each round's worker gets the rows of the one
         // before.
-        let by_rows = engine.stream_rows && plan.spec.kind.keeps_rows_by_id();
+        let by_rows = reading.stream_rows && plan.spec.kind.keeps_rows_by_id();
         let by_id = (plan.spec.sync.rotation || by_rows).then_some(0);
         let (rows, count) =
-            TrainRows::new(ctx, query, (workers, by_id), engine.stream_rows).await?;
+            TrainRows::new(ctx, query, (workers, by_id), reading.stream_rows).await?;
+        let in_memory = matches!(rows, TrainRows::Spread(_));
         Ok(Rows {
             rows,
-            count,
-            columns,
-            query: query.to_string(),
+            query: TrainingQuery {
+                sql: query.to_string(),
+                rows: count,
+                label,
+                inputs,
+                in_memory,
+            },
         })
     }
 }
@@ -250,47 +252,40 @@ fn spread(batches: Vec<RecordBatch>, rows: u64, parts: usize) -> Vec<Vec<RecordB
     out
 }
 
-/// The training query's columns as SQL, quoted: the label, and the rest (indices and
-/// optionally values; matrix factorization: user and item).
-pub(super) struct Columns {
-    /// The label, or the id of a topic model's documents and a k-means model's points.
-    pub(super) label: String,
-    pub(super) inputs: String,
-}
-
-impl Columns {
-    /// The columns of `query`, for a model of `kind`.
-    async fn of(ctx: &SessionContext, query: &str, kind: &dyn ModelKind) -> Result<Self> {
-        let df = ctx.sql(query).await?;
-        let mut names: Vec<String> = df
-            .schema()
-            .fields()
-            .iter()
-            // Quoted as SQL identifiers: names of unnamed expressions hold quotes themselves.
-            .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
-            .collect();
-        let expected = kind.inputs().describe();
-        let label = match kind.inputs() {
-            Inputs::Pairs => 2,
-            Inputs::Features | Inputs::Documents | Inputs::Points => 0,
-        };
-        let count = match kind.inputs() {
-            Inputs::Features | Inputs::Documents | Inputs::Points => 2..=3,
-            Inputs::Pairs => 3..=3,
-        };
-        if !count.contains(&names.len()) {
-            return plan_err!(
-                "the training query of a {} model must return {expected}; it returns {} columns",
-                kind.name(),
-                names.len()
-            );
-        }
-        let label = names.remove(label);
-        Ok(Columns {
-            label,
-            inputs: names.join(", "),
-        })
+/// The columns of `query`, for a model of `kind`, as SQL, quoted: the label (or the id of a
+/// topic model's documents and a k-means model's points), and the rest joined by commas
+/// (indices and optionally values; matrix factorization: user and item).
+async fn columns(
+    ctx: &SessionContext,
+    query: &str,
+    kind: &dyn ModelKind,
+) -> Result<(String, String)> {
+    let df = ctx.sql(query).await?;
+    let mut names: Vec<String> = df
+        .schema()
+        .fields()
+        .iter()
+        // Quoted as SQL identifiers: names of unnamed expressions hold quotes themselves.
+        .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
+        .collect();
+    let expected = kind.inputs().describe();
+    let label = match kind.inputs() {
+        Inputs::Pairs => 2,
+        Inputs::Features | Inputs::Documents | Inputs::Points => 0,
+    };
+    let count = match kind.inputs() {
+        Inputs::Features | Inputs::Documents | Inputs::Points => 2..=3,
+        Inputs::Pairs => 3..=3,
+    };
+    if !count.contains(&names.len()) {
+        return plan_err!(
+            "the training query of a {} model must return {expected}; it returns {} columns",
+            kind.name(),
+            names.len()
+        );
     }
+    let label = names.remove(label);
+    Ok((label, names.join(", ")))
 }
 
 #[cfg(test)]

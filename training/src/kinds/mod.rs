@@ -27,12 +27,14 @@ pub mod linear;
 pub mod mf;
 pub mod softmax;
 
+use std::any::Any;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use angel_client::MatrixSpec;
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayRef, RecordBatch};
 
+use crate::driver::{self, Engine};
 use crate::error::{Result, option_err};
 use crate::model::Model;
 use crate::options::OptionValue;
@@ -46,7 +48,8 @@ const MAX_DENSE_DIM: u64 = 1 << 26;
 /// how it trains ([`Gradient`], or the topic model's sampling). A model of `dim` features has
 /// [`ModelKind::weight_rows`] rows of `dim + 1` columns (the last one the intercept's, or the
 /// topic model's topic totals).
-pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
+#[async_trait::async_trait(?Send)]
+pub trait ModelKind: KindBox + fmt::Debug + Send + Sync + 'static {
     /// The name `kind = '...'` selects it by, stored with the model.
     fn name(&self) -> &'static str;
 
@@ -167,6 +170,21 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// Writes its first values from the statement's training rows, after `CREATE MODEL`
+    /// created its matrix and before the first pass (k-means's first centres); by default
+    /// nothing.
+    async fn start(&self, engine: &dyn Engine) -> Result<()> {
+        let _ = engine;
+        Ok(())
+    }
+
+    /// Trains its statement's model on `engine` (passes of `ps_train` and the work on the
+    /// servers between them) and answers the epoch table; by default as a kind trained by
+    /// gradients, with the model's solver.
+    async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
+        driver::by_gradients(engine).await
+    }
+
     /// Every row's margins under `model` (one per output, row after row), which its scoring
     /// turns into predictions and losses: `w_o . x + b_o` by default, from one pruned pull.
     fn margins_of(&self, model: &Model, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
@@ -201,24 +219,6 @@ pub trait ModelKind: CloneKind + fmt::Debug + Send + Sync + 'static {
     /// one (`ps_predict` of a topic model).
     fn answers_instead(&self) -> &'static str {
         " and predicts no label"
-    }
-
-    /// The topic model, trained by Gibbs sampling instead of gradients; `None` for the other
-    /// kinds.
-    fn topics(&self) -> Option<&lda::Lda> {
-        None
-    }
-
-    /// The boosted trees, grown from histograms instead of trained by gradient steps; `None`
-    /// for the other kinds.
-    fn trees(&self) -> Option<&gbdt::Gbdt> {
-        None
-    }
-
-    /// The k-means model, trained by Lloyd's iterations instead of gradients; `None` for the
-    /// other kinds.
-    fn clusters(&self) -> Option<&kmeans::KMeans> {
-        None
     }
 
     /// How a row's margins become its loss, prediction and metrics: a gradient kind's own, a
@@ -366,15 +366,23 @@ impl Inputs {
     }
 }
 
-/// Cloning a boxed kind (a [`crate::ModelSpec`] is cloned with its kind).
-pub trait CloneKind {
+/// What a boxed kind does whatever its type: clone itself (a [`crate::ModelSpec`] is cloned
+/// with its kind), and be read back as its own type by its own folder (`Lda::of`).
+pub trait KindBox {
     /// A boxed copy.
     fn clone_kind(&self) -> Box<dyn ModelKind>;
+
+    /// Itself, for a downcast to its own type.
+    fn as_any(&self) -> &dyn Any;
 }
 
-impl<T: ModelKind + Clone> CloneKind for T {
+impl<T: ModelKind + Clone> KindBox for T {
     fn clone_kind(&self) -> Box<dyn ModelKind> {
         Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -399,6 +407,19 @@ impl Deref for Kind {
 impl DerefMut for Kind {
     fn deref_mut(&mut self) -> &mut Self::Target {
         self.0.as_mut()
+    }
+}
+
+impl Kind {
+    /// `kind`, with the options it holds.
+    pub fn of(kind: impl ModelKind + Clone) -> Kind {
+        Kind(Box::new(kind))
+    }
+
+    /// Its options as kind `T`, when it is one: for `T`'s own folder only (every other
+    /// place asks the interface).
+    pub fn own<T: ModelKind>(&self) -> Option<&T> {
+        self.0.as_any().downcast_ref()
     }
 }
 

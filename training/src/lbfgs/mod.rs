@@ -12,7 +12,9 @@
 //! - [`orthant`]: OWL-QN's pseudo-gradient and projections, for an L1 penalty.
 //! - [`search`]: the backtracking line search.
 //! - [`task`]: one task's summed loss and gradient.
+//! - [`driver`]: the statement's iterations, a pass of the workers per trial step.
 
+pub mod driver;
 pub mod history;
 pub mod objective;
 pub mod orthant;

@@ -16,11 +16,13 @@
 //! - [`task`]: a worker's round in a statement (`ps_train`);
 //! - [`resident`]: workers kept in a process between rounds whose rows come as new batches;
 //! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
+//! - [`driver`]: the statement's rounds and trees, the epoch table;
 //! - [`predict`]: the margins of rows under the trees (`ps_predict`);
 //! - [`importance`]: each feature's splits, gain and cover over the trees;
 //! - [`sample`]: the rows and features each tree samples.
 
 pub mod binned;
+pub mod driver;
 pub mod grower;
 pub mod importance;
 pub mod partition;
@@ -33,7 +35,9 @@ pub mod tree;
 pub mod worker;
 
 use angel_client::MatrixSpec;
+use arrow::array::RecordBatch;
 
+use crate::driver::Engine;
 use crate::error::{Result, option_err};
 use crate::kinds::linear::Linear;
 use crate::kinds::{Gradient, ModelKind, refuse};
@@ -100,6 +104,7 @@ impl Default for Gbdt {
     }
 }
 
+#[async_trait::async_trait(?Send)]
 impl ModelKind for Gbdt {
     fn name(&self) -> &'static str {
         "gbdt"
@@ -201,8 +206,8 @@ impl ModelKind for Gbdt {
         predict::margins(model, rows)
     }
 
-    fn trees(&self) -> Option<&Gbdt> {
-        Some(self)
+    async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
+        driver::train(engine, self).await
     }
 }
 
@@ -211,7 +216,7 @@ impl Gbdt {
     /// model is of another kind.
     pub fn of(model: &Model, function: &str) -> Result<Gbdt> {
         let wanted = "a boosted model (kind = 'gbdt')";
-        (model.spec.kind.trees().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+        (model.spec.kind.own().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
     }
 
     /// A row's second derivative of the loss at `margin`, beside the first (`d`): the

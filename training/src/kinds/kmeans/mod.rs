@@ -17,16 +17,24 @@
 //! - [`seeding`]: the first centres (rows drawn at random, a table, k-means++, k-means||'s
 //!   reduction).
 //! - [`task`]: a worker's pass in a statement (`ps_train`).
+//! - [`init`]: the statement's first centres, with [`parallel`] (k-means||) and
+//!   [`sampling`] (points drawn and read by SQL, centres written).
+//! - [`driver`]: the statement's iterations, Lloyd's or mini-batch, on the servers.
 
 pub mod centres;
+pub mod driver;
+pub mod init;
 pub mod minibatch;
+pub mod parallel;
 pub mod points;
 pub mod predict;
+pub mod sampling;
 pub mod seeding;
 pub mod task;
 
-use arrow::array::ArrayRef;
+use arrow::array::{ArrayRef, RecordBatch};
 
+use crate::driver::Engine;
 use crate::error::{Result, option_err};
 use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
 use crate::model::Model;
@@ -99,6 +107,7 @@ impl Default for KMeans {
     }
 }
 
+#[async_trait::async_trait(?Send)]
 impl ModelKind for KMeans {
     fn name(&self) -> &'static str {
         "kmeans"
@@ -215,8 +224,12 @@ impl ModelKind for KMeans {
         "; ps_predict gives a row's nearest centre, ps_distance its distance"
     }
 
-    fn clusters(&self) -> Option<&KMeans> {
-        Some(self)
+    async fn start(&self, engine: &dyn Engine) -> Result<()> {
+        init::first_centres(engine, self).await
+    }
+
+    async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
+        driver::train(engine, self).await
     }
 }
 
@@ -225,6 +238,6 @@ impl KMeans {
     /// model is of another kind.
     pub fn of(model: &Model, function: &str) -> Result<KMeans> {
         let wanted = "a k-means model (kind = 'kmeans')";
-        (model.spec.kind.clusters().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+        (model.spec.kind.own().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
     }
 }

@@ -17,9 +17,11 @@
 //! - [`infer`]: a new document's topics under the trained model (`ps_topics`);
 //! - [`stored`]: the workers' token topics on the servers, for jobs that read their rows anew
 //!   every round (Ballista);
-//! - [`task`]: a worker's pass in a statement (`ps_train`).
+//! - [`task`]: a worker's pass in a statement (`ps_train`);
+//! - [`driver`]: the statement's rounds and the epoch table.
 
 pub mod corpus;
+pub mod driver;
 pub mod infer;
 pub mod likelihood;
 pub mod sampler;
@@ -28,7 +30,9 @@ pub mod task;
 pub mod worker;
 
 use angel_client::MatrixSpec;
+use arrow::array::RecordBatch;
 
+use crate::driver::Engine;
 use crate::error::{Result, option_err};
 use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
 use crate::model::Model;
@@ -64,6 +68,7 @@ impl Default for Lda {
     }
 }
 
+#[async_trait::async_trait(?Send)]
 impl ModelKind for Lda {
     fn name(&self) -> &'static str {
         "lda"
@@ -155,8 +160,8 @@ impl ModelKind for Lda {
         " and predicts no label; ps_topics infers a document's topics"
     }
 
-    fn topics(&self) -> Option<&Lda> {
-        Some(self)
+    async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
+        driver::train(engine, self).await
     }
 }
 
@@ -175,7 +180,7 @@ impl Lda {
     /// the model is of another kind.
     pub fn of(model: &Model, function: &str) -> Result<Lda> {
         let wanted = "a topic model (kind = 'lda')";
-        (model.spec.kind.topics().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+        (model.spec.kind.own().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
     }
 
     /// Its priors over a vocabulary of `words` words.

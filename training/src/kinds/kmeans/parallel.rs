@@ -11,64 +11,56 @@
 //! its id, so every engine draws the same rows.
 
 use angel_client::PsClient;
-use angel_training::kinds;
-use angel_training::kinds::kmeans::{KMeans, MAX_CENTRES, seeding};
-use angel_training::model::ModelSpec;
-use angel_training::rows::SparseRows;
-use datafusion::common::{Result, ScalarValue, exec_err};
-use datafusion::prelude::SessionContext;
 
-use super::answers::float;
-use super::plan::Plan;
-use super::points::{read, sample, uniform, write_centres};
-use super::train_rows::Rows;
-use crate::binding::Binding;
-use crate::bridge::{ps_error, train_error};
+use super::sampling::{read, sample, uniform, write_centres};
+use super::{KMeans, MAX_CENTRES, seeding};
+use crate::driver::Engine;
+use crate::driver::answers::{first_number, number};
+use crate::error::{Result, input_err};
+use crate::model::ModelSpec;
+use crate::rows::SparseRows;
 
-/// The first `k` centres of k-means model `name` by k-means|| over the training rows.
-pub(super) async fn centres(
-    ctx: &SessionContext,
-    binding: &Binding,
-    name: &str,
-    (kmeans, plan): (&KMeans, &Plan),
-    rows: &Rows,
-) -> Result<Vec<f64>> {
-    let client = binding.client()?;
+/// The first `k` centres of the statement's k-means model by k-means|| over its training rows.
+pub async fn centres(engine: &dyn Engine, kmeans: &KMeans) -> Result<Vec<f64>> {
     let candidates = Candidates {
-        client: &client,
-        model: format!("{name}__candidates"),
-        dim: plan.spec.dim as usize,
+        client: engine.client(),
+        model: format!("{}__candidates", engine.model()),
+        dim: engine.plan().spec.dim as usize,
     };
-    let drawn = rounds(ctx, &candidates, (kmeans, plan), rows).await;
+    let drawn = rounds(engine, &candidates, kmeans).await;
     let dropped = candidates.drop().await;
     let (drawn, weights) = drawn?;
     dropped?;
     if drawn.len() < kmeans.k {
-        return exec_err!(
+        return input_err(format!(
             "k-means|| drew {} candidates, fewer than the k = {} centres: the rows have fewer \
              distinct points than k, or too few rounds (init_steps)",
             drawn.len(),
             kmeans.k
-        );
+        ));
     }
-    seeding::reduce(&drawn, &weights, kmeans.k, candidates.dim, kmeans.seed).map_err(train_error)
+    seeding::reduce(&drawn, &weights, kmeans.k, candidates.dim, kmeans.seed)
 }
 
 /// The candidates drawn in `init_steps` rounds and their weights.
 async fn rounds(
-    ctx: &SessionContext,
+    engine: &dyn Engine,
     candidates: &Candidates<'_>,
-    (kmeans, plan): (&KMeans, &Plan),
-    rows: &Rows,
+    kmeans: &KMeans,
 ) -> Result<(SparseRows, Vec<f64>)> {
-    let (id, inputs, query) = (&rows.columns.label, &rows.columns.inputs, &rows.query);
+    let query = engine.query();
+    let (id, inputs, query) = (&query.label, &query.inputs, &query.sql);
     let model = &candidates.model;
     let distance = format!("power(ps_distance('{model}', {inputs}), 2)");
-    let mut drawn = sample(ctx, rows, (1, kmeans.seed), plan).await?;
+    let mut drawn = sample(engine, (1, kmeans.seed)).await?;
     for round in 1..=kmeans.init_steps {
         candidates.hold(&drawn).await?;
         let sql = format!("SELECT sum({distance}) FROM ({query}) AS rows");
-        let cost = number(ctx, &sql).await?;
+        // No rows: a null sum.
+        let cost = match engine.answer(&sql).await? {
+            answer if answer.iter().all(|b| b.num_rows() == 0) => 0.0,
+            answer => first_number(&answer, 0)?.unwrap_or(0.0),
+        };
         if cost <= 0.0 {
             break;
         }
@@ -78,7 +70,7 @@ async fn rounds(
             "SELECT {id}, {inputs} FROM ({query}) AS rows WHERE {draw} * {cost:e} < \
              {oversampling} * {distance}"
         );
-        drawn = SparseRows::concat(vec![drawn, read(ctx, &sql, plan).await?]);
+        drawn = SparseRows::concat(vec![drawn, read(engine, &sql).await?]);
         tracing::debug!(round, cost, candidates = drawn.len(), "k-means|| round");
     }
     candidates.hold(&drawn).await?;
@@ -87,26 +79,16 @@ async fn rounds(
          ({query}) AS rows GROUP BY 1"
     );
     let mut weights = vec![0.0; drawn.len()];
-    for batch in ctx.sql(&sql).await?.collect().await? {
+    for batch in engine.answer(&sql).await? {
         for r in 0..batch.num_rows() {
-            let c = ScalarValue::try_from_array(batch.column(0), r)?;
-            let n = ScalarValue::try_from_array(batch.column(1), r)?;
-            if let (Some(c), Some(n)) = (float(&c), float(&n)) {
+            let (c, n) = (number(batch.column(0), r), number(batch.column(1), r));
+            if let (Some(c), Some(n)) = (c, n) {
                 // The first candidate is held twice when it is alone (a model has 2 centres).
                 weights[(c as usize).min(drawn.len() - 1)] += n;
             }
         }
     }
     Ok((drawn, weights))
-}
-
-/// The one number `sql` answers (0 when it answers null: no rows).
-async fn number(ctx: &SessionContext, sql: &str) -> Result<f64> {
-    let batches = ctx.sql(sql).await?.collect().await?;
-    let Some(batch) = batches.iter().find(|b| b.num_rows() > 0) else {
-        return Ok(0.0);
-    };
-    Ok(float(&ScalarValue::try_from_array(batch.column(0), 0)?).unwrap_or(0.0))
 }
 
 /// The candidates' own k-means model on the servers.
@@ -121,32 +103,23 @@ impl Candidates<'_> {
     async fn hold(&self, drawn: &SparseRows) -> Result<()> {
         let n = drawn.len();
         if n as u64 > MAX_CENTRES {
-            return exec_err!(
+            return input_err(format!(
                 "k-means|| drew {n} candidates, more than the {MAX_CENTRES} centres a model \
                  holds: use fewer init_steps or init = 'k-means++'"
-            );
+            ));
         }
-        let mut centres =
-            seeding::first_rows(drawn, n, self.dim, "k-means||").map_err(train_error)?;
+        let mut centres = seeding::first_rows(drawn, n, self.dim, "k-means||")?;
         if n == 1 {
             centres.extend_from_within(..);
         }
         self.drop().await?;
-        let mut spec = ModelSpec::new(
-            kinds::by_name("kmeans").map_err(train_error)?,
-            self.dim as u64,
-        );
-        spec.set("k", &n.max(2).to_string()).map_err(train_error)?;
-        spec.create(self.client, &self.model)
-            .await
-            .map_err(train_error)?;
+        let mut spec = ModelSpec::new(crate::kinds::Kind::of(KMeans::default()), self.dim as u64);
+        spec.set("k", &n.max(2).to_string())?;
+        spec.create(self.client, &self.model).await?;
         write_centres(self.client, &self.model, &centres, self.dim).await
     }
 
     async fn drop(&self) -> Result<()> {
-        self.client
-            .drop_matrix_if_any(&self.model)
-            .await
-            .map_err(ps_error)
+        Ok(self.client.drop_matrix_if_any(&self.model).await?)
     }
 }

@@ -1,12 +1,11 @@
-//! `CREATE MODEL ... OPTIONS (kind = 'kmeans', k = ...)` and `TRAIN MODEL` of such a model:
-//! Lloyd's algorithm or mini-batch k-means. `CREATE MODEL` first writes the first centres
-//! (`init`: k-means++ over a uniform sample of the rows, k-means|| over every row, `k` rows
-//! drawn uniformly, or a table of them). In Lloyd's algorithm each iteration is one pass of `ps_train`, whose tasks push per centre the sums and counts of the rows
-//! nearest it; the job then moves each centre to its rows' mean on the servers (`scale`,
-//! `sub`, `dot`, `axpy`: only the shift comes back). In mini-batch k-means the tasks move the
-//! centres themselves, every `batch_size` rows, and an iteration is a pass over the rows.
-//! Training stops after `epochs` iterations or when the centres move by less than
-//! `tolerance` says.
+//! The driver of a k-means statement (`CREATE MODEL ... OPTIONS (kind = 'kmeans', k = ...)`
+//! and `TRAIN MODEL` of such a model): Lloyd's algorithm or mini-batch k-means, after
+//! [`super::init`] wrote the first centres. In Lloyd's algorithm each iteration is one pass of
+//! `ps_train`, whose tasks push per centre the sums and counts of the rows nearest it; the
+//! driver then moves each centre to its rows' mean on the servers (`scale`, `sub`, `dot`,
+//! `axpy`: only the shift comes back). In mini-batch k-means the tasks move the centres
+//! themselves, every `batch_size` rows, and an iteration is a pass over the rows. Training
+//! stops after `epochs` iterations or when the centres move by less than `tolerance` says.
 //!
 //! The epoch table has a row per iteration: rows, inertia (the summed squared distance of the
 //! rows to the centres they were assigned to), its mean, how far the centres moved (the root
@@ -16,77 +15,27 @@
 use std::time::Instant;
 
 use angel_client::PsClient;
-use angel_training::kinds::kmeans::{Algorithm, Init, KMeans, seeding};
-use datafusion::arrow::array::RecordBatch;
-use datafusion::common::{Result, exec_err};
-use datafusion::prelude::SessionContext;
+use arrow::array::RecordBatch;
 
-use super::answers::{first_row, float};
-use super::caching::Caching;
-use super::epoch_table::{self, Column};
-use super::kmeans_parallel;
-use super::plan::Plan;
-use super::points::{read, sample, uniform, write_centres};
-use super::progress::bar;
-use super::train_rows::{Rows, TrainRows};
-use crate::binding::Binding;
-use crate::bridge::{ps_error, train_error};
-
-/// Rows k-means++ draws its centres from, at most: a uniform sample of the training rows.
-const SAMPLE: usize = 50_000;
-
-/// Writes the first centres of k-means model `name` (fresh, every value zero), as `plan`'s
-/// `init` says, from the training rows `rows`.
-pub(super) async fn init(
-    ctx: &SessionContext,
-    binding: &Binding,
-    name: &str,
-    plan: &Plan,
-    rows: &Rows,
-) -> Result<()> {
-    let kmeans = of(plan)?;
-    let dim = plan.spec.dim as usize;
-    let centres = match (&kmeans.init_table, kmeans.init) {
-        (Some(table), _) => {
-            let points = read(ctx, &format!("SELECT * FROM {table}"), plan).await?;
-            let what = format!("the init table {table}");
-            seeding::first_rows(&points, kmeans.k, dim, &what).map_err(train_error)?
-        }
-        (None, Init::Random) => {
-            let points = sample(ctx, rows, (kmeans.k, kmeans.seed), plan).await?;
-            seeding::first_rows(&points, kmeans.k, dim, "the training query")
-                .map_err(train_error)?
-        }
-        (None, Init::PlusPlus) => {
-            let points = sample(ctx, rows, (SAMPLE, kmeans.seed), plan).await?;
-            seeding::plus_plus(&points, None, (kmeans.k, dim), kmeans.seed).map_err(train_error)?
-        }
-        (None, Init::Parallel) => {
-            kmeans_parallel::centres(ctx, binding, name, (kmeans, plan), rows).await?
-        }
-    };
-    let client = binding.client()?;
-    write_centres(&client, name, &centres, dim).await
-}
-
-/// The k-means options of `plan`.
-fn of(plan: &Plan) -> Result<&KMeans> {
-    match plan.spec.kind.clusters() {
-        Some(kmeans) => Ok(kmeans),
-        None => exec_err!("not a k-means model"),
-    }
-}
+use super::init::SAMPLE;
+use super::sampling::{read, uniform};
+use super::{Algorithm, KMeans};
+use crate::driver::Engine;
+use crate::driver::epoch_table::{self, Column};
+use crate::driver::progress::bar;
+use crate::error::Result;
 
 /// The rows' variance per coordinate, averaged over the coordinates (the scale of
 /// scikit-learn's `tol`), from a uniform sample of about 50,000 of them: each row kept when a
 /// number made from a hash of its id is below the share wanted, in one pass without sorting.
-async fn variance(ctx: &SessionContext, rows: &Rows, plan: &Plan) -> Result<f64> {
-    let (id, inputs, query) = (&rows.columns.label, &rows.columns.inputs, &rows.query);
-    let share = SAMPLE as f64 / rows.count.max(1) as f64;
-    let drawn = uniform(of(plan)?.seed, 0, id);
-    let sql = format!("SELECT {id}, {inputs} FROM ({query}) AS rows WHERE {drawn} < {share:e}");
-    let sample = read(ctx, &sql, plan).await?;
-    let dim = plan.spec.dim as usize;
+async fn variance(engine: &dyn Engine, kmeans: &KMeans) -> Result<f64> {
+    let query = engine.query();
+    let (id, inputs, sql) = (&query.label, &query.inputs, &query.sql);
+    let share = SAMPLE as f64 / query.rows.max(1) as f64;
+    let drawn = uniform(kmeans.seed, 0, id);
+    let sql = format!("SELECT {id}, {inputs} FROM ({sql}) AS rows WHERE {drawn} < {share:e}");
+    let sample = read(engine, &sql).await?;
+    let dim = engine.plan().spec.dim as usize;
     let (mut sums, mut squares) = (vec![0.0; dim], 0.0);
     for r in 0..sample.len() {
         for (at, &key) in sample.keys(r).iter().enumerate() {
@@ -100,36 +49,25 @@ async fn variance(ctx: &SessionContext, rows: &Rows, plan: &Plan) -> Result<f64>
     Ok((squares / n - mean_square).max(0.0) / dim as f64)
 }
 
-/// Lloyd's iterations or mini-batch passes on k-means model `name` over `rows`, for at most
-/// `plan.epochs`; returns the epoch table.
-pub(super) async fn train(
-    ctx: &SessionContext,
-    binding: &Binding,
-    name: &str,
-    plan: &Plan,
-    rows: Rows,
-) -> Result<RecordBatch> {
-    let kmeans = of(plan)?;
-    let client = binding.client()?;
-    let workers = plan.spec.sync.workers as usize;
-    let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
-    let centres = Centres {
-        client: &client,
-        name,
+/// Lloyd's iterations or mini-batch passes on the statement's k-means model, for at most its
+/// epochs; returns the epoch table.
+pub async fn train(engine: &dyn Engine, kmeans: &KMeans) -> Result<RecordBatch> {
+    let plan = engine.plan();
+    let centres = OnServers {
+        client: engine.client(),
+        name: engine.model(),
         k: kmeans.k as u64,
         dim: plan.spec.dim,
     };
-    let tolerance = kmeans.tolerance * variance(ctx, &rows, plan).await?;
+    let tolerance = kmeans.tolerance * variance(engine, kmeans).await?;
     let bar = bar(plan.epochs as u64, "iterations");
     let mut table = Vec::new();
     for iteration in 1..=plan.epochs {
         let started = Instant::now();
         let sizes = centres.sizes(0).await?;
         centres.before_pass(kmeans.algorithm).await?;
-        let frame = rows.rows.epoch(ctx, (name, workers), 1)?;
-        let (mean, count) = first_row(frame).await?;
-        let rows = float(&count).unwrap_or_default() as u64;
-        let mean = float(&mean).unwrap_or(f64::NAN);
+        let passed = engine.pass(1, None).await?;
+        let mean = passed.mean.unwrap_or(f64::NAN);
         let (shift, empty) = match kmeans.algorithm {
             Algorithm::Lloyd => {
                 let counts = centres.sizes(centres.k).await?;
@@ -140,13 +78,13 @@ pub(super) async fn train(
         let norms = centres.squared_norms().await?;
         table.push(Row {
             iteration: iteration as i64,
-            rows: rows as i64,
-            inertia: mean * rows as f64,
+            rows: passed.rows as i64,
+            inertia: mean * passed.rows as f64,
             mean_squared_distance: mean,
             shift,
             empty_clusters: empty as i64,
             seconds: started.elapsed().as_secs_f64(),
-            workers: workers as i64,
+            workers: plan.workers() as i64,
         });
         bar.inc(1);
         // Below rounding of the single-precision centres the assignments are final.
@@ -155,22 +93,21 @@ pub(super) async fn train(
         }
     }
     bar.finish_and_clear();
-    drop(caching);
-    epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
+    epoch_table::batch(&table, &columns())
 }
 
 /// A k-means model's rows on the servers: centres `0..k`, sums `k..2k`.
-struct Centres<'a> {
+struct OnServers<'a> {
     client: &'a PsClient,
     name: &'a str,
     k: u64,
     dim: u64,
 }
 
-impl Centres<'_> {
+impl OnServers<'_> {
     async fn psf(&self, function: &str, rows: &[u64], args: &[f64]) -> Result<f64> {
         let operands: Vec<(&str, u64)> = rows.iter().map(|&r| (self.name, r)).collect();
-        let answer = (self.client.psf(function, &operands, args).await).map_err(ps_error)?;
+        let answer = self.client.psf(function, &operands, args).await?;
         Ok(answer.first().copied().unwrap_or_default())
     }
 
@@ -192,7 +129,7 @@ impl Centres<'_> {
         let rows: Vec<u64> = (from..from + self.k).collect();
         let key = [self.dim];
         let pulled = self.client.pull_at::<f32>(self.name, &rows, &key, None);
-        let (values, _) = pulled.await.map_err(ps_error)?;
+        let (values, _) = pulled.await?;
         Ok(values.into_iter().map(f64::from).collect())
     }
 
@@ -213,7 +150,7 @@ impl Centres<'_> {
             let count = [(n - 1.0) as f32];
             let key = [dim];
             let pushed = self.client.push_keys(self.name, sum, &key, &count);
-            pushed.await.map_err(ps_error)?;
+            pushed.await?;
             self.psf("sub", &[sum, centre, sum], &[]).await?;
             // The count column's change is no move of the centre.
             shift += self.psf("dot", &[sum, sum], &[]).await? - (n - size) * (n - size);

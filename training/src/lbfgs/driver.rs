@@ -1,7 +1,7 @@
-//! `CREATE MODEL ... OPTIONS (optimizer = 'lbfgs' | 'owlqn', ...)` and `TRAIN MODEL` of such a
-//! model: a full-batch model's statement. Each pass of `ps_train` sums the loss and gradient of
+//! The driver of `CREATE MODEL ... OPTIONS (optimizer = 'lbfgs' | 'owlqn', ...)` and `TRAIN
+//! MODEL` of such a model: a full-batch model's statement. Each pass of `ps_train` sums the loss and gradient of
 //! every row at the weights on the servers; between passes the job runs L-BFGS on the servers
-//! (`angel_training::lbfgs`): the two-loop recursion gives the direction, and a backtracking
+//! (this module's siblings): the two-loop recursion gives the direction, and a backtracking
 //! line search moves the weights along it, a pass per trial step. OWL-QN computes the direction
 //! from the pseudo-gradient and keeps each step in an orthant. `epochs` bounds the iterations;
 //! training stops earlier when the (pseudo-)gradient's norm, or the objective's relative change
@@ -14,39 +14,27 @@
 
 use std::time::Instant;
 
-use angel_training::lbfgs::history::History;
-use angel_training::lbfgs::objective::Objective;
-use angel_training::lbfgs::orthant::Orthant;
-use angel_training::lbfgs::search::{LineSearch, Verdict};
-use angel_training::lbfgs::solver::Method;
-use angel_training::lbfgs::vectors::{
+use arrow::array::RecordBatch;
+
+use super::history::History;
+use super::objective::Objective;
+use super::orthant::Orthant;
+use super::search::{LineSearch, Verdict};
+use super::solver::Method;
+use super::vectors::{
     DIRECTION, GRADIENT, NEXT_GRADIENT, POINT, PSEUDO_GRADIENT, Vector, Vectors, WEIGHTS,
 };
-use datafusion::arrow::array::RecordBatch;
-use datafusion::common::Result;
-use datafusion::prelude::SessionContext;
+use crate::driver::epoch_table::{self, Column};
+use crate::driver::holdout::{Holdout, evaluate};
+use crate::driver::progress::{bar, report};
+use crate::driver::{Engine, Plan};
+use crate::error::Result;
 
-use super::answers::{first_row, float};
-use super::caching::Caching;
-use super::epoch_table::{self, Column};
-use super::holdout::{Holdout, evaluate};
-use super::plan::Plan;
-use super::progress::{bar, report};
-use super::train_rows::{Rows, TrainRows};
-use crate::binding::Binding;
-use crate::bridge::{ps_error, train_error};
-
-/// Trains full-batch model `name` over `rows` for at most `plan.epochs` iterations; returns
-/// the epoch table.
-pub(super) async fn train(
-    ctx: &SessionContext,
-    binding: &Binding,
-    name: &str,
-    plan: &Plan,
-    rows: Rows,
-) -> Result<RecordBatch> {
-    let client = binding.client()?;
-    let matrix = client.matrix(name).await.map_err(ps_error)?;
+/// Trains the statement's full-batch model for at most its epochs' iterations; returns the
+/// epoch table.
+pub async fn train(engine: &dyn Engine) -> Result<RecordBatch> {
+    let (name, plan, client) = (engine.model(), engine.plan(), engine.client());
+    let matrix = client.matrix(name).await?;
     let outputs = plan.spec.kind.outputs();
     let group = matrix.meta.rows as usize / outputs.max(1);
     let vectors = Vectors::new(client.clone(), name, outputs, group);
@@ -55,12 +43,8 @@ pub(super) async fn train(
         (plan.spec.optimizer.l1, plan.spec.optimizer.l2),
     );
     let bias = plan.spec.bias_key();
-    let caching = matches!(rows.rows, TrainRows::Spread(_)).then(|| Caching::on(binding, name));
     let passes = Passes {
-        ctx,
-        name,
-        rows: &rows,
-        workers: plan.spec.sync.workers as usize,
+        engine,
         objective: Objective::new(vectors.clone(), penalties, bias),
     };
     let run = Iterations {
@@ -71,17 +55,13 @@ pub(super) async fn train(
             .then(|| Orthant::new(vectors.clone(), penalties.0, bias)),
         tolerance: solver.tolerance,
     };
-    let table = run.all(plan, binding).await?;
-    drop(caching);
-    epoch_table::register(ctx, name, epoch_table::batch(&table, &columns())?)
+    let table = run.all(plan).await?;
+    epoch_table::batch(&table, &columns())
 }
 
 /// The statement's passes of `ps_train`.
 struct Passes<'a> {
-    ctx: &'a SessionContext,
-    name: &'a str,
-    rows: &'a Rows,
-    workers: usize,
+    engine: &'a dyn Engine,
     objective: Objective,
 }
 
@@ -97,19 +77,14 @@ impl Passes<'_> {
     /// A pass at the weights on the servers: the workers' summed gradient lands in
     /// [`NEXT_GRADIENT`], which becomes the objective's gradient there.
     async fn run(&self, vectors: &Vectors) -> Result<Point> {
-        vectors.zero(NEXT_GRADIENT).await.map_err(train_error)?;
-        let frame = self
-            .rows
-            .rows
-            .epoch(self.ctx, (self.name, self.workers), 0)?;
-        let (mean, rows) = first_row(frame).await?;
-        let rows = float(&rows).unwrap_or_default() as u64;
-        let loss = float(&mean).unwrap_or(f64::NAN);
-        let objective = (self.objective.at_pass(loss, rows).await).map_err(train_error)?;
+        vectors.zero(NEXT_GRADIENT).await?;
+        let passed = self.engine.pass(0, None).await?;
+        let loss = passed.mean.unwrap_or(f64::NAN);
+        let objective = self.objective.at_pass(loss, passed.rows).await?;
         Ok(Point {
             objective,
             loss,
-            rows,
+            rows: passed.rows,
         })
     }
 }
@@ -126,11 +101,11 @@ struct Iterations<'a> {
 
 impl Iterations<'_> {
     /// Runs every iteration; returns the epoch table's rows.
-    async fn all(mut self, plan: &Plan, binding: &Binding) -> Result<Vec<Row>> {
+    async fn all(mut self, plan: &Plan) -> Result<Vec<Row>> {
         let v = self.vectors;
         let started = Instant::now();
         let mut at = self.passes.run(v).await?;
-        v.copy(NEXT_GRADIENT, GRADIENT).await.map_err(train_error)?;
+        v.copy(NEXT_GRADIENT, GRADIENT).await?;
         self.pseudo_gradient().await?;
         let mut table = vec![self.row(plan, (0, at), (0.0, 1), started).await?];
         let bar = bar(plan.epochs as u64, "iterations");
@@ -138,7 +113,7 @@ impl Iterations<'_> {
             let started = Instant::now();
             let Some((next, step, passes)) = self.iterate(at).await? else {
                 tracing::info!(
-                    model = self.passes.name,
+                    model = self.passes.engine.model(),
                     iteration,
                     "no step decreases the objective"
                 );
@@ -148,10 +123,9 @@ impl Iterations<'_> {
                 .row(plan, (iteration, next), (step, passes), started)
                 .await?;
             let figures = (row.rows as u64, Some(row.train_loss), row.seconds);
-            let client = binding.client()?;
             report(
-                &client,
-                (self.passes.name, iteration),
+                self.passes.engine.client(),
+                (self.passes.engine.model(), iteration),
                 figures,
                 &row.holdout,
             )
@@ -181,24 +155,18 @@ impl Iterations<'_> {
     /// OWL-QN: the pseudo-gradient at the weights.
     async fn pseudo_gradient(&self) -> Result<()> {
         match &self.orthant {
-            Some(orthant) => orthant.pseudo_gradient().await.map_err(train_error),
+            Some(orthant) => orthant.pseudo_gradient().await,
             None => Ok(()),
         }
     }
 
     /// The direction from the history, kept where it descends (OWL-QN); returns its slope.
     async fn direction(&self) -> Result<f64> {
-        self.history
-            .direction(self.source())
-            .await
-            .map_err(train_error)?;
+        self.history.direction(self.source()).await?;
         if let Some(orthant) = &self.orthant {
-            orthant.constrain().await.map_err(train_error)?;
+            orthant.constrain().await?;
         }
-        self.vectors
-            .dot(self.source(), DIRECTION)
-            .await
-            .map_err(train_error)
+        self.vectors.dot(self.source(), DIRECTION).await
     }
 
     /// One iteration from `at`: the direction, then the line search along it, the weights
@@ -206,8 +174,8 @@ impl Iterations<'_> {
     /// it took; `None` when no step decreased the objective (the weights are moved back).
     async fn iterate(&mut self, at: Point) -> Result<Option<(Point, f64, usize)>> {
         let (v, source) = (self.vectors, self.source());
-        let norm = v.dot(source, source).await.map_err(train_error)?.sqrt();
-        v.copy(WEIGHTS, POINT).await.map_err(train_error)?;
+        let norm = v.dot(source, source).await?.sqrt();
+        v.copy(WEIGHTS, POINT).await?;
         let mut slope = self.direction().await?;
         if slope.is_nan() || slope >= 0.0 {
             // The history's curvature no longer gives a descent: start again from -g.
@@ -220,27 +188,25 @@ impl Iterations<'_> {
             false => 1.0,
         };
         let mut search = LineSearch::new(at.objective, slope, first);
-        let from = v.dot(source, POINT).await.map_err(train_error)?;
+        let from = v.dot(source, POINT).await?;
         loop {
             let step = search.step();
-            v.copy(POINT, WEIGHTS).await.map_err(train_error)?;
-            v.axpy(step, DIRECTION, WEIGHTS)
-                .await
-                .map_err(train_error)?;
+            v.copy(POINT, WEIGHTS).await?;
+            v.axpy(step, DIRECTION, WEIGHTS).await?;
             if let Some(orthant) = &self.orthant {
-                orthant.project().await.map_err(train_error)?;
+                orthant.project().await?;
             }
             let trial = self.passes.run(v).await?;
-            let promised = v.dot(source, WEIGHTS).await.map_err(train_error)? - from;
+            let promised = v.dot(source, WEIGHTS).await? - from;
             match search.judge(trial.objective, promised) {
                 Verdict::Accept => {
-                    self.history.update().await.map_err(train_error)?;
+                    self.history.update().await?;
                     self.pseudo_gradient().await?;
                     return Ok(Some((trial, step, search.trials())));
                 }
                 Verdict::Retry(_) => {}
                 Verdict::Fail => {
-                    v.copy(POINT, WEIGHTS).await.map_err(train_error)?;
+                    v.copy(POINT, WEIGHTS).await?;
                     return Ok(None);
                 }
             }
@@ -259,26 +225,20 @@ impl Iterations<'_> {
         let evaluating = Instant::now();
         let gradient_norm = self.vectors.dot(self.source(), self.source()).await;
         let nonzero = self.vectors.reduce("nnz", WEIGHTS).await;
-        let holdout = match &plan.holdout {
-            Some(h) => {
-                let (name, kind) = (self.passes.name, &*plan.spec.kind);
-                evaluate(self.passes.ctx, name, kind, &self.passes.rows.columns, h).await?
-            }
-            None => Holdout::default(),
-        };
+        let holdout = evaluate(self.passes.engine).await?;
         Ok(Row {
             iteration: iteration as i64,
             rows: at.rows as i64,
             objective: at.objective,
             train_loss: at.loss,
-            gradient_norm: gradient_norm.map_err(train_error)?.sqrt(),
-            nonzero_weights: nonzero.map_err(train_error)? as i64,
+            gradient_norm: gradient_norm?.sqrt(),
+            nonzero_weights: nonzero? as i64,
             step,
             passes: passes as i64,
             holdout,
             seconds,
             holdout_seconds: evaluating.elapsed().as_secs_f64(),
-            workers: self.passes.workers as i64,
+            workers: plan.workers() as i64,
         })
     }
 }
