@@ -7,7 +7,7 @@
 //! ```
 //!
 //! A topic model's counts (`feature, index, topic, count, word_probability,
-//! topic_probability`, see [`crate::job::saved_topics`]), for instance its top words:
+//! topic_probability`, see `angel_training::kinds::lda::saved`), for instance its top words:
 //!
 //! ```sql
 //! SELECT topic, feature, word_probability FROM (SELECT *, row_number() OVER (PARTITION BY
@@ -16,7 +16,7 @@
 //!
 //! A boosted model's trees (`tree, node, feature, index, bin, threshold, default_left, left,
 //! right, value, cover, gain`) and, as its second table, each feature's importance
-//! (`feature, index, splits, gain, gain_share, cover`; see [`crate::job::saved_trees`]):
+//! (`feature, index, splits, gain, gain_share, cover`; see `angel_training::kinds::gbdt::saved`):
 //!
 //! ```sql
 //! SELECT feature, gain_share, splits FROM read_model('gb', 'importance') LIMIT 10;

@@ -16,6 +16,8 @@
 //!   statement's workers keep from round to round.
 //! - [`driver`]: the driver half of a kind, what runs its statement between its passes, on
 //!   an [`driver::Engine`] the SQL layer implements.
+//! - [`saved`]: a kind's saved format, the tables a saved model holds (the files are the SQL
+//!   layer's).
 //! - [`recommend`]: the top-k items of a matrix factorization model for users.
 //! - [`lbfgs`]: full-batch L-BFGS and OWL-QN: a task's summed gradient, the history and the
 //!   line search the job drives on the servers.
@@ -36,6 +38,7 @@ pub mod options;
 pub mod recommend;
 pub mod rotation;
 pub mod rows;
+pub mod saved;
 pub mod sync;
 pub mod task;
 pub mod task_pass;

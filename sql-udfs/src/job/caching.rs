@@ -1,6 +1,8 @@
 //! [`Caching`]: key-list caching of a model's training batches, and keeping its workers from
 //! round to round, for as long as a statement holds its rows in memory.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::binding::Binding;
 
 /// Key-list caching of a model's training batches, and keeping its rotation workers from
@@ -9,7 +11,7 @@ pub(super) struct Caching<'a> {
     binding: &'a Binding,
     model: &'a str,
     /// Batches found cached before the current epoch.
-    found: std::cell::Cell<u64>,
+    found: AtomicU64,
 }
 
 impl<'a> Caching<'a> {
@@ -27,7 +29,8 @@ impl<'a> Caching<'a> {
     /// query makes new arrays at every epoch) goes. Returns the batches the epoch found.
     pub(super) fn after_epoch(&self, epoch: usize) -> u64 {
         let lists = self.binding.key_lists();
-        let found = lists.hits(self.model) - self.found.replace(lists.hits(self.model));
+        let hits = lists.hits(self.model);
+        let found = hits - self.found.swap(hits, Ordering::Relaxed);
         match epoch {
             1 => lists.seal(self.model),
             2 if found == 0 => lists.disable(self.model),

@@ -12,9 +12,8 @@
 //!   options), [`train_rows`] (its rows and where each epoch reads them), [`caching`]
 //!   (keeping batches and workers across epochs), [`progress`] (the bar moved as tasks
 //!   report), [`answers`] (one-row answers), [`epoch_table`] (the epoch table registered).
-//! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`, Parquet weights and JSON metadata, with
-//!   [`saved_topics`] and [`saved_trees`] for the topic model's and the boosted model's
-//!   tables and [`parquet_file`] for the files they share.
+//! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`: the files of the tables each kind saves, their
+//!   versions and the JSON metadata, with [`parquet_file`] for the Parquet files.
 
 mod answers;
 mod caching;
@@ -24,8 +23,6 @@ mod parquet_file;
 mod plan;
 mod progress;
 pub mod saved;
-pub mod saved_topics;
-pub mod saved_trees;
 pub mod script;
 mod session_engine;
 pub mod statement;

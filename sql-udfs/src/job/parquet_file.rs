@@ -1,10 +1,9 @@
 //! The files of saved models: a batch written as Parquet bytes, Parquet bytes read back into
-//! batches, a column read as the type it must have, and errors naming the file.
+//! batches, and errors naming the file.
 
 use angel_storage::Location;
 use bytes::Bytes;
-use datafusion::arrow::array::{ArrayRef, RecordBatch};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -28,17 +27,4 @@ pub(super) fn batches(path: &Location, parquet: Bytes) -> Result<Vec<RecordBatch
     (reader.build()?)
         .map(|b| b.map_err(|e| io(path, format!("cannot be read whole: {e}"))))
         .collect()
-}
-
-/// Column `name` of `batch` (read from `path`) as type `t`, or an error naming the file and
-/// the column.
-pub(super) fn column_as(
-    path: &Location,
-    batch: &RecordBatch,
-    name: &str,
-    t: &DataType,
-) -> Result<ArrayRef> {
-    let c = (batch.column_by_name(name)).ok_or_else(|| io(path, format!("no column '{name}'")))?;
-    datafusion::arrow::compute::cast(c, t)
-        .map_err(|_| io(path, format!("column '{name}' is not of type {t}")))
 }

@@ -54,7 +54,7 @@ impl<'a> SessionEngine<'a> {
     }
 }
 
-#[async_trait::async_trait(?Send)]
+#[async_trait::async_trait]
 impl Engine for SessionEngine<'_> {
     fn model(&self) -> &str {
         self.model

@@ -34,8 +34,8 @@ use crate::kept::Kept;
 pub use plan::Plan;
 
 /// What the engine running a statement offers its kind's driver.
-#[async_trait::async_trait(?Send)]
-pub trait Engine {
+#[async_trait::async_trait]
+pub trait Engine: Sync {
     /// The model the statement trains.
     fn model(&self) -> &str;
 

@@ -28,17 +28,19 @@ pub mod mf;
 pub mod softmax;
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-use angel_client::MatrixSpec;
+use angel_client::{MatrixSpec, PsClient};
 use arrow::array::{ArrayRef, RecordBatch};
 
 use crate::driver::{self, Engine};
 use crate::error::{Result, option_err};
-use crate::model::Model;
+use crate::model::{Model, ModelSpec};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
+use crate::saved::{self, ReadBack, Saved, SavedTable};
 use crate::task_pass::{self, TaskContext, TaskPass};
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
@@ -48,7 +50,7 @@ const MAX_DENSE_DIM: u64 = 1 << 26;
 /// how it trains ([`Gradient`], or the topic model's sampling). A model of `dim` features has
 /// [`ModelKind::weight_rows`] rows of `dim + 1` columns (the last one the intercept's, or the
 /// topic model's topic totals).
-#[async_trait::async_trait(?Send)]
+#[async_trait::async_trait]
 pub trait ModelKind: KindBox + fmt::Debug + Send + Sync + 'static {
     /// The name `kind = '...'` selects it by, stored with the model.
     fn name(&self) -> &'static str;
@@ -183,6 +185,36 @@ pub trait ModelKind: KindBox + fmt::Debug + Send + Sync + 'static {
     /// gradients, with the model's solver.
     async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
         driver::by_gradients(engine).await
+    }
+
+    /// The tables its saved models hold beside `model.json`, the parameters first:
+    /// `weights.parquet` by default.
+    fn saved_tables(&self) -> Vec<SavedTable> {
+        vec![saved::weights::table()]
+    }
+
+    /// The saved form of model `name` of `spec` (of this kind): a batch per table of
+    /// [`ModelKind::saved_tables`], its features named by `features` (its counter's keys by
+    /// index).
+    async fn save(
+        &self,
+        client: &PsClient,
+        (name, spec): (&str, &ModelSpec),
+        features: &HashMap<u64, String>,
+    ) -> Result<Saved> {
+        saved::weights::save(client, name, spec, features).await
+    }
+
+    /// Checks the saved model `read` back and loads it onto the service as model `name` of
+    /// `spec` (of this kind), its counter rebuilt first; refuses, naming the file and row,
+    /// what would load wrong.
+    async fn load(
+        &self,
+        client: &PsClient,
+        (name, spec): (&str, &ModelSpec),
+        read: &ReadBack,
+    ) -> Result<()> {
+        saved::weights::load(client, name, spec, read).await
     }
 
     /// Every row's margins under `model` (one per output, row after row), which its scoring

@@ -17,6 +17,7 @@
 //! - [`resident`]: workers kept in a process between rounds whose rows come as new batches;
 //! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
 //! - [`driver`]: the statement's rounds and trees, the epoch table;
+//! - [`saved`]: its saved format, `trees.parquet` and `importance.parquet`;
 //! - [`predict`]: the margins of rows under the trees (`ps_predict`);
 //! - [`importance`]: each feature's splits, gain and cover over the trees;
 //! - [`sample`]: the rows and features each tree samples.
@@ -29,21 +30,25 @@ pub mod partition;
 pub mod predict;
 pub mod resident;
 pub mod sample;
+pub mod saved;
 pub mod sketch;
 pub mod task;
 pub mod tree;
 pub mod worker;
 
-use angel_client::MatrixSpec;
+use std::collections::HashMap;
+
+use angel_client::{MatrixSpec, PsClient};
 use arrow::array::RecordBatch;
 
 use crate::driver::Engine;
 use crate::error::{Result, option_err};
 use crate::kinds::linear::Linear;
 use crate::kinds::{Gradient, ModelKind, refuse};
-use crate::model::Model;
+use crate::model::{Model, ModelSpec};
 use crate::options::OptionValue;
 use crate::rows::SparseRows;
+use crate::saved::{ReadBack, Saved, SavedTable};
 use crate::task_pass::{TaskContext, TaskPass};
 
 /// The deepest trees allowed: a tree is one dense row of `2^(depth + 1) - 1` nodes.
@@ -104,7 +109,7 @@ impl Default for Gbdt {
     }
 }
 
-#[async_trait::async_trait(?Send)]
+#[async_trait::async_trait]
 impl ModelKind for Gbdt {
     fn name(&self) -> &'static str {
         "gbdt"
@@ -208,6 +213,28 @@ impl ModelKind for Gbdt {
 
     async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
         driver::train(engine, self).await
+    }
+
+    fn saved_tables(&self) -> Vec<SavedTable> {
+        saved::tables()
+    }
+
+    async fn save(
+        &self,
+        client: &PsClient,
+        (name, _): (&str, &ModelSpec),
+        features: &HashMap<u64, String>,
+    ) -> Result<Saved> {
+        saved::save(client, name, features).await
+    }
+
+    async fn load(
+        &self,
+        client: &PsClient,
+        (name, spec): (&str, &ModelSpec),
+        read: &ReadBack,
+    ) -> Result<()> {
+        saved::load(client, name, (self, spec), read).await
     }
 }
 

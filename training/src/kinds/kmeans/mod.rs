@@ -107,7 +107,7 @@ impl Default for KMeans {
     }
 }
 
-#[async_trait::async_trait(?Send)]
+#[async_trait::async_trait]
 impl ModelKind for KMeans {
     fn name(&self) -> &'static str {
         "kmeans"

@@ -18,25 +18,30 @@
 //! - [`stored`]: the workers' token topics on the servers, for jobs that read their rows anew
 //!   every round (Ballista);
 //! - [`task`]: a worker's pass in a statement (`ps_train`);
-//! - [`driver`]: the statement's rounds and the epoch table.
+//! - [`driver`]: the statement's rounds and the epoch table;
+//! - [`saved`]: its saved format, `counts.parquet`.
 
 pub mod corpus;
 pub mod driver;
 pub mod infer;
 pub mod likelihood;
 pub mod sampler;
+pub mod saved;
 pub mod stored;
 pub mod task;
 pub mod worker;
 
-use angel_client::MatrixSpec;
+use std::collections::HashMap;
+
+use angel_client::{MatrixSpec, PsClient};
 use arrow::array::RecordBatch;
 
 use crate::driver::Engine;
 use crate::error::{Result, option_err};
 use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
-use crate::model::Model;
+use crate::model::{Model, ModelSpec};
 use crate::options::OptionValue;
+use crate::saved::{ReadBack, Saved, SavedTable};
 use crate::task_pass::{TaskContext, TaskPass};
 
 /// Most topics a model may have.
@@ -68,7 +73,7 @@ impl Default for Lda {
     }
 }
 
-#[async_trait::async_trait(?Send)]
+#[async_trait::async_trait]
 impl ModelKind for Lda {
     fn name(&self) -> &'static str {
         "lda"
@@ -162,6 +167,28 @@ impl ModelKind for Lda {
 
     async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
         driver::train(engine, self).await
+    }
+
+    fn saved_tables(&self) -> Vec<SavedTable> {
+        vec![saved::table()]
+    }
+
+    async fn save(
+        &self,
+        client: &PsClient,
+        (name, spec): (&str, &ModelSpec),
+        features: &HashMap<u64, String>,
+    ) -> Result<Saved> {
+        saved::save(client, name, (self, spec), features).await
+    }
+
+    async fn load(
+        &self,
+        client: &PsClient,
+        (name, spec): (&str, &ModelSpec),
+        read: &ReadBack,
+    ) -> Result<()> {
+        saved::load(client, name, (self, spec), read).await
     }
 }
 

@@ -1,4 +1,4 @@
-//! A boosted model (`kind = 'gbdt'`) in a saved model's directory: `trees.parquet` and
+//! A boosted model's saved format: `trees.parquet` and
 //! `importance.parquet` in place of `weights.parquet`, and the base margin (the margin every
 //! row starts from) in `model.json`.
 //!
@@ -25,27 +25,60 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use angel_client::PsClient;
-use angel_storage::Location;
-use angel_training::kinds::gbdt::Gbdt;
-use angel_training::kinds::gbdt::importance::importance;
-use angel_training::kinds::gbdt::tree::{self, Node, Tree};
-use bytes::Bytes;
-use datafusion::arrow::array::{
+use arrow::array::{
     Array, AsArray, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::datatypes::{
-    DataType, Field, Float64Type, Schema, SchemaRef, UInt32Type, UInt64Type,
-};
-use datafusion::common::{Result, exec_err};
+use arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef, UInt32Type, UInt64Type};
 
-use super::parquet_file::{batches, column_as, io, parquet_bytes};
-use crate::bridge::ps_error;
+use super::Gbdt;
+use super::importance::importance;
+use super::tree::{self, Node, Tree};
+use crate::error::{Result, input_err};
+use crate::model::ModelSpec;
+use crate::saved::dictionary::{check_counter_size, check_features, restore_counter};
+use crate::saved::{ReadBack, Saved, SavedTable, column_as, file_error};
 
 /// Tree values one pull brings: 8 MB.
 const PULL_VALUES: u64 = 1 << 20;
 
+/// The tables of a saved boosted model.
+pub fn tables() -> Vec<SavedTable> {
+    vec![
+        SavedTable {
+            name: "trees",
+            file: "trees.parquet",
+            schema: trees_schema(),
+        },
+        SavedTable {
+            name: "importance",
+            file: "importance.parquet",
+            schema: importance_schema(),
+        },
+    ]
+}
+
+/// Loads the trees read back in `read` onto the service as boosted model `name` (`gbdt` of
+/// `spec`), its counter rebuilt first from the importance table's dictionary.
+pub async fn load(
+    client: &PsClient,
+    name: &str,
+    (gbdt, spec): (&Gbdt, &ModelSpec),
+    read: &ReadBack,
+) -> Result<()> {
+    let [trees, dictionary] = [&read.tables[0], &read.tables[1]];
+    let trees = read_trees(&trees.path, &trees.batches, gbdt, spec.dim)?;
+    let features = read_dictionary(&dictionary.path, &dictionary.batches)?;
+    check_features(&read.at, &features, spec.dim)?;
+    if let Some(counter) = &spec.counter {
+        restore_counter(client, counter, &features).await?;
+        check_counter_size(client, &read.at, counter, spec.dim).await?;
+    }
+    spec.create(client, name).await?;
+    push_trees(client, name, trees, read.base_margin.unwrap_or_default()).await
+}
+
 /// The columns of `trees.parquet`.
-pub fn trees_schema() -> SchemaRef {
+fn trees_schema() -> SchemaRef {
     let field = |name, t| Field::new(name, t, true);
     Arc::new(Schema::new(vec![
         Field::new("tree", DataType::UInt32, false),
@@ -64,7 +97,7 @@ pub fn trees_schema() -> SchemaRef {
 }
 
 /// The columns of `importance.parquet`.
-pub fn importance_schema() -> SchemaRef {
+fn importance_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("feature", DataType::Utf8, true),
         Field::new("index", DataType::UInt64, false),
@@ -75,36 +108,25 @@ pub fn importance_schema() -> SchemaRef {
     ]))
 }
 
-/// What a boosted model saves: its two files and its base margin.
-pub(super) struct SavedTrees {
-    pub(super) trees: Bytes,
-    pub(super) importance: Bytes,
-    pub(super) base_margin: f64,
-}
-
-/// The saved form of boosted model `name` (`rows` trees), its features named by `features`.
-pub(super) async fn trees_files(
-    client: &PsClient,
-    name: &str,
-    rows: u64,
-    features: &HashMap<u64, String>,
-) -> Result<SavedTrees> {
+/// The saved form of boosted model `name`, its features named by `features`: its trees, their
+/// features' importance and its base margin.
+pub async fn save(client: &PsClient, name: &str, features: &HashMap<u64, String>) -> Result<Saved> {
+    let meta = client.matrix(name).await?.meta.clone();
+    let (rows, per_pull) = (meta.rows, meta.cols);
     let mut trees = Vec::with_capacity(rows as usize);
-    let per_pull = client.matrix(name).await.map_err(ps_error)?.meta.cols;
     let per_pull = (PULL_VALUES / per_pull.max(1)).max(1);
     for first in (0..rows).step_by(per_pull as usize) {
         let ids: Vec<u64> = (first..(first + per_pull).min(rows)).collect();
-        let pulled = client
-            .pull_rows::<f64>(name, &ids)
-            .await
-            .map_err(ps_error)?;
+        let pulled = client.pull_rows::<f64>(name, &ids).await?;
         trees.extend(pulled.iter().map(|row| Tree::from_row(row)));
     }
     let base_margin = trees.iter().map(|t| t.offset).sum();
-    Ok(SavedTrees {
-        trees: parquet_bytes(&trees_batch(&trees, features)?)?,
-        importance: parquet_bytes(&importance_batch(&trees, features)?)?,
-        base_margin,
+    Ok(Saved {
+        tables: vec![
+            trees_batch(&trees, features)?,
+            importance_batch(&trees, features)?,
+        ],
+        base_margin: Some(base_margin),
     })
 }
 
@@ -210,17 +232,12 @@ fn importance_batch(trees: &[Tree], features: &HashMap<u64, String>) -> Result<R
     )?)
 }
 
-/// Reads `trees.parquet` (`parquet`, from `path`) of a model of `gbdt` over `dim` features
+/// Reads `trees.parquet` (`batches`, from `path`) of a model of `gbdt` over `dim` features
 /// into its trees (a tree not saved is left incomplete), refusing what would predict wrong
 /// with the file and row named: a missing or mistyped column, a NULL where the node needs a
 /// value, a tree or node outside the model, a feature outside `dim`, a value not finite, a
 /// node given twice, and a tree whose saved nodes are not exactly those its splits reach.
-pub(super) fn read_trees(
-    path: &Location,
-    parquet: Bytes,
-    gbdt: &Gbdt,
-    dim: u64,
-) -> Result<Vec<Tree>> {
+fn read_trees(path: &str, batches: &[RecordBatch], gbdt: &Gbdt, dim: u64) -> Result<Vec<Tree>> {
     let room = tree::nodes(gbdt.depth);
     let empty = Tree {
         done: false,
@@ -236,8 +253,8 @@ pub(super) fn read_trees(
     let mut trees = vec![empty; gbdt.trees];
     let mut saved: Vec<HashSet<usize>> = vec![HashSet::new(); gbdt.trees];
     let mut row = 0;
-    for batch in batches(path, parquet)? {
-        let column = |n: &str, t: &DataType| column_as(path, &batch, n, t);
+    for batch in batches {
+        let column = |n: &str, t: &DataType| column_as(path, batch, n, t);
         let [t, n, bin] = ["tree", "node", "bin"].map(|c| column(c, &DataType::UInt32));
         let (t, n, bin) = (t?, n?, bin?);
         let (t, n, bin) = (
@@ -256,7 +273,7 @@ pub(super) fn read_trees(
             [&threshold, &value, &cover, &gain].map(|c| c.as_primitive::<Float64Type>());
         for r in 0..batch.num_rows() {
             row += 1;
-            let at = |what: String| io(path, format!("row {row}: {what}"));
+            let at = |what: String| file_error(&path, format!("row {row}: {what}"));
             if t.is_null(r) || n.is_null(r) || cover.is_null(r) {
                 return Err(at("the tree, node or cover is NULL".into()));
             }
@@ -316,23 +333,23 @@ pub(super) fn read_trees(
         if tree.done && reached != *saved {
             let mut odd: Vec<usize> = reached.symmetric_difference(saved).copied().collect();
             odd.sort_unstable();
-            return exec_err!(
+            return input_err(format!(
                 "{path}: tree {t}: its splits reach nodes that are not saved, or saved nodes no \
                  split reaches: {odd:?} (a split's children are 2n + 1 and 2n + 2, within depth \
                  {})",
                 gbdt.depth
-            );
+            ));
         }
     }
     Ok(trees)
 }
 
-/// Reads the dictionary's (feature, index) pairs from `importance.parquet` (`parquet`, from
+/// Reads the dictionary's (feature, index) pairs from `importance.parquet` (`batches`, from
 /// `path`).
-pub(super) fn read_dictionary(path: &Location, parquet: Bytes) -> Result<Vec<(String, u64)>> {
+fn read_dictionary(path: &str, batches: &[RecordBatch]) -> Result<Vec<(String, u64)>> {
     let mut features = Vec::new();
-    for batch in batches(path, parquet)? {
-        let column = |n: &str, t: &DataType| column_as(path, &batch, n, t);
+    for batch in batches {
+        let column = |n: &str, t: &DataType| column_as(path, batch, n, t);
         let feature = column("feature", &DataType::Utf8)?;
         let index = column("index", &DataType::UInt64)?;
         let (feature, index) = (
@@ -348,7 +365,7 @@ pub(super) fn read_dictionary(path: &Location, parquet: Bytes) -> Result<Vec<(St
 
 /// Pushes `trees` to boosted model `name` (just created), the first tree's offset holding
 /// the base margin `base_margin`.
-pub(super) async fn push_trees(
+async fn push_trees(
     client: &PsClient,
     name: &str,
     mut trees: Vec<Tree>,
@@ -360,10 +377,9 @@ pub(super) async fn push_trees(
     for (t, tree) in trees.iter().enumerate() {
         let (cols, values): (Vec<u64>, Vec<f64>) = tree.fields().into_iter().unzip();
         if !cols.is_empty() {
-            (client
+            client
                 .push_keys::<f64>(name, t as u64, &cols, &values)
-                .await)
-                .map_err(ps_error)?;
+                .await?;
         }
     }
     Ok(())

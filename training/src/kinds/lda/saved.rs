@@ -1,4 +1,4 @@
-//! A topic model (`kind = 'lda'`) in a saved model's directory: `counts.parquet` in place of
+//! A topic model's saved format: `counts.parquet` in place of
 //! `weights.parquet`, one row per word and topic with tokens of that word in that topic:
 //!
 //! - `feature`: the word (through the model's counter; null without one), `index`, `topic`;
@@ -16,26 +16,63 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use angel_client::PsClient;
-use angel_storage::Location;
-use angel_training::ModelSpec;
-use angel_training::kinds::lda::Priors;
-use bytes::Bytes;
-use datafusion::arrow::array::{
+use arrow::array::{
     Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::datatypes::{
-    DataType, Field, Int64Type, Schema, SchemaRef, UInt32Type, UInt64Type,
-};
-use datafusion::common::{Result, exec_err};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef, UInt32Type, UInt64Type};
 
-use super::parquet_file::{batches, column_as, parquet_bytes};
-use crate::bridge::ps_error;
+use super::{Lda, Priors};
+use crate::error::{Result, input_err};
+use crate::model::ModelSpec;
+use crate::saved::dictionary::{check_counter_size, restore_counter};
+use crate::saved::{ReadBack, Saved, SavedTable, column_as};
 
 /// Counts one pull brings (topics x words): a pull of 8 MB.
 const PULL_VALUES: u64 = 1 << 20;
 
+/// The table of a saved topic model.
+pub fn table() -> SavedTable {
+    SavedTable {
+        name: "counts",
+        file: "counts.parquet",
+        schema: counts_schema(),
+    }
+}
+
+/// The saved form of topic model `name` (`lda` of `spec`), its words named by `features`.
+pub async fn save(
+    client: &PsClient,
+    name: &str,
+    (lda, spec): (&Lda, &ModelSpec),
+    features: &HashMap<u64, String>,
+) -> Result<Saved> {
+    let priors = lda.priors(spec.dim);
+    Ok(Saved {
+        tables: vec![counts_batch(client, name, &priors, features).await?],
+        base_margin: None,
+    })
+}
+
+/// Loads the counts read back in `read` onto the service as topic model `name` (`lda` of
+/// `spec`), its counter rebuilt first.
+pub async fn load(
+    client: &PsClient,
+    name: &str,
+    (lda, spec): (&Lda, &ModelSpec),
+    read: &ReadBack,
+) -> Result<()> {
+    let table = &read.tables[0];
+    let saved = read_counts(&table.path, &table.batches, &lda.priors(spec.dim))?;
+    if let Some(counter) = &spec.counter {
+        restore_counter(client, counter, &saved.features).await?;
+        check_counter_size(client, &read.at, counter, spec.dim).await?;
+    }
+    spec.create(client, name).await?;
+    push_counts(client, name, spec, saved).await
+}
+
 /// The columns of `counts.parquet`.
-pub fn counts_schema() -> SchemaRef {
+fn counts_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("feature", DataType::Utf8, true),
         Field::new("index", DataType::UInt64, false),
@@ -53,23 +90,21 @@ struct Count {
     count: i64,
 }
 
-/// `counts.parquet` of topic model `name` (`priors`), its words named by `features`: the
-/// counts pulled a run of words at a time.
-pub(super) async fn counts_file(
+/// The rows of `counts.parquet` of topic model `name` (`priors`), its words named by
+/// `features`: the counts pulled a run of words at a time.
+async fn counts_batch(
     client: &PsClient,
     name: &str,
     priors: &Priors,
     features: &HashMap<u64, String>,
-) -> Result<Bytes> {
+) -> Result<RecordBatch> {
     let (k, dim) = (priors.topics, priors.words);
     let rows: Vec<u64> = (0..k as u64).collect();
     let per_pull = (PULL_VALUES / k as u64).max(1);
     let mut counts = Vec::new();
     for start in (0..dim).step_by(per_pull as usize) {
         let keys: Vec<u64> = (start..(start + per_pull).min(dim)).collect();
-        let values = (client.pull_at::<i64>(name, &rows, &keys, None).await)
-            .map_err(ps_error)?
-            .0;
+        let values = (client.pull_at::<i64>(name, &rows, &keys, None).await)?.0;
         for (j, &index) in keys.iter().enumerate() {
             let of_word = (0..k).map(|t| (t, values[t * keys.len() + j]));
             counts.extend(of_word.filter(|(_, c)| *c != 0).map(|(t, count)| Count {
@@ -79,7 +114,7 @@ pub(super) async fn counts_file(
             }));
         }
     }
-    parquet_bytes(&batch(priors, &counts, features)?)
+    batch(priors, &counts, features)
 }
 
 /// The rows of `counts.parquet`, with both probabilities computed from `counts`.
@@ -116,23 +151,23 @@ fn batch(p: &Priors, counts: &[Count], features: &HashMap<u64, String>) -> Resul
 
 /// What `counts.parquet` holds: per topic, its words' (index, count); the dictionary's
 /// (feature, index) pairs.
-pub(super) struct SavedCounts {
-    pub(super) topics: Vec<(Vec<u64>, Vec<i64>)>,
-    pub(super) features: Vec<(String, u64)>,
+struct SavedCounts {
+    topics: Vec<(Vec<u64>, Vec<i64>)>,
+    features: Vec<(String, u64)>,
 }
 
-/// Reads `counts.parquet` (`parquet`, from `path`) of a model of `priors`, refusing what
+/// Reads `counts.parquet` (`batches`, from `path`) of a model of `priors`, refusing what
 /// would load wrong with the file and row named: a missing or mistyped column, a topic or an
 /// index out of the model's range, a negative count, a (word, topic) given twice.
-pub(super) fn read_counts(path: &Location, parquet: Bytes, p: &Priors) -> Result<SavedCounts> {
+fn read_counts(path: &str, batches: &[RecordBatch], p: &Priors) -> Result<SavedCounts> {
     let mut saved = SavedCounts {
         topics: vec![(Vec::new(), Vec::new()); p.topics],
         features: Vec::new(),
     };
     let (mut seen, mut named) = (std::collections::HashSet::new(), HashMap::new());
     let mut row = 0;
-    for batch in batches(path, parquet)? {
-        let column = |n: &str, t: &DataType| column_as(path, &batch, n, t);
+    for batch in batches {
+        let column = |n: &str, t: &DataType| column_as(path, batch, n, t);
         let feature = column("feature", &DataType::Utf8)?;
         let index = column("index", &DataType::UInt64)?;
         let topic = column("topic", &DataType::UInt32)?;
@@ -148,19 +183,22 @@ pub(super) fn read_counts(path: &Location, parquet: Bytes, p: &Priors) -> Result
         for r in 0..batch.num_rows() {
             row += 1;
             if index.is_null(r) || topic.is_null(r) || count.is_null(r) {
-                return exec_err!("{path}: row {row}: the index, topic or count is NULL");
+                return input_err(format!(
+                    "{path}: row {row}: the index, topic or count is NULL"
+                ));
             }
             let (i, t, c): (u64, u32, i64) = (index.value(r), topic.value(r), count.value(r));
             if i >= p.words || t as usize >= p.topics || c < 0 {
-                return exec_err!(
+                return input_err(format!(
                     "{path}: row {row}: word {i}, topic {t}, count {c}: the model has {} words \
                      and {} topics, and counts are not negative",
-                    p.words,
-                    p.topics
-                );
+                    p.words, p.topics
+                ));
             }
             if !seen.insert((i, t)) {
-                return exec_err!("{path}: row {row}: word {i} in topic {t} a second time");
+                return input_err(format!(
+                    "{path}: row {row}: word {i} in topic {t} a second time"
+                ));
             }
             if feature.is_valid(r) && named.insert(i, ()).is_none() {
                 saved.features.push((feature.value(r).to_string(), i));
@@ -174,7 +212,7 @@ pub(super) fn read_counts(path: &Location, parquet: Bytes, p: &Priors) -> Result
 
 /// Pushes `saved` counts to topic model `name` (`spec`, just created), each topic's total
 /// (the matrix's column `dim`) their sum.
-pub(super) async fn push_counts(
+async fn push_counts(
     client: &PsClient,
     name: &str,
     spec: &ModelSpec,
@@ -184,10 +222,9 @@ pub(super) async fn push_counts(
         let total: i64 = counts.iter().sum();
         keys.push(spec.dim);
         counts.push(total);
-        (client
+        client
             .push_keys::<i64>(name, t as u64, &keys, &counts)
-            .await)
-            .map_err(ps_error)?;
+            .await?;
     }
     Ok(())
 }
