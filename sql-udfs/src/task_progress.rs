@@ -1,7 +1,7 @@
 //! [`TaskProgress`]: the rows one training task trains, counted in this process's
 //! [`Progress`] at once and sent to the PS master, summed per model, at most twice a second,
 //! so a job whose tasks run in other processes (Ballista executors) shows their rows on its
-//! progress bar while an epoch runs (`job::train::watch` reads the master's totals).
+//! progress bar while an epoch runs (`job::progress::watch` reads the master's totals).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -19,7 +19,8 @@ use angel_training::kinds::lda::likelihood;
 use angel_training::kinds::lda::stored::StoredTopics;
 use angel_training::kinds::lda::task::TopicTask;
 use angel_training::kinds::lda::worker::Worker;
-use angel_training::{Model, ModelSpec, TaskContext, kinds};
+use angel_training::registry;
+use angel_training::{Model, ModelSpec, TaskContext};
 use common::{column, leases};
 use datafusion::arrow::array::{ArrayRef, AsArray, Float64Builder, ListBuilder, UInt64Builder};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt32Type, UInt64Type};
@@ -386,7 +387,7 @@ fn topic_task(model: Model, kept: &Kept) -> TopicTask {
 /// Creates topic model `name` of the small corpus's shape, for 3 workers in `parallelism`.
 async fn three_worker_model(client: &Arc<PsClient>, name: &str, parallelism: &str) {
     let spec = CorpusSpec::small();
-    let mut model = ModelSpec::new(kinds::by_name("lda").unwrap(), spec.words);
+    let mut model = ModelSpec::new(registry::by_name("lda").unwrap(), spec.words);
     model.set("topics", &spec.topics.to_string()).unwrap();
     model.set("workers", "3").unwrap();
     model.set("parallelism", parallelism).unwrap();

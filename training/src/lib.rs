@@ -7,7 +7,7 @@
 //! - [`model`]: [`ModelSpec`] (kind, optimizer, dimension, sync options), stored with the
 //!   model's matrix as its typed training description, and [`Model`], a model opened by a task (pull, push, gradients,
 //!   predictions); [`options`]: reading one option, with errors naming it.
-//! - [`kinds`]: the kinds of model, one folder each.
+//! - [`kinds`]: the kinds of model, one folder each; [`registry`]: the kinds by name.
 //! - [`rows`]: the rows a model trains on or predicts, as a sparse design matrix cut into
 //!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
 //! - [`task_pass`]: [`TaskPass`], a task's part of a training pass, the one interface
@@ -36,6 +36,7 @@ pub mod lbfgs;
 pub mod model;
 pub mod options;
 pub mod recommend;
+pub mod registry;
 pub mod rotation;
 pub mod rows;
 pub mod saved;

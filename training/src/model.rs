@@ -22,10 +22,11 @@ use angel_optim::{Optimizer, builtin, rule};
 use arrow::array::ArrayRef;
 
 use crate::error::{Error, Result, input_err, option_err};
-use crate::kinds::{self, Gradient, Kind};
+use crate::kinds::{Gradient, Kind};
 use crate::lbfgs::history;
 use crate::lbfgs::solver::{Method, Solver};
 use crate::options::OptionValue;
+use crate::registry;
 use crate::rows::{Gathered, MiniBatches, SparseRows};
 use crate::sync::{self, StepBudget, SyncSpec};
 
@@ -84,7 +85,7 @@ impl ModelSpec {
         }
         if key == "kind" {
             if !value.trim().eq_ignore_ascii_case(self.kind.name()) {
-                self.kind = kinds::by_name(value)?;
+                self.kind = registry::by_name(value)?;
             }
             return Ok(());
         }
@@ -200,7 +201,7 @@ impl ModelSpec {
         let Some((_, kind)) = options.iter().find(|(k, _)| k == "kind") else {
             return input_err(format!("model '{model}' has no 'kind' option"));
         };
-        let mut spec = ModelSpec::new(kinds::by_name(kind)?, 0);
+        let mut spec = ModelSpec::new(registry::by_name(kind)?, 0);
         for (k, v) in options {
             spec.set(k, v)?;
         }
@@ -682,7 +683,7 @@ mod tests {
     #[test]
     fn what_rotation_cannot_train_is_refused_naming_the_option() {
         let refusal = |kind: &str, options: &[(&str, &str)]| {
-            let mut spec = ModelSpec::new(kinds::by_name(kind).unwrap(), 5);
+            let mut spec = ModelSpec::new(registry::by_name(kind).unwrap(), 5);
             if kind == "mf" {
                 spec.set("users", "3").unwrap();
                 spec.set("items", "4").unwrap();
@@ -704,14 +705,14 @@ mod tests {
             err.contains("step_ms") && err.contains("parallelism"),
             "{err}"
         );
-        let mut spec = ModelSpec::new(kinds::by_name("mf").unwrap(), 0);
+        let mut spec = ModelSpec::new(registry::by_name("mf").unwrap(), 0);
         let err = spec.set("step_ms", "soon").unwrap_err().to_string();
         assert!(err.contains("'auto', or a whole number"), "{err}");
     }
 
     #[test]
     fn a_spec_survives_the_trip_through_its_training_description_and_options() {
-        let mut spec = ModelSpec::new(kinds::by_name("svm").unwrap(), 123);
+        let mut spec = ModelSpec::new(registry::by_name("svm").unwrap(), 123);
         spec.set("optimizer", "FTRL").unwrap();
         spec.set("l1", "0.5").unwrap();
         spec.set("counter", "feats").unwrap();
@@ -724,7 +725,7 @@ mod tests {
             spec
         );
         assert_eq!(back.matrix("m", 2).unwrap().rows, 3);
-        let mut softmax = ModelSpec::new(kinds::by_name("softmax").unwrap(), 10);
+        let mut softmax = ModelSpec::new(registry::by_name("softmax").unwrap(), 10);
         assert!(softmax.matrix("s", 2).is_err(), "classes is required");
         softmax.set("classes", "4").unwrap();
         let back = ModelSpec::from_training("s", &softmax.to_training()).unwrap();

@@ -4,7 +4,7 @@
 use angel_client::{CounterState, PsError};
 use angel_training::ModelSpec;
 use angel_training::driver::Plan;
-use angel_training::kinds;
+use angel_training::registry;
 use datafusion::common::{Result, plan_err};
 use datafusion::prelude::SessionContext;
 
@@ -19,7 +19,7 @@ pub(super) async fn plan(binding: &Binding, options: &[(String, String)]) -> Res
         .find(|(k, _)| k == "kind")
         .map_or("logistic", |(_, v)| v.as_str());
     let mut plan = Plan {
-        spec: ModelSpec::new(kinds::by_name(kind).map_err(train_error)?, 0),
+        spec: ModelSpec::new(registry::by_name(kind).map_err(train_error)?, 0),
         epochs: 5,
         holdout: None,
     };

@@ -33,7 +33,7 @@ use angel_storage::versions::Versions;
 use angel_storage::write::put;
 use angel_storage::{Location, StorageError};
 use angel_training::ModelSpec;
-use angel_training::kinds;
+use angel_training::registry;
 use angel_training::saved::{ReadBack, TableRead};
 use bytes::Bytes;
 use datafusion::arrow::array::{Array, AsArray};
@@ -89,7 +89,7 @@ pub fn saved_data(dir: &str, table: Option<&str>) -> Result<(Location, SchemaRef
         .map_err(|e| io(&at, format!("cannot read the saved model: {e}")))?;
     let metadata: Metadata =
         serde_json::from_slice(&json).map_err(|e| io(&at.child("model.json"), e))?;
-    let tables = kinds::by_name(&metadata.kind)
+    let tables = registry::by_name(&metadata.kind)
         .map_err(|e| io(&at.child("model.json"), e))?
         .saved_tables();
     let found = match table {

@@ -38,7 +38,10 @@ mod tests {
             ("s", Arc::new(StringArray::from(vec!["x", "y"])) as _),
         ])
         .unwrap();
-        assert_eq!(first_number(std::slice::from_ref(&batch), 0).unwrap(), Some(7.0));
+        assert_eq!(
+            first_number(std::slice::from_ref(&batch), 0).unwrap(),
+            Some(7.0)
+        );
         assert_eq!(number(batch.column(0), 1), None);
         assert_eq!(first_number(&[batch], 1).unwrap(), None);
         assert!(first_number(&[], 0).is_err());

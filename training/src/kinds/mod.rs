@@ -1,5 +1,5 @@
-//! The kinds of model, one folder each, behind one interface, [`ModelKind`]; [`KINDS`] lists
-//! them by the names `kind = '...'` selects them with.
+//! The kinds of model, one folder each, behind one interface, [`ModelKind`];
+//! [`crate::registry`] lists them by the names `kind = '...'` selects them with.
 //!
 //! - [`linear`]: logistic regression, linear regression, the linear SVM;
 //! - [`softmax`]: multinomial logistic regression over `classes` classes;
@@ -11,13 +11,17 @@
 //!
 //! # Adding a kind
 //!
-//! 1. A folder `kinds/<name>/` with a type implementing [`ModelKind`] (its options, its
-//!    matrix) and, for a kind trained by gradients, [`Gradient`] (its loss and the loss's
-//!    derivative per output, its prediction, its metrics), and its tests.
-//! 2. One line in [`KINDS`].
+//! 1. A type implementing [`ModelKind`] (its options, its matrix) and, for a kind trained by
+//!    gradients, [`Gradient`] (its loss and the loss's derivative per output, its prediction,
+//!    its metrics), and its tests: here, a folder `kinds/<name>/`.
+//! 2. Its names in [`crate::registry`]: one line in its `KINDS`, or `register` for a
+//!    program's own kind (`examples/src/poisson.rs`).
 //!
 //! `CREATE MODEL`, `ps_train`, `ps_predict`, `ps_predict_proba`, `ps_loss`, `SAVE MODEL` and
-//! `LOAD MODEL` then work with it: they dispatch through the interface.
+//! `LOAD MODEL` then work with it: they dispatch through the interface. A kind trained
+//! otherwise overrides its worker half ([`ModelKind::open_pass`]), its driver half
+//! ([`ModelKind::start`], [`ModelKind::drive`]) and its saved format
+//! ([`ModelKind::saved_tables`], [`ModelKind::save`], [`ModelKind::load`]).
 
 pub mod fm;
 pub mod gbdt;
@@ -36,7 +40,7 @@ use angel_client::{MatrixSpec, PsClient};
 use arrow::array::{ArrayRef, RecordBatch};
 
 use crate::driver::{self, Engine};
-use crate::error::{Result, option_err};
+use crate::error::Result;
 use crate::model::{Model, ModelSpec};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
@@ -448,6 +452,11 @@ impl Kind {
         Kind(Box::new(kind))
     }
 
+    /// The boxed kind `kind`.
+    pub fn from_box(kind: Box<dyn ModelKind>) -> Kind {
+        Kind(kind)
+    }
+
     /// Its options as kind `T`, when it is one: for `T`'s own folder only (every other
     /// place asks the interface).
     pub fn own<T: ModelKind>(&self) -> Option<&T> {
@@ -461,34 +470,6 @@ impl PartialEq for Kind {
     }
 }
 
-/// Makes a kind with its default options.
-type Make = fn() -> Box<dyn ModelKind>;
-
-/// Every kind, by the names that select it (the first is the one stored).
-pub const KINDS: &[(&[&str], Make)] = &[
-    (&["logistic", "lr"], || Box::new(linear::Linear::Logistic)),
-    (&["linear", "regression"], || {
-        Box::new(linear::Linear::Regression)
-    }),
-    (&["svm", "hinge"], || Box::new(linear::Linear::Svm)),
-    (&["softmax", "multinomial"], || {
-        Box::new(softmax::Softmax::default())
-    }),
-    (&["fm", "factorization_machine"], || {
-        Box::new(fm::Fm::default())
-    }),
-    (&["mf", "matrix_factorization"], || {
-        Box::new(mf::Mf::default())
-    }),
-    (&["lda", "topics"], || Box::new(lda::Lda::default())),
-    (&["gbdt", "gbm", "boosted_trees"], || {
-        Box::new(gbdt::Gbdt::default())
-    }),
-    (&["kmeans", "k-means"], || {
-        Box::new(kmeans::KMeans::default())
-    }),
-];
-
 /// Refuses model `model` for `function`, which takes `wanted` only ("a topic model").
 pub fn refuse<T>(model: &crate::Model, function: &str, wanted: &str) -> Result<T> {
     crate::error::input_err(format!(
@@ -496,74 +477,6 @@ pub fn refuse<T>(model: &crate::Model, function: &str, wanted: &str) -> Result<T
         model.name,
         model.spec.kind.name()
     ))
-}
-
-/// The kind named `name` (any case), with its default options.
-pub fn by_name(name: &str) -> Result<Kind> {
-    let name = name.trim().to_ascii_lowercase();
-    match KINDS
-        .iter()
-        .find(|(names, _)| names.contains(&name.as_str()))
-    {
-        Some((_, make)) => Ok(Kind(make())),
-        None => {
-            let known: Vec<&str> = KINDS.iter().map(|(names, _)| names[0]).collect();
-            option_err(format!(
-                "unknown model kind '{name}' (expected {})",
-                known.join(", ")
-            ))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each kind's derivatives against central differences of its loss.
-    #[test]
-    fn every_kind_has_the_derivatives_of_its_loss() {
-        for (names, make) in KINDS {
-            let mut kind = make();
-            kind.set(&OptionValue {
-                key: "classes",
-                value: "3",
-            })
-            .unwrap();
-            let k = kind.outputs();
-            let Some(kind) = kind.gradient() else {
-                continue;
-            };
-            for (label, base) in [(1.0, 0.3), (0.0, -1.7), (2.0, 2.5), (1.0, -0.2)] {
-                let margins: Vec<f64> = (0..k).map(|o| base * (o as f64 + 1.0) - 0.4).collect();
-                let mut d = vec![0.0; k];
-                kind.loss(label, &margins, &mut d);
-                for o in 0..k {
-                    let h = 1e-6;
-                    let at = |delta: f64| {
-                        let mut m = margins.clone();
-                        m[o] += delta;
-                        kind.loss(label, &m, &mut vec![0.0; k])
-                    };
-                    let numeric = (at(h) - at(-h)) / (2.0 * h);
-                    assert!(
-                        (d[o] - numeric).abs() < 1e-4,
-                        "{}: y={label} output {o}: {} vs {numeric}",
-                        names[0],
-                        d[o]
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn kinds_are_found_by_any_of_their_names() {
-        assert_eq!(by_name(" LR ").unwrap().name(), "logistic");
-        assert_eq!(by_name("multinomial").unwrap().name(), "softmax");
-        let err = by_name("forest").unwrap_err().to_string();
-        assert!(err.contains("'forest'") && err.contains("softmax"), "{err}");
-    }
 }
 
 /// What the kinds' tests share.
