@@ -1,14 +1,13 @@
 //! Who may talk to the service, and over what: the token and TLS flags of `master`, `server`
-//! and `standalone` ([`NodeAccess`]), and the token and CA flags of the commands that call a
-//! running service ([`ClientAccess`]). Tokens are given as files or environment variables
-//! (`ANGEL_TOKEN`, `ANGEL_TOKEN_FILE`), never as arguments, so they never show in a process
-//! list.
+//! and `standalone` ([`NodeAccess`]; a client command's are `angel_runner::client_access`).
+//! Tokens are given as files or environment variables (`ANGEL_TOKEN`, `ANGEL_TOKEN_FILE`),
+//! never as arguments, so they never show in a process list.
 
 use std::path::PathBuf;
 
-use angel_client::{ClientConfig, PsError, Result};
+use angel_client::{PsError, Result};
 use angel_proto::credential::Token;
-use angel_proto::tls::{NodeTls, Trust};
+use angel_proto::tls::NodeTls;
 use angel_ps_service::access::NamespaceTokens;
 use angel_ps_service::security::Security;
 use clap::Args;
@@ -54,39 +53,6 @@ impl TryFrom<&NodeAccess> for Security {
             token: Token::resolve(flags.token_file.as_deref())?,
             namespace_tokens,
             tls: NodeTls::resolve(cert.as_deref(), key.as_deref(), ca.as_deref())?,
-        })
-    }
-}
-
-/// The token and CA flags of a client command.
-#[derive(Debug, Default, Args)]
-pub struct ClientAccess {
-    /// A file holding the service token (or a namespace token) sent with every request.
-    /// Without it, ANGEL_TOKEN (the token) or else ANGEL_TOKEN_FILE (its file).
-    #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
-    /// The PEM CA certificate the service's TLS certificates are checked against. Without
-    /// it, the file ANGEL_TLS_CA names; with neither, plain HTTP/2.
-    #[arg(long, value_name = "FILE")]
-    pub tls_ca: Option<PathBuf>,
-    /// A token a program passes in (the Python package's `token=`); it comes before
-    /// --token-file. Never a flag: a token on the command line would show in a process list.
-    #[arg(skip)]
-    pub token: Option<Token>,
-}
-
-impl ClientAccess {
-    /// The client settings of the environment, with the given token, --token-file and
-    /// --tls-ca when given.
-    pub fn config(&self) -> Result<ClientConfig> {
-        let token = match &self.token {
-            Some(token) => Some(token.clone()),
-            None => Token::resolve(self.token_file.as_deref())?,
-        };
-        Ok(ClientConfig {
-            token,
-            trust: Trust::resolve(self.tls_ca.as_deref())?,
-            ..ClientConfig::from_env()?
         })
     }
 }

@@ -6,7 +6,7 @@ use angel_client::{PsClient, Result};
 use angel_proto::namespace;
 use clap::Args;
 
-use crate::access::ClientAccess;
+use angel_runner::client_access::ClientAccess;
 
 /// Flags of `angel-ps drop`.
 #[derive(Debug, Args)]

@@ -3,37 +3,30 @@
 //! # Layout
 //!
 //! - `master`, `server`, `standalone`: run the service ([`service`]).
-//! - `status`: the service as tables ([`status`]).
+//! - `status`: the service as tables (`angel_runner::status`).
 //! - `snapshot`: have every server snapshot its changed partitions now ([`snapshot`]).
 //! - `drop`: remove a namespace's matrices and counters ([`drop`]).
-//! - `run`: a SQL job file on embedded DataFusion or a Ballista cluster ([`run`]).
+//! - `run`: a SQL job file on embedded DataFusion or a Ballista cluster (`angel_runner::run`).
 //! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
 //!   [`executor`]); the scheduler's [`stall_watchdog`] cancels jobs it stopped scheduling,
 //!   and it tells jobs the executors' task slots ([`cluster_slots`]).
-//! - `demo`: the CTR job on generated click logs ([`demo`]).
-//! - [`output`]: `--output json`, what `run` and `demo` print as JSON lines.
-//! - [`access`]: the token and TLS flags of the service roles and of the commands that call
-//!   a running service.
-//! - `bench ps`, `bench e2e`, `bench codec`: benchmark tables ([`bench`]).
-//! - [`local_cluster`]: master, servers, Ballista scheduler and executors as processes on
-//!   127.0.0.1 (demo, benchmarks, tests).
+//! - `demo`: the CTR job on generated click logs (`angel_runner::demo`).
+//! - [`access`]: the token and TLS flags of the service roles.
+//! - `bench ps`, `bench e2e`, `bench codec`, ...: benchmark tables (`angel_bench`).
 
 pub mod access;
-pub mod bench;
 pub mod cluster_slots;
-pub mod demo;
 pub mod drop;
 pub mod executor;
-pub mod local_cluster;
-pub mod output;
-pub mod run;
 pub mod scheduler;
 pub mod service;
 pub mod snapshot;
 pub mod stall_watchdog;
-pub mod status;
 
 use std::process::ExitCode;
+
+use angel_bench as bench;
+use angel_runner::{demo, run, status};
 
 use clap::{Parser, Subcommand};
 
@@ -54,7 +47,7 @@ enum Command {
     /// Run a master and N servers in this process on 127.0.0.1, until Ctrl-C or SIGTERM.
     Standalone(service::StandaloneArgs),
     /// Show servers, matrices and partition sizes of a running service.
-    Status(status::StatusArgs),
+    Status(status::StatusOptions),
     /// Have every server write a snapshot of the partitions that changed, now.
     Snapshot(snapshot::SnapshotArgs),
     /// Remove every matrix and counter of a namespace (what a killed job left).
@@ -63,7 +56,7 @@ enum Command {
     Token,
     /// Run a SQL job file (ETL, counter, training, evaluation) on embedded DataFusion, or
     /// with --ballista on a Ballista cluster.
-    Run(run::RunArgs),
+    Run(run::RunOptions),
     /// Run a Ballista scheduler that knows the angel-ps functions.
     Scheduler(scheduler::SchedulerArgs),
     /// Run a Ballista executor that runs the angel-ps functions.

@@ -4,7 +4,7 @@
 use angel_client::{PsClient, Result};
 use clap::Args;
 
-use crate::access::ClientAccess;
+use angel_runner::client_access::ClientAccess;
 
 /// Flags of `angel-ps snapshot`.
 #[derive(Debug, Args)]

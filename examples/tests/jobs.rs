@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use angel_ps_cli::run::{RunArgs, run_job};
+use angel_runner::run::{RunOptions, run_job};
 use angel_sql::job::StatementReport;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
@@ -19,12 +19,12 @@ async fn run_example(
     vars: &[(&str, String)],
     partitions: usize,
 ) -> Vec<StatementReport> {
-    let args = RunArgs {
+    let args = RunOptions {
         vars: vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
-        ..RunArgs::embedded(Path::new(env!("CARGO_MANIFEST_DIR")).join(job), partitions)
+        ..RunOptions::embedded(Path::new(env!("CARGO_MANIFEST_DIR")).join(job), partitions)
     };
     run_job(&args, |_| {})
         .await
@@ -294,7 +294,7 @@ async fn a_saved_model_loads_into_a_fresh_service_with_its_feature_indices() {
          WHERE feature IS NOT NULL",
     )
     .unwrap();
-    let args = RunArgs {
+    let args = RunOptions {
         file: job,
         vars: vars
             .iter()
@@ -389,7 +389,7 @@ async fn sketchml_pushes_converge_like_raw_ones() {
     // Adult's model is small too (tens of keys per partition and push): about 1.7x.
     sketchml_converges_like_raw("adult/job.sql", &adult, 1.5).await;
     let logs = out.path().join("ctr.csv");
-    angel_etl::ctr_data::generate(&logs, 100_000, 3).unwrap();
+    angel_datagen::ctr_data::generate(&logs, 100_000, 3).unwrap();
     let ctr = [
         ("data", logs.display().to_string()),
         ("epochs", "3".to_string()),
@@ -402,7 +402,7 @@ async fn sketchml_pushes_converge_like_raw_ones() {
 /// saved, and no user is recommended an item it rated in training.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ratings_example_trains_by_rotation_and_recommends_unrated_items() {
-    use angel_etl::ratings_data::{RatingsSpec, generate};
+    use angel_datagen::ratings_data::{RatingsSpec, generate};
     let dir = tempfile::tempdir().unwrap();
     let (train, test, out) = (
         dir.path().join("train.csv"),

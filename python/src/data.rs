@@ -19,7 +19,7 @@ pub fn generate_click_logs(
     rows: u64,
     seed: u64,
 ) -> PyResult<PathBuf> {
-    py.detach(|| angel_etl::ctr_data::generate(&path, rows, seed))
+    py.detach(|| angel_datagen::ctr_data::generate(&path, rows, seed))
         .map_err(|e| {
             Error::new_err(format!(
                 "cannot write click logs to {}: {e}",

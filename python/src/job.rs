@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use angel_ps_cli::run::{RunArgs, run_job, run_text};
+use angel_runner::run::{RunOptions, run_job, run_text};
 use angel_sql::job::StatementReport;
 use angel_sql::storage_level::StorageLevel;
 use datafusion::arrow::datatypes::Schema;
@@ -58,7 +58,7 @@ pub fn run(
     tls_ca: Option<PathBuf>,
 ) -> PyResult<Vec<Py<PyAny>>> {
     let (file, text) = job_source(job)?;
-    let mut args = RunArgs::embedded(file, partitions);
+    let mut args = RunOptions::embedded(file, partitions);
     args.vars = match vars {
         Some(vars) => (vars.into_iter())
             .map(|(k, v)| Ok((k, v.str()?.to_string())))

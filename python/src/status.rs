@@ -46,6 +46,6 @@ pub fn dict<'py>(py: Python<'py>, status: &StatusReply) -> PyResult<Bound<'py, P
         })
         .collect::<PyResult<Vec<_>>>()?;
     out.set_item("counters", counters)?;
-    out.set_item("text", angel_ps_cli::status::render(status))?;
+    out.set_item("text", angel_runner::status::render(status))?;
     Ok(out)
 }

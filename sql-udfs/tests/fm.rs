@@ -1,11 +1,11 @@
 //! Factorization machines (`kind = 'fm'`) on a real in-process service, on rows whose label
-//! depends on pairs of features (`angel_etl::interaction_data`): the model reaches the
+//! depends on pairs of features (`angel_datagen::interaction_data`): the model reaches the
 //! generator's own holdout AUC, logistic regression on the same rows cannot, and the model
 //! saves, loads and predicts the same.
 
 mod common;
 
-use angel_etl::interaction_data::{self, Hidden, InteractionSpec};
+use angel_datagen::interaction_data::{self, Hidden, InteractionSpec};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use angel_sql::ps_auc::auc;

@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashMap;
 
 use angel_client::PsClient;
-use angel_etl::ratings_data::RatingsSpec;
+use angel_datagen::ratings_data::RatingsSpec;
 use angel_proto::pulls::lead;
 use angel_proto::{ClockedPull, Lease, StatusRequest};
 use angel_training::sync::worker::set_slow_worker;

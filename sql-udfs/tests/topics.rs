@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use angel_client::PsClient;
 use angel_client::task_change::TaskRun;
-use angel_etl::corpus_data::{self, CorpusSpec, Truth};
+use angel_datagen::corpus_data::{self, CorpusSpec, Truth};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
 use angel_training::kept::Kept;

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use angel_client::PsClient;
-use angel_etl::ratings_data::RatingsSpec;
+use angel_datagen::ratings_data::RatingsSpec;
 use angel_proto::{ClockedPull, StatusRequest};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;

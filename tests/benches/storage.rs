@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use angel_bench::Table;
 use angel_etl::bad_rows::BadRows;
 use angel_etl::csv::{CsvOptions, read};
-use angel_ps_cli::bench::Table;
-use angel_ps_cli::demo::CTR_JOB;
+use angel_runner::demo::CTR_JOB;
 use angel_storage::{Location, stores};
 use angel_tests::s3_server::{KEY, S3Server, SECRET};
 use angel_tests::{result_value, run_job};
@@ -23,7 +23,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let csv = dir.path().join("ctr.csv");
     eprintln!("generating {ROWS} rows of click logs");
-    angel_etl::ctr_data::generate(&csv, ROWS, 7).expect("click logs");
+    angel_datagen::ctr_data::generate(&csv, ROWS, 7).expect("click logs");
     let bytes = std::fs::metadata(&csv).expect("the log file").len();
     let s3 = S3Server::start(&["data", "models"]);
     s3.put(&csv, "data/ctr.csv");

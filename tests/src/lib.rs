@@ -94,7 +94,7 @@ pub fn stock_scheduler() -> PathBuf {
 }
 
 /// A child process running `angel-ps`, killed when dropped.
-pub use angel_ps_cli::local_cluster::Process as Node;
+pub use angel_local_cluster::Process as Node;
 
 /// Runs `angel-ps args...` of this build and waits for its "listening on ADDR" line.
 pub fn spawn(args: &[&str]) -> Node {

@@ -8,7 +8,7 @@ use std::process::Output;
 use std::time::Instant;
 
 use angel_client::{PsClient, worker_pid};
-use angel_ps_cli::local_cluster::{LocalCluster, Options, Process};
+use angel_local_cluster::{LocalCluster, Options, Process};
 use angel_tests::{
     Job, binary, finished, json_lines, repo, result_row, result_value, run_job, start_job,
     stock_scheduler,
@@ -343,10 +343,7 @@ fn a_scheduler_without_our_functions_or_a_dead_master_fails_fast_and_clearly() {
     );
     assert!(took < 30.0, "took {took:.1}s");
 
-    let dead = format!(
-        "127.0.0.1:{}",
-        angel_ps_cli::local_cluster::free_port().unwrap()
-    );
+    let dead = format!("127.0.0.1:{}", angel_local_cluster::free_port().unwrap());
     let (err, took) = failing_job(
         dir.path(),
         &["--ballista", ps.scheduler_url(), "--master", &dead],
@@ -454,7 +451,7 @@ fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> Job {
 async fn a_task_run_again_after_its_executor_dies_counts_and_trains_once() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("ctr.csv");
-    angel_etl::ctr_data::generate(&data, 60_000, 11).unwrap();
+    angel_datagen::ctr_data::generate(&data, 60_000, 11).unwrap();
     let options = Options {
         scheduler_args: ["--executor-timeout-secs", "3", "--stall-secs", "5"]
             .map(String::from)
@@ -785,8 +782,8 @@ fn mf_args<'a>(train: &'a str, test: &'a str, epochs: &'a str) -> Vec<&'a str> {
 /// `train=PATH` and `test=PATH` variables.
 fn ratings(dir: &Path) -> (String, String) {
     let (train, test) = (dir.join("train.csv"), dir.join("test.csv"));
-    let spec = angel_etl::ratings_data::RatingsSpec::small();
-    angel_etl::ratings_data::generate(&train, &test, &spec, 3).unwrap();
+    let spec = angel_datagen::ratings_data::RatingsSpec::small();
+    angel_datagen::ratings_data::generate(&train, &test, &spec, 3).unwrap();
     (
         format!("train={}", train.display()),
         format!("test={}", test.display()),

@@ -2,8 +2,8 @@
 //! measure faster, over a slow link (a token-bucket proxy in front of every server) and on
 //! loopback.
 
+use angel_bench::link::SlowService;
 use angel_client::{MatrixSpec, PsClient, PushOptions};
-use angel_ps_cli::bench::link::SlowService;
 use angel_tests::Cluster;
 
 /// Pushes to one model in the test.

@@ -3,7 +3,7 @@
 //! did not meet (a refusal, a recovery, a status line); here, besides, nothing may be lost or
 //! applied twice.
 
-use angel_ps_cli::bench::chaos::Scenario;
+use angel_bench::chaos::Scenario;
 use angel_tests::binary;
 
 /// Runs `scenario` once; it must finish with no value lost or doubled.

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use angel_ps_cli::local_cluster::free_port;
+use angel_local_cluster::free_port;
 use angel_storage::Location;
 use angel_tests::{repo, result_value, run_job};
 

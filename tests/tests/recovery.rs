@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use angel_client::{MatrixSpec, PsClient, ValueType};
+use angel_local_cluster::free_port;
 use angel_proto::{Caller, PushRequest, RowSlice, wire};
-use angel_ps_cli::local_cluster::free_port;
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_tests::{
     Cluster, Job, finished, raw_server, repo, result_value, spawn, start_job, summary,
@@ -68,7 +68,7 @@ async fn a_killed_server_is_replaced_on_the_first_call_that_misses_it() {
     );
     assert!(recovery.cause.contains("probe"), "{recovery:?}");
     assert_eq!(status.servers.len(), 1);
-    let shown = angel_ps_cli::status::render(&status);
+    let shown = angel_runner::status::render(&status);
     assert!(
         shown.contains("recoveries") && shown.contains(&dead),
         "{shown}"
@@ -370,7 +370,7 @@ fn has_taken(name: &'static str, changes: u64) -> impl Fn(&angel_proto::StatusRe
 async fn the_ctr_job_finishes_with_the_same_auc_when_a_server_or_the_master_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("ctr.csv");
-    angel_etl::ctr_data::generate(&data, 100_000, 7).unwrap();
+    angel_datagen::ctr_data::generate(&data, 100_000, 7).unwrap();
 
     let reference = Cluster::start(2);
     let stdout = finished(ctr_job(&reference.master.addr, &data));
@@ -459,9 +459,9 @@ const SAME_RMSE: f64 = 0.005;
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotation_job_ends_with_the_same_model_when_a_server_is_killed() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = angel_etl::ratings_data::RatingsSpec::small();
+    let spec = angel_datagen::ratings_data::RatingsSpec::small();
     let (train, test) = (dir.path().join("train.csv"), dir.path().join("test.csv"));
-    angel_etl::ratings_data::generate(&train, &test, &spec, 5).unwrap();
+    angel_datagen::ratings_data::generate(&train, &test, &spec, 5).unwrap();
 
     let reference = Cluster::start(2);
     let expected = result_value(

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use angel_ps_cli::local_cluster::{LocalCluster, Options};
+use angel_local_cluster::{LocalCluster, Options};
 use angel_tests::s3_server::{S3Server, SECRET};
 use angel_tests::{binary, repo, result_row, result_value, run_job};
 
@@ -212,7 +212,7 @@ fn the_ctr_job_reads_a_directory_of_compressed_parts_from_s3_and_saves_its_model
     let parts = tempfile::tempdir().unwrap();
     for part in 0..2 {
         let csv = parts.path().join(format!("part-{part}.csv"));
-        angel_etl::ctr_data::generate(&csv, 20_000, part).unwrap();
+        angel_datagen::ctr_data::generate(&csv, 20_000, part).unwrap();
         let bytes = std::fs::read(&csv).unwrap();
         let zst = parts.path().join(format!("part-{part}.csv.zst"));
         std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();

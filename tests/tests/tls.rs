@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use angel_client::MatrixSpec;
-use angel_ps_cli::local_cluster::{LocalCluster, Options};
+use angel_local_cluster::{LocalCluster, Options};
 use angel_tests::{Cluster, binary, client_as, expect, repo, result_value, run_job, token_file};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use angel_client::PsClient;
-use angel_etl::ratings_data::RatingsSpec;
+use angel_datagen::ratings_data::RatingsSpec;
 use angel_proto::{Lease, StatusRequest};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
@@ -61,7 +61,7 @@ pub async fn ctr_job_keeping(rows: u64, tables: TableStorage) -> (Standalone, Jo
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let logs = dir.path().join("ctr.csv");
-    angel_etl::ctr_data::generate(&logs, rows, 3).unwrap();
+    angel_datagen::ctr_data::generate(&logs, rows, 3).unwrap();
     let text = std::fs::read_to_string("../examples/ctr/job.sql").unwrap();
     let prepare = &text[..text.find("CREATE OR REPLACE MODEL").unwrap()];
     let vars = [("data".to_string(), logs.display().to_string())].into();
@@ -71,7 +71,7 @@ pub async fn ctr_job_keeping(rows: u64, tables: TableStorage) -> (Standalone, Jo
     (service, job)
 }
 
-/// Synthetic ratings of `spec` (`angel_etl::ratings_data`, seed 7) as tables `train` and
+/// Synthetic ratings of `spec` (`angel_datagen::ratings_data`, seed 7) as tables `train` and
 /// `test` (`user, item, rating`), read in `partitions` partitions, with a service of two
 /// servers.
 pub async fn synthetic_ratings_job(spec: &RatingsSpec, partitions: usize) -> (Standalone, Job) {
@@ -83,7 +83,7 @@ pub async fn synthetic_ratings_job(spec: &RatingsSpec, partitions: usize) -> (St
     );
     let dir = tempfile::tempdir().unwrap();
     let (train, test) = (dir.path().join("train.csv"), dir.path().join("test.csv"));
-    angel_etl::ratings_data::generate(&train, &test, spec, 7).unwrap();
+    angel_datagen::ratings_data::generate(&train, &test, spec, 7).unwrap();
     for (table, file) in [("train", &train), ("test", &test)] {
         let sql = format!(
             "CREATE TABLE {table} AS SELECT * FROM read_csv('{}')",

@@ -13,13 +13,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use angel_proto::sketchml::{self, SketchParams};
+use angel_runner::output::Output;
 use clap::Args;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
 use super::Table;
-use crate::output::Output;
 
 /// Flags of `angel-ps bench codec`.
 #[derive(Debug, Args)]

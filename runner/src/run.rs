@@ -17,7 +17,6 @@ use angel_sql::job::{Job, StatementReport};
 use angel_sql::object_stores::runtime_env;
 use angel_sql::storage_level::{StorageLevel, TableStorage};
 use bytesize::ByteSize;
-use clap::Args;
 use comfy_table::Table;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::pretty::pretty_format_batches;
@@ -25,64 +24,65 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 
 use angel_ps_service::standalone::{Standalone, StandaloneConfig};
 
-use crate::access::ClientAccess;
+use crate::client_access::ClientAccess;
 use crate::output::{self, Output};
 
 /// Rows of a statement's result printed in full.
 const SHOW_ROWS: usize = 20;
 
 /// Flags of `angel-ps run`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
+#[derive(Debug)]
+#[cfg_attr(feature = "flags", derive(clap::Args))]
+pub struct RunOptions {
     /// The SQL job file.
     pub file: PathBuf,
     /// A value for `${name}` in the file, as name=value; repeat for more.
-    #[arg(long = "var", value_parser = parse_var)]
+    #[cfg_attr(feature = "flags", arg(long = "var", value_parser = parse_var))]
     pub vars: Vec<(String, String)>,
     /// Master of a running service; without it the job starts an embedded one.
-    #[arg(long, env = "ANGEL_MASTER")]
+    #[cfg_attr(feature = "flags", arg(long, env = "ANGEL_MASTER"))]
     pub master: Option<String>,
     /// With --master: the namespace the job's matrices and counters are named in on the
     /// service (`NAMESPACE/name`); jobs in other namespaces do not see them unless they name
     /// them so. Default: a fresh one, the file's name and 8 random hex digits.
-    #[arg(long, env = "ANGEL_NAMESPACE")]
+    #[cfg_attr(feature = "flags", arg(long, env = "ANGEL_NAMESPACE"))]
     pub namespace: Option<String>,
     /// Servers of the embedded service.
-    #[arg(long, default_value_t = 2)]
+    #[cfg_attr(feature = "flags", arg(long, default_value_t = 2))]
     pub servers: usize,
     /// Partitions DataFusion plans for (parallel tasks); 0 = one per core (on a cluster: the
     /// executors' task slots, from `angel-ps scheduler`; 4 if it cannot say).
-    #[arg(long, default_value_t = 0)]
+    #[cfg_attr(feature = "flags", arg(long, default_value_t = 0))]
     pub partitions: usize,
     /// Run on the Ballista scheduler at this URL (`df://HOST:PORT`, started with `angel-ps
     /// scheduler`); needs --master.
-    #[arg(long, env = "ANGEL_BALLISTA")]
+    #[cfg_attr(feature = "flags", arg(long, env = "ANGEL_BALLISTA"))]
     pub ballista: Option<String>,
     /// With --ballista: where the job's tables are kept as Parquet, a path or URL every
     /// executor reaches by the same name (`s3://bucket/stage`, `hdfs://nn:8020/stage`, or a
     /// shared mount). Default: a temporary directory on this machine, removed after.
-    #[arg(long)]
+    #[cfg_attr(feature = "flags", arg(long))]
     pub stage: Option<String>,
     /// Serve the embedded service's status page and Prometheus `/metrics` over HTTP on this
     /// address while the job runs (port 0 picks a free port); the URL goes to stderr.
-    #[arg(long, value_name = "ADDR")]
+    #[cfg_attr(feature = "flags", arg(long, value_name = "ADDR"))]
     pub http: Option<SocketAddr>,
     /// How the job uses memory.
-    #[command(flatten)]
-    pub memory: MemoryArgs,
+    #[cfg_attr(feature = "flags", command(flatten))]
+    pub memory: MemoryOptions,
     /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
-    #[arg(long, value_enum, default_value_t)]
+    #[cfg_attr(feature = "flags", arg(long, value_enum, default_value_t))]
     pub output: Output,
     /// With --master: the CA of the service's TLS (executors read ANGEL_TLS_CA).
-    #[command(flatten)]
+    #[cfg_attr(feature = "flags", command(flatten))]
     pub access: ClientAccess,
 }
 
-impl RunArgs {
+impl RunOptions {
     /// A job named `file` on an embedded service of two servers, with `partitions` target
     /// partitions and every other flag at its default (the benchmarks' and example tests' jobs).
     pub fn embedded(file: impl Into<PathBuf>, partitions: usize) -> Self {
-        RunArgs {
+        RunOptions {
             file: file.into(),
             vars: Vec::new(),
             master: None,
@@ -100,21 +100,22 @@ impl RunArgs {
 }
 
 /// Flags of how a job on one machine uses memory (`run`, `demo`, `bench scale`).
-#[derive(Debug, Clone, Default, Args)]
-pub struct MemoryArgs {
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "flags", derive(clap::Args))]
+pub struct MemoryOptions {
     /// The job's memory budget, such as 2GB or 512MiB: DataFusion's operators share it and
     /// spill beyond it, and the tables the job creates keep at most half of it in memory,
     /// the rest on local disk as Arrow IPC (in the temporary directory, TMPDIR). Default:
     /// no limit.
-    #[arg(long, value_name = "SIZE")]
+    #[cfg_attr(feature = "flags", arg(long, value_name = "SIZE"))]
     pub memory_limit: Option<ByteSize>,
     /// Where the tables the job creates are kept: memory, disk or memory-and-disk. Default:
     /// memory-and-disk with --memory-limit, memory without.
-    #[arg(long, value_name = "LEVEL")]
+    #[cfg_attr(feature = "flags", arg(long, value_name = "LEVEL"))]
     pub storage_level: Option<StorageLevel>,
 }
 
-impl MemoryArgs {
+impl MemoryOptions {
     /// The limit in bytes.
     fn limit(&self) -> Option<usize> {
         self.memory_limit.map(|size| size.as_u64() as usize)
@@ -148,6 +149,7 @@ async fn cluster_partitions(url: &str) -> usize {
     }
 }
 
+#[cfg(feature = "flags")]
 fn parse_var(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .map(|(k, v)| (k.trim().to_string(), v.to_string()))
@@ -155,7 +157,7 @@ fn parse_var(s: &str) -> Result<(String, String), String> {
 }
 
 /// Runs the job and prints its results and summary.
-pub async fn run(args: RunArgs) -> Result<(), Box<dyn Error>> {
+pub async fn run(args: RunOptions) -> Result<(), Box<dyn Error>> {
     match args.output {
         Output::Text => print_summary(&run_job(&args, print_report).await?),
         Output::Json => output::print(&output::summary_line(
@@ -167,7 +169,7 @@ pub async fn run(args: RunArgs) -> Result<(), Box<dyn Error>> {
 
 /// Runs the job file of `args`; see [`run_text`].
 pub async fn run_job(
-    args: &RunArgs,
+    args: &RunOptions,
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
     let text = std::fs::read_to_string(&args.file)
@@ -179,7 +181,7 @@ pub async fn run_job(
 /// `--master`, a fresh embedded service that is stopped afterwards; calls `each` after
 /// every statement.
 pub async fn run_text(
-    args: &RunArgs,
+    args: &RunOptions,
     text: &str,
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
@@ -241,7 +243,7 @@ pub async fn run_text(
 
 /// The job's namespace on a running service: `--namespace`, or a fresh one. Printed to
 /// stderr, so a later job can name it.
-fn namespace(args: &RunArgs) -> Result<String, Box<dyn Error>> {
+fn namespace(args: &RunOptions) -> Result<String, Box<dyn Error>> {
     let namespace = match &args.namespace {
         Some(given) => given.clone(),
         None => {
@@ -264,7 +266,7 @@ fn namespace(args: &RunArgs) -> Result<String, Box<dyn Error>> {
 
 /// A job on the Ballista cluster at `url`, after checking the PS master answers (executors
 /// would otherwise fail one task at a time).
-async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
+async fn cluster_job(args: &RunOptions, url: &str) -> Result<Job, Box<dyn Error>> {
     let master = args.master.as_deref().ok_or(
         "--ballista needs --master HOST:PORT: the executors train against a running PS service \
          (start one with `angel-ps standalone`, or `angel-ps master` and `angel-ps server`)",
@@ -285,7 +287,7 @@ async fn cluster_job(args: &RunArgs, url: &str) -> Result<Job, Box<dyn Error>> {
 /// Connects this process's client of the job's namespace to the service at `master` with
 /// the command line's settings (the job's functions here share it), checking the master
 /// answers; returns the namespace.
-async fn connect(args: &RunArgs, master: &str) -> Result<String, Box<dyn Error>> {
+async fn connect(args: &RunOptions, master: &str) -> Result<String, Box<dyn Error>> {
     let config = ClientConfig {
         namespace: namespace(args)?,
         ..args.access.config()?

@@ -23,11 +23,11 @@ use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use angel_runner::output::Output;
 use clap::{Args, ValueEnum};
 
 use super::Table;
 use super::ps::progress;
-use crate::output::Output;
 use lab::Lab;
 use probe::Tally;
 

@@ -15,14 +15,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use angel_client::{MatrixSpec, PsClient};
+use angel_local_cluster::Process;
+use angel_runner::output::Output;
 use clap::Args;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::Table;
 use super::ps::progress;
-use crate::local_cluster::Process;
-use crate::output::Output;
 
 /// Flags of `angel-ps bench recovery`.
 #[derive(Debug, Args)]

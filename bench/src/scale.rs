@@ -9,14 +9,14 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use angel_runner::demo::{DemoOptions, holdout, logs, run_ctr};
+use angel_runner::output::Output;
+use angel_runner::run::MemoryOptions;
 use angel_sql::job::StatementReport;
 use clap::Args;
 
 use super::Table;
 use super::e2e::phase_name;
-use crate::demo::{DemoArgs, holdout, logs, run_ctr};
-use crate::output::Output;
-use crate::run::MemoryArgs;
 
 /// Flags of `angel-ps bench scale`.
 #[derive(Debug, Args)]
@@ -42,7 +42,7 @@ pub struct ScaleBenchArgs {
     pub out: Option<PathBuf>,
     /// How each run uses memory.
     #[command(flatten)]
-    pub memory: MemoryArgs,
+    pub memory: MemoryOptions,
 }
 
 /// One phase of one run: seconds, and the peak RSS while it ran.
@@ -63,12 +63,12 @@ struct Run {
 pub async fn run(args: ScaleBenchArgs) -> Result<(), Box<dyn Error>> {
     let mut runs = Vec::new();
     for &rows in &args.rows {
-        let demo = DemoArgs {
+        let demo = DemoOptions {
             epochs: args.epochs,
             servers: args.servers,
             executors: 0,
             memory: args.memory.clone(),
-            ..DemoArgs::of_rows(rows)
+            ..DemoOptions::of_rows(rows)
         };
         logs(&demo)?;
         runs.push(run_one(&demo).await?);
@@ -85,7 +85,7 @@ pub async fn run(args: ScaleBenchArgs) -> Result<(), Box<dyn Error>> {
 }
 
 /// Runs the job on `demo`'s (already generated) data, measuring each statement.
-async fn run_one(demo: &DemoArgs) -> Result<Run, Box<dyn Error>> {
+async fn run_one(demo: &DemoOptions) -> Result<Run, Box<dyn Error>> {
     let mut phases: Vec<Phase> = Vec::new();
     reset_peak();
     let reports: Vec<StatementReport> = run_ctr(demo, None, |r| {

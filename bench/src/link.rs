@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::local_cluster::free_port;
+use angel_local_cluster::free_port;
 use angel_ps_service::Functions;
 use angel_ps_service::master::{MasterConfig, MasterNode};
 use angel_ps_service::server::{ServerConfig, ServerNode};

@@ -16,14 +16,14 @@ use std::error::Error;
 use std::time::Duration;
 
 use angel_sql::job::StatementReport;
-use clap::ValueEnum;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::json::WriterBuilder;
 use datafusion::arrow::json::writer::JsonArray;
 use serde_json::{Map, Value, json};
 
 /// How a command prints its results.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "flags", derive(clap::ValueEnum))]
 pub enum Output {
     /// Tables for people.
     #[default]

@@ -1,10 +1,10 @@
 //! `angel-ps bench gbdt`: boosted trees on two data sets, against XGBoost (`hist`) and
 //! LightGBM at the same settings (`--python`, `docs/bench/gbdt_compare.py`) in the same run.
 //!
-//! - `dense`: the demo's click logs (`angel_etl::ctr_data`), 39 features a row: the 13 counts
+//! - `dense`: the demo's click logs (`angel_datagen::ctr_data`), 39 features a row: the 13 counts
 //!   as they are and the 26 categories as their codes through the PS counter (`ps_index` of
 //!   the column's value), a missing one as -1 in every tool; every tenth row held out.
-//! - `sparse`: generated wide rows (`angel_etl::sparse_data`), `--sparse-nnz` of
+//! - `sparse`: generated wide rows (`angel_datagen::sparse_data`), `--sparse-nnz` of
 //!   `--sparse-features` features each.
 //!
 //! Per run: training seconds, seconds per tree, holdout AUC and log loss after the trees, and
@@ -13,17 +13,17 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use angel_etl::ctr_data::{CATEGORICAL, NUMERIC};
-use angel_etl::sparse_data::{self, SparseSpec};
+use angel_datagen::ctr_data::{CATEGORICAL, NUMERIC};
+use angel_datagen::sparse_data::{self, SparseSpec};
+use angel_runner::demo::{DemoOptions, logs};
+use angel_runner::output::Output;
+use angel_runner::run::{RunOptions, run_text};
 use angel_sql::job::StatementReport;
 use clap::Args;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Float64Type;
 
 use super::Table;
-use crate::demo::{DemoArgs, logs};
-use crate::output::Output;
-use crate::run::{RunArgs, run_text};
 
 /// Flags of `angel-ps bench gbdt`.
 #[derive(Debug, Args)]
@@ -114,7 +114,7 @@ struct Files {
 
 /// The click logs as 39 features a row; writes them for the Python tools into `dir`.
 async fn dense(args: &GbdtBenchArgs, dir: &Path) -> Result<Files, Box<dyn Error>> {
-    let data = logs(&DemoArgs::of_rows(args.rows))?;
+    let data = logs(&DemoOptions::of_rows(args.rows))?;
     let numbers: Vec<String> = (1..=NUMERIC).map(|i| format!("i{i}")).collect();
     let categories: Vec<String> = (1..=CATEGORICAL).map(|c| format!("c{c}")).collect();
     let columns: Vec<String> = (numbers.iter().map(|n| format!("{n} int")))
@@ -232,7 +232,7 @@ async fn train(args: &GbdtBenchArgs, set: &str, files: &Files) -> Result<Outcome
          ps_predict('gb', idx, val) AS p FROM test) AS scored;\n",
         files.sql, files.dim, args.trees, args.depth, args.learning_rate, args.bins, args.workers
     );
-    let job = RunArgs::embedded("bench-gbdt.sql", args.workers);
+    let job = RunOptions::embedded("bench-gbdt.sql", args.workers);
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
     })

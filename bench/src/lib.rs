@@ -1,4 +1,5 @@
-//! `angel-ps bench`: benchmarks that print a table (and write it as Markdown with `--out`).
+//! The benchmarks of `angel-ps bench`: each prints a table (and writes it as Markdown with
+//! `--out`).
 //!
 //! - [`ps`]: PS pull/push throughput against a raw TCP bound.
 //! - [`e2e`]: the demo CTR job end to end, phase by phase, with peak memory.
@@ -34,7 +35,7 @@ use std::path::Path;
 
 use clap::Subcommand;
 
-use crate::output::{self, Output};
+use angel_runner::output::{self, Output};
 
 /// Benchmarks.
 #[derive(Debug, Subcommand)]

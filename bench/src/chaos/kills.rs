@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use angel_client::PsClient;
+use angel_local_cluster::Process;
 use angel_proto::StatusReply;
 
 use super::Outcome;
 use super::lab::{Lab, Result, connect, ensure, free_addr, wait_for};
 use super::probe::Probe;
-use crate::local_cluster::Process;
 
 /// A master at `bind` (servers silent for `timeout` seconds declared dead) and `servers`
 /// servers, with a probe filled and snapshotted, then added to once more: the second change

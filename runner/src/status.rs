@@ -7,32 +7,32 @@ use angel_client::{PsClient, Result, worker_pid};
 use angel_proto::namespace;
 use angel_proto::pulls::lead;
 use angel_proto::{StatusReply, StatusRequest};
-use clap::Args;
 use comfy_table::Table;
 use serde_json::{Value, json};
 
-use crate::access::ClientAccess;
+use crate::client_access::ClientAccess;
 use crate::output::{self, Output};
 
 /// Flags of `angel-ps status`.
-#[derive(Debug, Args)]
-pub struct StatusArgs {
+#[derive(Debug)]
+#[cfg_attr(feature = "flags", derive(clap::Args))]
+pub struct StatusOptions {
     /// Master address (host:port).
-    #[arg(long, env = "ANGEL_MASTER")]
+    #[cfg_attr(feature = "flags", arg(long, env = "ANGEL_MASTER"))]
     pub master: String,
     /// Also read the servers' records of training pulls and show, per model, how far ahead of
     /// the slowest worker still training any worker pulled.
-    #[arg(long)]
+    #[cfg_attr(feature = "flags", arg(long))]
     pub pulls: bool,
     /// Also show the leases of model rotation: which worker held which slice at each step of
     /// each round, and for how long.
-    #[arg(long)]
+    #[cfg_attr(feature = "flags", arg(long))]
     pub leases: bool,
     /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
-    #[arg(long, value_enum, default_value_t)]
+    #[cfg_attr(feature = "flags", arg(long, value_enum, default_value_t))]
     pub output: Output,
     /// The CA of the service's TLS.
-    #[command(flatten)]
+    #[cfg_attr(feature = "flags", command(flatten))]
     pub access: ClientAccess,
 }
 
@@ -79,7 +79,7 @@ impl Section {
 }
 
 /// Prints the service's status.
-pub async fn run(args: StatusArgs) -> Result<()> {
+pub async fn run(args: StatusOptions) -> Result<()> {
     let client = PsClient::connect_with(&args.master, args.access.config()?).await?;
     let request = StatusRequest {
         pulls: args.pulls,

@@ -10,67 +10,67 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use angel_local_cluster::{LocalCluster, Options};
 use angel_sql::job::StatementReport;
-use clap::Args;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Float64Type;
 
-use crate::local_cluster::{LocalCluster, Options};
 use crate::output::{self, Output};
 
-use super::run::{MemoryArgs, RunArgs, print_report, print_summary, run_text};
+use crate::run::{MemoryOptions, RunOptions, print_report, print_summary, run_text};
 
 /// The CTR job the demo runs.
 pub const CTR_JOB: &str = include_str!("../../examples/ctr/job.sql");
 
 /// Flags of `angel-ps demo`.
-#[derive(Debug, Clone, Args)]
-pub struct DemoArgs {
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "flags", derive(clap::Args))]
+pub struct DemoOptions {
     /// Rows of generated click logs.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[cfg_attr(feature = "flags", arg(long, default_value_t = 1_000_000))]
     pub rows: u64,
     /// Seed of the generator (same seed, same data).
-    #[arg(long, default_value_t = 7)]
+    #[cfg_attr(feature = "flags", arg(long, default_value_t = 7))]
     pub seed: u64,
     /// CSV file to generate the logs into; by default a file in the system temp directory,
     /// reused by later runs with the same rows and seed.
-    #[arg(long)]
+    #[cfg_attr(feature = "flags", arg(long))]
     pub data: Option<PathBuf>,
     /// Training epochs.
-    #[arg(long, default_value_t = 5)]
+    #[cfg_attr(feature = "flags", arg(long, default_value_t = 5))]
     pub epochs: usize,
     /// Servers in the embedded service.
-    #[arg(long, default_value_t = 2)]
+    #[cfg_attr(feature = "flags", arg(long, default_value_t = 2))]
     pub servers: usize,
     /// Run on a local cluster of processes: a PS master and --servers servers, a Ballista
     /// scheduler and --executors executors.
-    #[arg(long)]
+    #[cfg_attr(feature = "flags", arg(long))]
     pub ballista: bool,
     /// Executors of the --ballista cluster.
-    #[arg(long, default_value_t = 2)]
+    #[cfg_attr(feature = "flags", arg(long, default_value_t = 2))]
     pub executors: usize,
     /// Gradient push compression of the model: none, sketchml or
     /// 'sketchml(buckets, groups, rows, col_ratio)'.
-    #[arg(long, default_value = "none")]
+    #[cfg_attr(feature = "flags", arg(long, default_value = "none"))]
     pub compression: String,
     /// With compression: compress every push (always), or only while pushes measure faster
     /// compressed (auto).
-    #[arg(long, default_value = "auto")]
+    #[cfg_attr(feature = "flags", arg(long, default_value = "auto"))]
     pub compression_mode: String,
     /// Serve the status page and Prometheus `/metrics` of the demo's service over HTTP on
     /// this address while it runs (port 0 picks a free port); the URL goes to stderr.
-    #[arg(long, value_name = "ADDR")]
+    #[cfg_attr(feature = "flags", arg(long, value_name = "ADDR"))]
     pub http: Option<SocketAddr>,
     /// How the job uses memory.
-    #[command(flatten)]
-    pub memory: MemoryArgs,
+    #[cfg_attr(feature = "flags", command(flatten))]
+    pub memory: MemoryOptions,
 }
 
-impl DemoArgs {
+impl DemoOptions {
     /// The demo's defaults for `rows` rows of click logs, embedded: what benchmarks start
     /// from.
     pub fn of_rows(rows: u64) -> Self {
-        DemoArgs {
+        DemoOptions {
             rows,
             seed: 7,
             data: None,
@@ -87,13 +87,14 @@ impl DemoArgs {
 }
 
 /// `angel-ps demo`: the demo job's flags and how to print.
-#[derive(Debug, Args)]
+#[derive(Debug)]
+#[cfg_attr(feature = "flags", derive(clap::Args))]
 pub struct DemoCommand {
     /// The job's flags.
-    #[command(flatten)]
-    pub demo: DemoArgs,
+    #[cfg_attr(feature = "flags", command(flatten))]
+    pub demo: DemoOptions,
     /// What is printed: tables (text) or JSON lines (json; see docs/operations.md).
-    #[arg(long, value_enum, default_value_t)]
+    #[cfg_attr(feature = "flags", arg(long, value_enum, default_value_t))]
     pub output: Output,
 }
 
@@ -126,7 +127,7 @@ pub async fn run(command: DemoCommand) -> Result<(), Box<dyn Error>> {
 /// against the service at `master` if given, else on the `--ballista` local cluster or an
 /// embedded service.
 pub async fn run_ctr(
-    args: &DemoArgs,
+    args: &DemoOptions,
     master: Option<String>,
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
@@ -135,7 +136,7 @@ pub async fn run_ctr(
         true => Some(start_cluster(args)?),
         false => None,
     };
-    let run = RunArgs {
+    let run = RunOptions {
         file: PathBuf::from("examples/ctr/job.sql"),
         vars: vec![
             ("data".into(), data.display().to_string()),
@@ -162,7 +163,7 @@ pub async fn run_ctr(
 }
 
 /// The local cluster of `--ballista`, running this binary.
-pub fn start_cluster(args: &DemoArgs) -> Result<LocalCluster, Box<dyn Error>> {
+pub fn start_cluster(args: &DemoOptions) -> Result<LocalCluster, Box<dyn Error>> {
     let binary = std::env::current_exe()?;
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let options = Options {
@@ -189,14 +190,14 @@ pub fn start_cluster(args: &DemoArgs) -> Result<LocalCluster, Box<dyn Error>> {
 
 /// Where the click logs are: `--data`, or a file in the system temp directory named by the
 /// rows and seed.
-pub fn logs_path(args: &DemoArgs) -> PathBuf {
+pub fn logs_path(args: &DemoOptions) -> PathBuf {
     let default =
         std::env::temp_dir().join(format!("angel-ps-ctr-{}-{}.csv", args.rows, args.seed));
     args.data.clone().unwrap_or(default)
 }
 
 /// The path of the click logs, generated unless a default-path file already holds them.
-pub fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
+pub fn logs(args: &DemoOptions) -> Result<PathBuf, Box<dyn Error>> {
     let path = logs_path(args);
     if args.data.is_none() && path.is_file() {
         eprintln!("using click logs generated before: {}", path.display());
@@ -204,7 +205,7 @@ pub fn logs(args: &DemoArgs) -> Result<PathBuf, Box<dyn Error>> {
     }
     let started = Instant::now();
     let partial = path.with_extension("csv.partial");
-    angel_etl::ctr_data::generate(&partial, args.rows, args.seed)
+    angel_datagen::ctr_data::generate(&partial, args.rows, args.seed)
         .and_then(|()| std::fs::rename(&partial, &path))
         .map_err(|e| format!("cannot write click logs to {}: {e}", path.display()))?;
     eprintln!(

@@ -121,7 +121,7 @@ pub async fn failing_store(lab: &Lab) -> Result<Outcome> {
         !s.state_error.is_empty() && s.servers.iter().any(|s| !s.snapshot_error.is_empty())
     };
     let status = wait_for(&c, failing, NOTICE).await?;
-    let shown = crate::status::render(&status);
+    let shown = angel_runner::status::render(&status);
     ensure(
         shown.contains("THE MASTER CANNOT SAVE ITS STATE") && shown.contains("SNAPSHOTS FAIL"),
         || format!("the status page hides the failures:\n{shown}"),

@@ -9,7 +9,7 @@ use angel_client::{PsClient, PsError};
 use angel_proto::StatusReply;
 use tonic::Code;
 
-use crate::local_cluster::{Process, free_port};
+use angel_local_cluster::{Process, free_port};
 
 /// A scenario's error: an expectation it did not meet, or a call that failed.
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;

@@ -1,5 +1,5 @@
 //! `angel-ps bench lda`: the topic model on a corpus drawn from LDA's generative process with
-//! known topics (`angel_etl::corpus_data`), at several numbers of topics, with the same
+//! known topics (`angel_datagen::corpus_data`), at several numbers of topics, with the same
 //! priors and sweeps as, with `--python`, the Python `lda` package (collapsed Gibbs sampling
 //! in C, `docs/bench/lda_package.py`) in the same run, and in each parallel mode asked for
 //! (`--parallelism data,rotation`), and scikit-learn's online variational LDA
@@ -11,15 +11,15 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use angel_etl::corpus_data::{self, CorpusSpec};
+use angel_datagen::corpus_data::{self, CorpusSpec};
+use angel_runner::output::Output;
+use angel_runner::run::{RunOptions, run_text};
 use angel_sql::job::StatementReport;
 use clap::Args;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type};
 
 use super::Table;
-use crate::output::Output;
-use crate::run::{RunArgs, run_text};
 
 /// Flags of `angel-ps bench lda`.
 #[derive(Debug, Args)]
@@ -138,7 +138,7 @@ async fn train(args: &LdaBenchArgs, corpus: &Corpus) -> Result<Vec<Outcome>, Box
             args.words, args.alpha, args.beta, args.epochs, args.workers
         ));
     }
-    let job = RunArgs::embedded("bench-lda.sql", args.workers as usize);
+    let job = RunOptions::embedded("bench-lda.sql", args.workers as usize);
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
     })

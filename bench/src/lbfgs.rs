@@ -14,15 +14,15 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
+use angel_runner::demo::{CTR_JOB, DemoOptions, logs};
+use angel_runner::output::Output;
+use angel_runner::run::{RunOptions, run_text};
 use angel_sql::job::StatementReport;
 use clap::Args;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{Float64Type, UInt64Type};
 
 use super::Table;
-use crate::demo::{CTR_JOB, DemoArgs, logs};
-use crate::output::Output;
-use crate::run::{RunArgs, run_text};
 
 /// Flags of `angel-ps bench lbfgs`.
 #[derive(Debug, Args)]
@@ -131,7 +131,7 @@ fn a9a() -> Rows {
 
 /// The click logs featurised as the CTR example does; the Python tools read `train` as CSV.
 fn ctr(args: &LbfgsBenchArgs, dir: &Path) -> Result<Rows, Box<dyn Error>> {
-    let data = logs(&DemoArgs::of_rows(args.rows))?;
+    let data = logs(&DemoOptions::of_rows(args.rows))?;
     let features = CTR_JOB
         .split("CREATE OR REPLACE MODEL")
         .next()
@@ -169,7 +169,7 @@ async fn train(
          idx{} FROM train;\n",
         rows.sql, args.l2, args.iterations, args.workers, rows.values
     );
-    let job = RunArgs::embedded("bench-lbfgs.sql", args.workers);
+    let job = RunOptions::embedded("bench-lbfgs.sql", args.workers);
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
     })

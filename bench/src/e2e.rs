@@ -9,6 +9,8 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use angel_runner::demo::{DemoOptions, holdout, run_ctr};
+use angel_runner::output::Output;
 use angel_sql::job::StatementReport;
 use clap::Args;
 use datafusion::arrow::array::AsArray;
@@ -16,8 +18,6 @@ use datafusion::arrow::datatypes::{Float64Type, Int64Type};
 
 use super::Table;
 use super::link::SlowService;
-use crate::demo::{DemoArgs, holdout, run_ctr};
-use crate::output::Output;
 
 /// Flags of `angel-ps bench e2e`.
 #[derive(Debug, Args)]
@@ -27,7 +27,7 @@ pub struct E2eBenchArgs {
     pub output: Output,
     /// The demo job's flags (rows, seed, epochs, servers, data).
     #[command(flatten)]
-    pub demo: DemoArgs,
+    pub demo: DemoOptions,
     /// Also write the tables, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -67,7 +67,7 @@ fn done(r: &StatementReport) {
 
 /// Runs the benchmark and prints the tables.
 pub async fn run(args: E2eBenchArgs) -> Result<(), Box<dyn Error>> {
-    let embedded = DemoArgs {
+    let embedded = DemoOptions {
         ballista: false,
         ..args.demo.clone()
     };
@@ -108,7 +108,7 @@ async fn compression_table(args: &E2eBenchArgs) -> Result<String, Box<dyn Error>
     let asked = args.demo.compression.as_str();
     for link in [None, Some(args.link_mbit)] {
         for (compression, mode) in [("none", "auto"), (asked, "always"), (asked, "auto")] {
-            let demo = DemoArgs {
+            let demo = DemoOptions {
                 ballista: false,
                 compression: compression.to_string(),
                 compression_mode: mode.to_string(),
@@ -248,7 +248,7 @@ fn embedded_tables(
             .sum()
     };
     let read = sum(&["read CSV"]).as_secs_f64();
-    let csv_mb = std::fs::metadata(crate::demo::logs_path(&args.demo))?.len() as f64 / 1e6;
+    let csv_mb = std::fs::metadata(angel_runner::demo::logs_path(&args.demo))?.len() as f64 / 1e6;
     let index_rate =
         args.demo.rows as f64 / sum(&["counter add", "counter seal", "index"]).as_secs_f64();
     let epochs: Vec<f64> = phases

@@ -10,6 +10,10 @@
 use std::error::Error;
 use std::path::PathBuf;
 
+use angel_local_cluster::{LocalCluster, Options};
+use angel_runner::demo::{CTR_JOB, DemoOptions, logs};
+use angel_runner::output::Output;
+use angel_runner::run::{RunOptions, run_text};
 use angel_sql::job::StatementReport;
 use angel_training::sync::worker::{SLOW_WORKER_VAR, set_slow_worker};
 use clap::Args;
@@ -17,10 +21,6 @@ use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 
 use super::Table;
-use crate::demo::{CTR_JOB, DemoArgs, logs};
-use crate::local_cluster::{LocalCluster, Options};
-use crate::output::Output;
-use crate::run::{RunArgs, run_text};
 
 /// Flags of `angel-ps bench sync`.
 #[derive(Debug, Args)]
@@ -88,9 +88,9 @@ struct Outcome {
 
 /// Runs the benchmark and prints its tables.
 pub async fn run(args: SyncBenchArgs) -> Result<(), Box<dyn Error>> {
-    let demo = DemoArgs {
+    let demo = DemoOptions {
         epochs: args.epochs,
-        ..DemoArgs::of_rows(args.rows)
+        ..DemoOptions::of_rows(args.rows)
     };
     let data = logs(&demo)?;
     set_slow_worker(None);
@@ -166,11 +166,11 @@ async fn train(
             run.options
         ));
     }
-    let job = RunArgs {
+    let job = RunOptions {
         vars: vec![("data".into(), data.display().to_string())],
         master: cluster.map(|c| c.master.addr.clone()),
         ballista: cluster.map(|c| c.scheduler_url().to_string()),
-        ..RunArgs::embedded("bench-sync.sql", args.workers as usize)
+        ..RunOptions::embedded("bench-sync.sql", args.workers as usize)
     };
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())

@@ -12,8 +12,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::output::Output;
 use angel_ps_service::standalone::{Standalone, StandaloneConfig};
+use angel_runner::output::Output;
 
 /// Flags of `angel-ps bench ps`.
 #[derive(Debug, Args)]

@@ -1,5 +1,5 @@
 //! `angel-ps bench kmeans`: k-means (`kind = 'kmeans'`, Lloyd's and mini-batch) on generated
-//! points around hidden centres (`angel_etl::blobs_data`), against scikit-learn's KMeans and
+//! points around hidden centres (`angel_datagen::blobs_data`), against scikit-learn's KMeans and
 //! MiniBatchKMeans at the same k (`--python`, `docs/bench/kmeans_compare.py`) in the same run,
 //! every run from the same first centres (scikit-learn's k-means++ draw, given to angel-ps as
 //! `init = 'table:seeds'`), so they reach the same local optimum; without `--python`, from
@@ -10,15 +10,15 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use angel_etl::blobs_data::{self, BlobsSpec};
+use angel_datagen::blobs_data::{self, BlobsSpec};
+use angel_runner::output::Output;
+use angel_runner::run::{RunOptions, run_text};
 use angel_sql::job::StatementReport;
 use clap::Args;
 use datafusion::arrow::array::AsArray;
 use datafusion::arrow::datatypes::Float64Type;
 
 use super::Table;
-use crate::output::Output;
-use crate::run::{RunArgs, run_text};
 
 /// Flags of `angel-ps bench kmeans`.
 #[derive(Debug, Args)]
@@ -150,7 +150,7 @@ async fn train(
             args.k, args.dim, args.workers
         );
     }
-    let job = RunArgs::embedded("bench-kmeans.sql", args.workers);
+    let job = RunOptions::embedded("bench-kmeans.sql", args.workers);
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
     })

@@ -1,5 +1,5 @@
 //! `angel-ps bench mf`: matrix factorization on synthetic ratings from a known low-rank model
-//! (`angel_etl::ratings_data`), trained by Angel's data-parallel mode (ASP and SSP), by Harp's
+//! (`angel_datagen::ratings_data`), trained by Angel's data-parallel mode (ASP and SSP), by Harp's
 //! model rotation and (with 4 workers or more) Angel's hybrid of the two, with the same rank,
 //! rate, regularisation and epochs; `--slow` adds a straggler, without and with time control.
 //! Per run: the seconds and epochs to a holdout RMSE target, the final train and holdout RMSE
@@ -8,7 +8,9 @@
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use angel_etl::ratings_data::{self, RatingsSpec};
+use angel_datagen::ratings_data::{self, RatingsSpec};
+use angel_runner::output::Output;
+use angel_runner::run::{RunOptions, run_text};
 use angel_sql::job::StatementReport;
 use angel_training::sync::worker::set_slow_worker;
 use clap::Args;
@@ -16,8 +18,6 @@ use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{Float64Type, Int64Type};
 
 use super::Table;
-use crate::output::Output;
-use crate::run::{RunArgs, run_text};
 
 /// Flags of `angel-ps bench mf`.
 #[derive(Debug, Args)]
@@ -148,7 +148,7 @@ async fn train(
             args.rank, args.users, args.items, args.epochs, args.workers, args.learning_rate
         ));
     }
-    let job = RunArgs::embedded("bench-mf.sql", args.workers as usize);
+    let job = RunOptions::embedded("bench-mf.sql", args.workers as usize);
     let reports = run_text(&job, &text, |r: &StatementReport| {
         eprintln!("done: {} ({:.2}s)", r.label, r.took.as_secs_f64())
     })
