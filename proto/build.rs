@@ -1,7 +1,8 @@
-//! Compiles `proto/angel.proto` with protox (pure Rust), so no protoc is needed on the machine.
+//! Compiles `proto/angel.proto` (the PS's wire) and `proto/ballista.proto` (the Ballista
+//! glue's) with protox (pure Rust), so no protoc is needed on the machine.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let fds = protox::compile(["angel.proto"], ["proto"])?;
+    let fds = protox::compile(["angel.proto", "ballista.proto"], ["proto"])?;
     tonic_prost_build::configure()
         // Keys and values are packed arrays: keep them as `bytes::Bytes`, zero-copy from the wire.
         .bytes(".")
@@ -9,5 +10,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .codec_path("crate::grpc_codec::SizedCodec")
         .compile_fds(fds)?;
     println!("cargo:rerun-if-changed=proto/angel.proto");
+    println!("cargo:rerun-if-changed=proto/ballista.proto");
     Ok(())
 }

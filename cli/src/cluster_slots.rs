@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use angel_proto::cluster_server::Cluster;
+use angel_proto::ballista_slots_server::BallistaSlots;
 use angel_proto::{SlotsReply, SlotsRequest};
 use tonic::{Request, Response, Status};
 
@@ -25,7 +25,7 @@ impl ClusterSlots {
 }
 
 #[tonic::async_trait]
-impl Cluster for ClusterSlots {
+impl BallistaSlots for ClusterSlots {
     async fn slots(&self, _: Request<SlotsRequest>) -> Result<Response<SlotsReply>, Status> {
         let executors = (self
             .scheduler

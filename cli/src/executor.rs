@@ -2,15 +2,15 @@
 //! and plan codecs hold every angel-ps function. Tasks of any job find their PS master in the
 //! plan, so an executor is started once, without per-job flags; its tasks share one PS client
 //! per master. Each task's plan names the changes its PS aggregates send after the job, stage
-//! and partition ([`angel_sql::cluster::task_names`]), so a task run again is not applied twice.
+//! and partition ([`angel_sql::ballista::task_names`]), so a task run again is not applied twice.
 
 use std::error::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use angel_sql::ballista::stage_write::number_partitions;
+use angel_sql::ballista::{AngelLogicalCodec, AngelPhysicalCodec, name_tasks, run_of};
 use angel_sql::binding::Binding;
-use angel_sql::cluster::stage_write::number_partitions;
-use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec, name_tasks, run_of};
 use angel_sql::object_stores::runtime_env;
 use ballista_core::JobId;
 use ballista_core::registry::BallistaFunctionRegistry;

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use angel_proto::cluster_server::ClusterServer;
+use angel_proto::ballista_slots_server::BallistaSlotsServer;
+use angel_sql::ballista::{AngelLogicalCodec, AngelPhysicalCodec, AngelQueryPlanner};
 use angel_sql::binding::Binding;
-use angel_sql::cluster::{AngelLogicalCodec, AngelPhysicalCodec, AngelQueryPlanner};
 use angel_sql::object_stores::runtime_env;
 use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
 use ballista_core::utils::default_session_builder;
@@ -53,8 +53,8 @@ pub struct SchedulerArgs {
 
 /// A scheduler session: Ballista's defaults plus every angel-ps function, with angel-ps's
 /// object stores (s3:// and hdfs:// tables plan here) and planner (a staged `CREATE TABLE`'s
-/// tasks write their own partitions: [`angel_sql::cluster::stage_write`]). The functions are
-/// unbound here; plans bring each PS function's master address ([`angel_sql::cluster::codec`]).
+/// tasks write their own partitions: [`angel_sql::ballista::stage_write`]). The functions are
+/// unbound here; plans bring each PS function's master address ([`angel_sql::ballista::codec`]).
 fn session_with_functions(config: SessionConfig) -> DfResult<SessionState> {
     let state = default_session_builder(config)?;
     let mut state = SessionStateBuilder::new_from_existing(state)
@@ -127,7 +127,7 @@ async fn serve(
     let ballista = SchedulerGrpcServer::new(scheduler.clone())
         .max_encoding_message_size(config.grpc_server_max_encoding_message_size as usize)
         .max_decoding_message_size(config.grpc_server_max_decoding_message_size as usize);
-    let slots = ClusterServer::new(ClusterSlots::new(scheduler, executor_timeout));
+    let slots = BallistaSlotsServer::new(ClusterSlots::new(scheduler, executor_timeout));
     let mut routes = RoutesBuilder::default();
     routes.add_service(ballista).add_service(slots);
     // Ballista's service reads the caller's address (an executor's host) from axum's

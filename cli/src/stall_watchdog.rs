@@ -7,7 +7,7 @@
 //! job has no task running and none waiting to run, while its stages are not all done: no
 //! event will ever move it. The watchdog looks at every running job a few times per bound and
 //! cancels one that stayed so for the whole bound, logging its stages. Clients run a
-//! cancelled job again ([`angel_sql::cluster::resubmit`]), under the same change names, so
+//! cancelled job again ([`angel_sql::ballista::resubmit`]), under the same change names, so
 //! the servers apply each change once.
 
 use std::collections::HashMap;

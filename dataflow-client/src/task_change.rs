@@ -3,7 +3,7 @@
 //! carry the same names, and servers refuse those they applied before.
 //!
 //! A task's [`TaskRun`] (one run of it over its data) is set while the task's aggregate is
-//! polled (on Ballista, by the executor: `angel_sql::cluster::task_names`); each accumulator
+//! polled (on Ballista, by the executor: `angel_sql::ballista::task_names`); each accumulator
 //! of the task takes its [`ChangeNames`] from the run in the order they first see rows, and
 //! numbers its changes from 0. Outside a run (embedded DataFusion runs a task once) there are
 //! none, and the client names changes itself.

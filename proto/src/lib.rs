@@ -5,8 +5,9 @@
 //! - the generated messages and services of `proto/angel.proto` (at the crate root):
 //!   [`master_server`]/[`master_client`] (registration, heartbeats, matrix metadata, the
 //!   partition map, counters) and [`server_server`]/[`server_client`] (pull, push, PS-function
-//!   and counter calls on partitions), and [`cluster_server`]/[`cluster_client`] (the task
-//!   slots `angel-ps scheduler` reports beside Ballista's scheduler service).
+//!   and counter calls on partitions); and of `proto/ballista.proto`, the Ballista glue's:
+//!   [`ballista_slots_server`]/[`ballista_slots_client`] (the task slots `angel-ps scheduler`
+//!   reports beside Ballista's scheduler service).
 //! - [`wire`]: packed little-endian key and value arrays, the only way bulk data travels.
 //! - [`value`]: [`Element`], the value types a matrix can hold (f32, f64, i64).
 //! - [`codec`]: how push and pull slices travel (raw, SketchML, Rice-coded keys), and

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use angel_client::{ClientConfig, PsClient};
 use angel_proto::namespace;
-use angel_sql::cluster::Stage;
+use angel_sql::ballista::Stage;
 use angel_sql::job::{Job, StatementReport};
 use angel_sql::object_stores::runtime_env;
 use angel_sql::storage_level::{StorageLevel, TableStorage};
@@ -130,7 +130,7 @@ const CLUSTER_PARTITIONS: usize = 4;
 /// alive at the scheduler at `url` (so models' default `workers` all run at once), else
 /// [`CLUSTER_PARTITIONS`].
 async fn cluster_partitions(url: &str) -> usize {
-    match angel_sql::cluster::live_slots(url).await {
+    match angel_sql::ballista::live_slots(url).await {
         Ok((executors, slots)) if slots > 0 => {
             tracing::info!("{executors} executors with {slots} task slots: {slots} partitions");
             slots as usize
@@ -276,7 +276,7 @@ async fn cluster_job(args: &RunOptions, url: &str) -> Result<Job, Box<dyn Error>
         0 => cluster_partitions(url).await,
         n => n,
     };
-    let ctx = angel_sql::cluster::connect(url, partitions).await?;
+    let ctx = angel_sql::ballista::connect(url, partitions).await?;
     let stage = match &args.stage {
         Some(dir) => Stage::at(dir)?,
         None => Stage::temporary()?,

@@ -1,5 +1,5 @@
 //! The PS-bound SQL functions, listed once: [`crate::register_all`] builds them for a job,
-//! and the Ballista codecs ([`crate::cluster::codec`]) read a function's master back or
+//! and the Ballista codecs ([`crate::ballista::codec`]) read a function's master back or
 //! rebuild a function by name from this same list.
 
 use datafusion::logical_expr::{AggregateUDF, AggregateUDFImpl, ScalarUDF, ScalarUDFImpl};

@@ -104,7 +104,7 @@ impl TableProvider for FileTable {
 }
 
 /// The plan scanning `partitions` of a table of `schema` (for this module's and
-/// [`crate::kept_table`]'s tables).
+/// [`crate::spilling_table`]'s tables).
 pub(crate) fn scan_of(
     schema: &SchemaRef,
     partitions: Vec<Arc<dyn PartitionStream>>,

@@ -28,7 +28,7 @@
 //! - Models, their training steps, update rules and clock table live in the training layer
 //!   (`angel-training`); `ps_train`, `ps_predict` and `CREATE MODEL` bind it to SQL.
 //! - [`job`]: running a whole SQL file, with `CREATE MODEL` / `SAVE MODEL` / `LOAD MODEL`;
-//!   [`kept_table`]: the tables it creates, kept in memory or on disk at its
+//!   [`spilling_table`]: the tables it creates, kept in memory or on disk at its
 //!   [`storage_level`] within its memory limit.
 //! - [`binding`]: what a PS-bound function is bound to (master, the job's reports), and
 //!   [`binding::PsBound`], the base those functions share; [`bound_functions`]: the one list of
@@ -39,21 +39,20 @@
 //! - [`index_cache`]: feature indices already looked up, per process.
 //! - [`mean`]: the (sum, rows) state of aggregates returning a mean.
 //! - [`args`]: reading constant and feature arguments; [`bridge`]: calling the async client.
-//! - [`cluster`]: running jobs on Ballista (codecs carrying the master address to executors,
+//! - [`ballista`]: running jobs on Ballista (codecs carrying the master address to executors,
 //!   a staging directory for tables).
 //!
 //! [`register_all`] installs every function on a session, bound to a service and a job.
 
 pub mod args;
+pub mod ballista;
 pub mod binding;
 pub mod bound_functions;
 pub mod bridge;
-pub mod cluster;
 pub mod features;
 pub mod file_table;
 pub mod index_cache;
 pub mod job;
-pub mod kept_table;
 pub mod mean;
 pub mod model_function;
 pub mod model_rows;
@@ -79,6 +78,7 @@ pub mod read_file;
 pub mod read_model;
 pub mod reports;
 pub mod scored_aggregate;
+pub mod spilling_table;
 pub mod storage_level;
 pub mod task_progress;
 
@@ -116,8 +116,8 @@ pub fn aggregate_functions(binding: &Binding) -> Vec<AggregateUDF> {
 
 /// Registers every angel-ps function on `ctx`, bound to `binding` (a service and the job's
 /// reports). With a `stage`, the file-reading table functions write what they read there as
-/// Parquet, so a Ballista cluster's executors can scan it (see [`cluster`]).
-pub fn register_all(ctx: &SessionContext, binding: &Binding, stage: Option<Arc<cluster::Stage>>) {
+/// Parquet, so a Ballista cluster's executors can scan it (see [`ballista`]).
+pub fn register_all(ctx: &SessionContext, binding: &Binding, stage: Option<Arc<ballista::Stage>>) {
     for function in scalar_functions(binding) {
         ctx.register_udf(function);
     }

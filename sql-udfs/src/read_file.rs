@@ -25,7 +25,7 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 
-use crate::cluster::Stage;
+use crate::ballista::Stage;
 use crate::file_table::{self, FileTable, Read, slices};
 
 /// Which format a [`ReadFile`] reads.

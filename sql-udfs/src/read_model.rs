@@ -29,7 +29,7 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 
-use crate::cluster::stage::parquet_table;
+use crate::ballista::stage::parquet_table;
 use crate::job::saved::saved_data;
 use crate::read_file::tagged_schema;
 

@@ -5,7 +5,7 @@
 mod common;
 
 use angel_sql::job::Job;
-use angel_sql::kept_table::KeptTable;
+use angel_sql::spilling_table::SpillingTable;
 use angel_sql::storage_level::{StorageLevel, TableStorage};
 use common::{ctr_job_keeping, scalar};
 use datafusion::prelude::SessionContext;
@@ -56,7 +56,7 @@ async fn every_level_keeps_the_same_rows_and_trains_the_same_model() {
         let mut in_memory = 0;
         for name in TABLES {
             let provider = ctx.table_provider(name).await.unwrap();
-            let table = provider.downcast_ref::<KeptTable>().unwrap();
+            let table = provider.downcast_ref::<SpillingTable>().unwrap();
             files.extend(table.files().iter().map(|f| f.to_path_buf()));
             in_memory += table.bytes_in_memory();
         }
@@ -77,7 +77,7 @@ async fn every_level_keeps_the_same_rows_and_trains_the_same_model() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kept_table_is_replaced_only_when_asked() {
+async fn a_created_table_is_replaced_only_when_asked() {
     let tables = TableStorage::new(Some(StorageLevel::Disk), None);
     let job = Job::new(SessionContext::new(), "127.0.0.1:1")
         .keeping_tables(tables)

@@ -18,7 +18,7 @@ use angel_training::kinds::lda::corpus::Corpus as TopicCorpus;
 use angel_training::kinds::lda::likelihood;
 use angel_training::kinds::lda::stored::StoredTopics;
 use angel_training::kinds::lda::task::TopicTask;
-use angel_training::kinds::lda::worker::Worker;
+use angel_training::kinds::lda::worker::TopicWorker;
 use angel_training::registry;
 use angel_training::{Model, ModelSpec, TaskContext};
 use common::{column, leases};
@@ -111,11 +111,11 @@ fn local_chain(
     docs: &[ArrayRef],
     (lda, rotated): (&Lda, usize),
     sweeps: usize,
-    order: impl Fn(usize, &mut Worker) -> Vec<usize>,
+    order: impl Fn(usize, &mut TopicWorker) -> Vec<usize>,
 ) -> Vec<f64> {
     let spec = CorpusSpec::small();
     let corpus = TopicCorpus::read("test", "local", (&docs[0], docs.get(1)), spec.words).unwrap();
-    let mut worker = Worker::for_model(lda, spec.words, &corpus, rotated);
+    let mut worker = TopicWorker::for_model(lda, spec.words, &corpus, rotated);
     let p = lda.priors(spec.words);
     let mut totals: Vec<i64> = vec![0; lda.topics];
     for s in 0..worker.slices.len() {
@@ -124,7 +124,7 @@ fn local_chain(
             .zip(worker.counts(s).0)
             .for_each(|(a, b)| *a += b);
     }
-    let joint = |t: &[i64], w: &[i64], worker: &Worker| {
+    let joint = |t: &[i64], w: &[i64], worker: &TopicWorker| {
         likelihood::totals(&p, t)
             + likelihood::words(&p, w.iter().copied())
             + worker.doc_likelihood()
@@ -254,7 +254,7 @@ async fn counts_on_the_servers_are_the_workers_topics_after_every_round() {
             for arrays in &parts {
                 let data: Vec<_> = arrays.iter().map(|a| a.to_data()).collect();
                 let worker = kept
-                    .take::<Worker>(&name, &data)
+                    .take::<TopicWorker>(&name, &data)
                     .expect("each worker's state is kept");
                 for (w, &t) in worker.words().zip(&worker.topics) {
                     expected[t as usize * width + w as usize] += 1;
@@ -350,7 +350,7 @@ async fn workers_that_keep_nothing_find_their_tokens_topics_on_the_servers() {
                 let read =
                     TopicCorpus::read("test", &name, (&arrays[0], arrays.get(1)), spec.words);
                 let (read, content) = read.unwrap().canonical();
-                let worker = Worker::for_model(&lda, spec.words, &read, rotated);
+                let worker = TopicWorker::for_model(&lda, spec.words, &read, rotated);
                 let topics = stored.load(content, worker.tokens() as usize).unwrap();
                 for (w, t) in worker.words().zip(topics) {
                     expected[t as usize * width + w as usize] += 1;

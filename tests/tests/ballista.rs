@@ -635,7 +635,7 @@ fn slots_become(cluster: &LocalCluster, expected: (u32, u32)) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let deadline = Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let slots = runtime.block_on(angel_sql::cluster::live_slots(cluster.scheduler_url()));
+        let slots = runtime.block_on(angel_sql::ballista::live_slots(cluster.scheduler_url()));
         if slots.as_ref().ok() == Some(&expected) {
             return;
         }

@@ -3,7 +3,7 @@
 //!
 //! Each mini-batch is one pull of the weights of the distinct keys it uses, the loss gradient
 //! over its rows, and one merged push of gradients that the servers turn into weights with the
-//! model's optimizer. The task is a worker in its model's clock table ([`Worker`]): before
+//! model's optimizer. The task is a worker in its model's clock table ([`ClockWorker`]): before
 //! each pull it waits as the model's consistency model (BSP, SSP, ASP) requires, and its update
 //! rule ([`crate::update`]) decides what it pushes.
 
@@ -14,7 +14,7 @@ use angel_client::{ChangeNames, PsClient};
 use crate::error::Result;
 use crate::model::Model;
 use crate::rows::{Gathered, MiniBatches};
-use crate::sync::worker::Worker;
+use crate::sync::worker::ClockWorker;
 use crate::update::average::LocalModel;
 use crate::update::sgd::{self, Ahead};
 
@@ -23,7 +23,7 @@ use crate::update::sgd::{self, Ahead};
 pub struct TrainTask {
     model: Model,
     /// This task's place in the model's clock table, from its first mini-batch on.
-    worker: Option<Worker>,
+    worker: Option<ClockWorker>,
     /// Names of its pushes in a Ballista task, so a rerun of the task repeats them.
     names: Option<ChangeNames>,
     /// Model averaging: the round being trained locally.
@@ -79,7 +79,7 @@ impl TrainTask {
     /// mini-batch (so BSP orders pushes the same way at every run).
     fn join(&mut self, fingerprint: u64) -> Result<()> {
         self.names = ChangeNames::for_accumulator();
-        self.worker = Some(Worker::join(
+        self.worker = Some(ClockWorker::join(
             self.model.client().clone(),
             &self.model.name,
             &self.model.spec.sync,

@@ -15,6 +15,8 @@ pub mod sgd;
 
 use angel_proto::UpdateRule;
 
+use crate::{Optimizer, OptimizerParams};
+
 /// One update rule; see the module documentation.
 pub trait Rule: Send + Sync {
     /// What the servers multiply the weight change an optimizer makes from a gradient push
@@ -33,6 +35,22 @@ pub trait Rule: Send + Sync {
     /// the servers add (no optimizer on the servers).
     fn averages(&self) -> bool {
         false
+    }
+}
+
+/// Applies gradient `g` to `slot` (a weight, then its state) with `optimizer` and `params`,
+/// the weight's change scaled by `factor` (a rule's [`Rule::factor`]): what the servers do to
+/// each coordinate of a gradient push.
+pub fn apply_scaled(
+    (optimizer, params): (&dyn Optimizer, &OptimizerParams),
+    factor: f64,
+    slot: &mut [f64],
+    g: f64,
+) {
+    let before = slot[0];
+    optimizer.apply(slot, g, params);
+    if factor != 1.0 {
+        slot[0] = before + factor * (slot[0] - before);
     }
 }
 
@@ -79,5 +97,22 @@ mod tests {
         assert_eq!(of(UpdateRule::Sgd).factor(4, 3), 1.0);
         assert!(of(UpdateRule::Dynsgd).needs_bases());
         assert!(of(UpdateRule::Average).averages() && !of(UpdateRule::Sgd).averages());
+    }
+
+    /// A scaled step moves the weight by the factor times the optimizer's move, and leaves the
+    /// optimizer's state as the optimizer left it.
+    #[test]
+    fn a_scaled_step_scales_the_weights_change_only() {
+        let adagrad = crate::builtin::by_name("adagrad").unwrap();
+        let params = angel_proto::optimizer_params("adagrad", 0.1);
+        let (mut plain, mut scaled) = ([0.5, 0.0], [0.5, 0.0]);
+        apply_scaled((adagrad, &params), 1.0, &mut plain, 2.0);
+        apply_scaled((adagrad, &params), 0.25, &mut scaled, 2.0);
+        assert!(
+            (scaled[0] - (0.5 + 0.25 * (plain[0] - 0.5))).abs() < 1e-12,
+            "{scaled:?}"
+        );
+        assert!(plain[0] != 0.5, "the optimizer moved the weight");
+        assert_eq!(scaled[1], plain[1]);
     }
 }

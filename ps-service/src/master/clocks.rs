@@ -58,12 +58,12 @@ impl Default for Clocks {
 /// One model's workers in its current (or last) round, in join order.
 #[derive(Debug)]
 struct Table {
-    workers: Vec<Worker>,
+    workers: Vec<ClockEntry>,
     started: Instant,
 }
 
 #[derive(Debug)]
-struct Worker {
+struct ClockEntry {
     id: u64,
     rank: u32,
     order_key: u64,
@@ -80,7 +80,7 @@ struct Worker {
     last_seen: Instant,
 }
 
-impl Worker {
+impl ClockEntry {
     fn active(&self) -> bool {
         !self.left && !self.evicted
     }
@@ -209,11 +209,11 @@ impl Clocks {
             if r.phase() == ClockPhase::Leave {
                 return;
             }
-            if !table.workers.iter().any(Worker::active) {
+            if !table.workers.iter().any(ClockEntry::active) {
                 table.workers.clear();
                 table.started = Instant::now();
             }
-            table.workers.push(Worker {
+            table.workers.push(ClockEntry {
                 id: r.worker,
                 rank: table.workers.len() as u32,
                 order_key: r.order_key,
@@ -278,7 +278,7 @@ impl Clocks {
         };
         evict_silent(&r.model, table);
         let me = table.workers.iter().find(|w| w.id == r.worker);
-        let active: Vec<&Worker> = table.workers.iter().filter(|w| w.active()).collect();
+        let active: Vec<&ClockEntry> = table.workers.iter().filter(|w| w.active()).collect();
         let reply = ClockReply {
             ready: false,
             rank: me.map_or(0, |w| w.rank),
@@ -288,13 +288,13 @@ impl Clocks {
         let Some(me) = me.filter(|w| w.active()) else {
             return (reply, None);
         };
-        let others: Vec<&Worker> = active.into_iter().filter(|w| w.id != me.id).collect();
+        let others: Vec<&ClockEntry> = active.into_iter().filter(|w| w.id != me.id).collect();
         let holder = match r.phase() {
             _ if staleness < 0 => None,
             ClockPhase::Pull => {
                 let joining = (table.workers.len() as u32) < sync.workers
                     && table.started.elapsed() < JOIN_GRACE;
-                let behind: Vec<&&Worker> = others
+                let behind: Vec<&&ClockEntry> = others
                     .iter()
                     .filter(|w| w.clock < r.clock - staleness)
                     .collect();
@@ -348,8 +348,8 @@ fn forget_silent(tables: &mut HashMap<String, Table>) {
     });
 }
 
-fn median_rate(workers: &[Worker]) -> Option<f64> {
-    let mut rates: Vec<f64> = workers.iter().filter_map(Worker::rate).collect();
+fn median_rate(workers: &[ClockEntry]) -> Option<f64> {
+    let mut rates: Vec<f64> = workers.iter().filter_map(ClockEntry::rate).collect();
     if rates.len() < 2 {
         return None;
     }

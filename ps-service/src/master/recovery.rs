@@ -51,7 +51,7 @@ type Lost = (String, String);
 /// One round of restores: partitions placed, partitions whose snapshot failed, targets that
 /// failed.
 #[derive(Default)]
-struct Round {
+struct Restores {
     restored: usize,
     lost: Vec<((u32, u32), Lost)>,
     failed: BTreeSet<u32>,
@@ -359,7 +359,7 @@ impl MasterService {
 
     /// Restores every orphan partition on `targets` (round robin, least loaded first), one
     /// call per partition, and points the map at those restored.
-    async fn restore_round(&self, orphans: &[Orphans], targets: &[u32]) -> Round {
+    async fn restore_round(&self, orphans: &[Orphans], targets: &[u32]) -> Restores {
         let epoch = self.next_epoch();
         let entries: BTreeMap<u32, ServerEntry> = {
             let state = self.state.lock();
@@ -379,7 +379,7 @@ impl MasterService {
                 }
             }
         }
-        let mut round = Round::default();
+        let mut round = Restores::default();
         let mut placed = Vec::new();
         for (orphan, pid, target, result) in futures::future::join_all(calls).await {
             match result {

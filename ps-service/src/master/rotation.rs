@@ -69,7 +69,7 @@ impl Default for Rotations {
 /// One model's rotation: its round and its leases so far.
 #[derive(Debug, Default)]
 struct Model {
-    round: Option<Round>,
+    round: Option<Rotation>,
     /// Rounds started.
     rounds: u32,
     leases: Vec<Lease>,
@@ -111,7 +111,7 @@ impl Model {
 
 /// One statement's rotation.
 #[derive(Debug)]
-struct Round {
+struct Rotation {
     number: u32,
     workers: u32,
     /// The workers joined, by task id, in rank order.
@@ -129,7 +129,7 @@ struct Round {
     budget_us: u64,
 }
 
-impl Round {
+impl Rotation {
     /// A round of `workers` in `groups` groups, each rotating `slices` slices in an order
     /// drawn from `seed`.
     fn new(number: u32, (workers, groups, slices): (u32, u32, u32), seed: u64) -> Self {
@@ -141,7 +141,7 @@ impl Round {
                 order
             })
             .collect();
-        Round {
+        Rotation {
             number,
             workers,
             joined: Vec::new(),
@@ -250,9 +250,9 @@ impl Rotations {
             };
             let seed = u64::from(model.rounds) ^ hash(&r.model);
             let sizes = (workers, groups, slices);
-            model.round = Some(Round {
+            model.round = Some(Rotation {
                 budget_us,
-                ..Round::new(model.rounds, sizes, seed)
+                ..Rotation::new(model.rounds, sizes, seed)
             });
         }
         let round = model.round.as_mut().expect("made above");
@@ -405,7 +405,7 @@ impl Rotations {
         &self,
         models: &'a mut HashMap<String, Model>,
         r: &RotateRequest,
-    ) -> Result<(&'a mut Round, u32)> {
+    ) -> Result<(&'a mut Rotation, u32)> {
         let round = (models.get_mut(&r.model))
             .and_then(|m| m.round.as_mut())
             .ok_or_else(|| {
@@ -614,7 +614,7 @@ mod tests {
     /// held.
     #[test]
     fn trimming_the_record_keeps_every_held_lease() {
-        let mut round = Round::new(1, (2, 1, 4), 3);
+        let mut round = Rotation::new(1, (2, 1, 4), 3);
         round.holder[2] = Some(10);
         round.holder[3] = Some(MAX_LEASES - 1);
         let lease = |step| Lease {
@@ -650,7 +650,7 @@ mod tests {
     /// The slices held at one step are never those the workers ask for one step ahead.
     #[test]
     fn the_schedule_gives_distinct_slices_and_frees_the_next_ones() {
-        let round = Round::new(1, (4, 1, 8), 5);
+        let round = Rotation::new(1, (4, 1, 8), 5);
         for step in 0..7 {
             let now: HashSet<u32> = (0..4).map(|w| round.slice(w, step)).collect();
             let next: HashSet<u32> = (0..4).map(|w| round.slice(w, step + 1)).collect();

@@ -329,12 +329,9 @@ impl ServerService {
                     match &gradients {
                         Some(g) => {
                             let factor = g.rule.factor(g.workers, staleness);
+                            let optimizer = (&*g.optimizer, &g.params);
                             let mut step = |slot: &mut [f64], grad: f64| {
-                                let before = slot[0];
-                                g.optimizer.apply(slot, grad, &g.params);
-                                if factor != 1.0 {
-                                    slot[0] = before + factor * (slot[0] - before);
-                                }
+                                rule::apply_scaled(optimizer, factor, slot, grad)
                             };
                             let keys = keys.unwrap_or_default();
                             let group = (c.row, 1 + g.optimizer.state_rows());

@@ -43,12 +43,12 @@ use datafusion::prelude::{DataFrame, SessionContext, col};
 
 use statement::Statement;
 
+use crate::ballista::stage::arrow_table;
+use crate::ballista::{Stage, StageWriteNode};
 use crate::binding::Binding;
 use crate::bridge::ps_error;
-use crate::cluster::stage::arrow_table;
-use crate::cluster::{Stage, StageWriteNode};
-use crate::kept_table::KeptTable;
 use crate::reports::Reports;
+use crate::spilling_table::SpillingTable;
 use crate::storage_level::{StorageLevel, TableStorage};
 use train_rows::RowReading;
 
@@ -133,7 +133,7 @@ impl Job {
         Ok(self)
     }
 
-    /// A job on a Ballista session ([`crate::cluster::connect`]) to the scheduler at
+    /// A job on a Ballista session ([`crate::ballista::connect`]) to the scheduler at
     /// `scheduler`: tables are kept as Parquet in `stage`, which every executor must be able
     /// to read.
     pub fn on_cluster(ctx: SessionContext, master: &str, scheduler: &str, stage: Stage) -> Self {
@@ -194,7 +194,7 @@ impl Job {
             let replays_before = self.replay_counts().await;
             let output = self.execute(&sql).await.map_err(|e| {
                 let e = if self.stage.is_some() {
-                    crate::cluster::explain(e)
+                    crate::ballista::explain(e)
                 } else {
                     e
                 };
@@ -391,7 +391,7 @@ impl Job {
             return plan_err!("table '{name}' already exists");
         }
         let storage = self.tables.clone();
-        let table = KeptTable::create(&self.ctx, name, query, storage, dir.clone()).await?;
+        let table = SpillingTable::create(&self.ctx, name, query, storage, dir.clone()).await?;
         if replace {
             self.ctx.deregister_table(name)?;
         }

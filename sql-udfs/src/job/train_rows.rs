@@ -83,7 +83,7 @@ impl Rows {
 /// Fails unless the cluster at `url` can run `workers` tasks at once, as model rotation's
 /// workers must (the master would otherwise fail the round only after its workers waited).
 async fn check_slots(url: &str, workers: usize) -> Result<()> {
-    let (executors, slots) = crate::cluster::live_slots(url).await?;
+    let (executors, slots) = crate::ballista::live_slots(url).await?;
     match slots as usize >= workers {
         true => Ok(()),
         false => plan_err!(

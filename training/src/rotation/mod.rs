@@ -59,7 +59,7 @@ type Fetched = (RotateReply, Vec<f32>);
 
 /// What a worker keeps from round to round: its blocks (one per slice), the rotated keys of
 /// each, and its users' factors as last pushed.
-struct Worker {
+struct RotationWorker {
     blocks: Vec<Block>,
     keys: Arc<Vec<Vec<u64>>>,
     users: Local,
@@ -106,7 +106,7 @@ impl RotationTask {
     ) -> Result<Trained> {
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
         let slices = member.joined.slices as usize;
-        let mut worker = match self.kept.take::<Worker>(&self.model.name, &arrays) {
+        let mut worker = match self.kept.take::<RotationWorker>(&self.model.name, &arrays) {
             Some(worker) if worker.blocks.len() == slices => worker,
             _ => {
                 tracing::debug!(model = %self.model.name, "rotation worker reads its rows");
@@ -122,7 +122,7 @@ impl RotationTask {
 
     /// The task's state read afresh: its rows in blocks of `slices` slices of the `rotated`
     /// columns, and its users' factors pulled.
-    fn worker(&self, rotated: &Range<u64>, slices: usize) -> Result<Worker> {
+    fn worker(&self, rotated: &Range<u64>, slices: usize) -> Result<RotationWorker> {
         let kind = (self.model.spec).gradient(self.function, &self.model.name)?;
         let read = (self.batches.iter())
             .map(|b| kind.read_rows(self.function, Some(&b[0]), &b[1..]))
@@ -131,7 +131,7 @@ impl RotationTask {
         let blocks = Block::split(&rows, rotated, slices, self.model.spec.bias_key());
         let keys = Arc::new(blocks.iter().map(Block::rotated_keys).collect());
         let users = Local::pull(&self.model, &rows, rotated)?;
-        Ok(Worker {
+        Ok(RotationWorker {
             blocks,
             keys,
             users,
@@ -142,7 +142,7 @@ impl RotationTask {
     fn steps(
         &self,
         member: &Member,
-        worker: &mut Worker,
+        worker: &mut RotationWorker,
         rotating: &dyn Rotating,
         mut progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {

@@ -1,4 +1,4 @@
-//! [`Worker`]: one training task as a member of its model's clock table on the master
+//! [`ClockWorker`]: one training task as a member of its model's clock table on the master
 //! (`ps-service`'s `master::clocks`). It reports its clock before each pull and waits there
 //! as BSP/SSP require, under BSP waits for its turn before pushing, reports its computing time
 //! (the master flags slow workers from it), and leaves when its data ends, so nobody waits for
@@ -26,7 +26,7 @@ const ASP_REPORT: Duration = Duration::from_millis(500);
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct Worker {
+pub struct ClockWorker {
     client: Arc<PsClient>,
     model: String,
     sync: SyncSpec,
@@ -44,7 +44,7 @@ pub struct Worker {
     left: bool,
 }
 
-impl Worker {
+impl ClockWorker {
     /// Worker `id` (unique in its round; 0 draws one) of `model`, whose pushes are ordered
     /// under BSP by `order_key` (derived from its data, so reruns keep the order).
     pub fn join(
@@ -54,7 +54,7 @@ impl Worker {
         id: u64,
         order_key: u64,
     ) -> Result<Self> {
-        Ok(Worker {
+        Ok(ClockWorker {
             client,
             model: model.to_string(),
             sync: sync.clone(),
@@ -150,7 +150,7 @@ impl Worker {
     }
 }
 
-impl Drop for Worker {
+impl Drop for ClockWorker {
     /// A task that failed still leaves, so the next round does not wait for it.
     fn drop(&mut self) {
         if self.left {

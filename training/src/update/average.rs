@@ -15,7 +15,7 @@ use angel_optim::rule::average::share;
 use crate::error::Result;
 use crate::model::Model;
 use crate::rows::{Gathered, SparseRows};
-use crate::sync::worker::Worker;
+use crate::sync::worker::ClockWorker;
 
 /// One key's rows in a round: per output, the weight and its optimizer state, as trained
 /// locally and as pulled at the round's start.
@@ -40,7 +40,7 @@ impl LocalModel {
     /// the summed loss of its rows.
     pub fn step(
         &mut self,
-        (model, worker): (&Model, &mut Worker),
+        (model, worker): (&Model, &mut ClockWorker),
         (rows, range, g): (&SparseRows, Range<usize>, &Gathered),
         names: &mut Option<ChangeNames>,
     ) -> Result<f64> {
@@ -92,7 +92,7 @@ impl LocalModel {
     /// servers.
     pub fn flush(
         &mut self,
-        (model, worker): (&Model, &mut Worker),
+        (model, worker): (&Model, &mut ClockWorker),
         names: &mut Option<ChangeNames>,
     ) -> Result<()> {
         if self.batches == 0 {

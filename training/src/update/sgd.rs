@@ -10,7 +10,7 @@ use angel_client::{Ack, TaskChange};
 use crate::error::Result;
 use crate::model::Model;
 use crate::rows::{Gathered, SparseRows};
-use crate::sync::worker::Worker;
+use crate::sync::worker::ClockWorker;
 
 /// A pull in flight: weights and the versions of the partitions read.
 pub type Ahead = Started<(Vec<f32>, Vec<Ack>)>;
@@ -19,7 +19,7 @@ pub type Ahead = Started<(Vec<f32>, Vec<Ack>)>;
 /// start the pull of the `next` mini-batch where the consistency model allows, and push the
 /// gradients as `change`; returns the summed loss of its rows.
 pub fn step(
-    (model, worker): (&Model, &mut Worker),
+    (model, worker): (&Model, &mut ClockWorker),
     (rows, range, g): (&SparseRows, Range<usize>, &Gathered),
     (ahead, next): (&mut Option<Ahead>, Option<&Gathered>),
     change: Option<TaskChange>,

@@ -4,7 +4,7 @@
 //! A worker is found here by its statement and its rows' content instead.
 //!
 //! The task of the next round that holds the same rows may run in another process, so a
-//! worker found here can be several rounds old; [`super::worker::Worker::catch_up`] brings it
+//! worker found here can be several rounds old; [`super::worker::TreeWorker::catch_up`] brings it
 //! forward from the trees on the servers, which costs the trees since it was kept rather than
 //! binning the rows and replaying every tree. At most [`MAX_WORKERS`] workers are kept, none
 //! longer than [`MAX_IDLE`] unused.
@@ -12,7 +12,7 @@
 use std::sync::{LazyLock, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::worker::Worker;
+use super::worker::TreeWorker;
 
 /// Most workers a process keeps (for all statements).
 const MAX_WORKERS: usize = 64;
@@ -30,7 +30,7 @@ pub struct Key {
 
 struct Entry {
     key: Key,
-    worker: Worker,
+    worker: TreeWorker,
     kept: Instant,
 }
 
@@ -42,7 +42,7 @@ fn workers() -> std::sync::MutexGuard<'static, Vec<Entry>> {
 }
 
 /// Takes the worker kept for `key`, if any.
-pub fn take(key: &Key) -> Option<Worker> {
+pub fn take(key: &Key) -> Option<TreeWorker> {
     let mut workers = workers();
     let at = workers.iter().position(|e| e.key == *key)?;
     Some(workers.swap_remove(at).worker)
@@ -56,7 +56,7 @@ pub fn forget(model: &str) {
 
 /// Keeps `worker` for `key`, dropping workers idle too long and, beyond the limit, the
 /// longest kept.
-pub fn put(key: Key, worker: Worker) {
+pub fn put(key: Key, worker: TreeWorker) {
     let mut workers = workers();
     workers.retain(|e| e.kept.elapsed() < MAX_IDLE && e.key != key);
     if workers.len() >= MAX_WORKERS {

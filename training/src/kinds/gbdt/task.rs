@@ -11,7 +11,7 @@
 //! - the other rounds: moves its rows down the layer of splits the tree row shows and pushes
 //!   the histograms of the children the workers build.
 //!
-//! The worker's state ([`Worker`]) stays in the job's memory from round to round ([`Kept`]).
+//! The worker's state ([`TreeWorker`]) stays in the job's memory from round to round ([`Kept`]).
 //! Where the rows come as new batches every round (on Ballista, or with tables on disk) the
 //! process keeps it by the rows' content instead ([`resident`]), and a worker kept some rounds
 //! ago, or none, is brought forward from the trees on the servers: every round's state
@@ -26,7 +26,7 @@ use super::grower::{Names, ROUND_ROW, histogram_row};
 use super::resident;
 use super::sketch::Cuts;
 use super::tree::Tree;
-use super::worker::{Histograms, Worker};
+use super::worker::{Histograms, TreeWorker};
 use crate::error::Result;
 use crate::kept::Kept;
 use crate::model::Model;
@@ -54,7 +54,7 @@ pub struct TreeTask {
 /// What a worker's round measured: its rows and the sum over them of their target (round
 /// 0) or of their loss (a round starting a tree); no rows in the other rounds.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct Round {
+pub struct RoundSums {
     pub rows: u64,
     pub sum: f64,
 }
@@ -79,14 +79,14 @@ impl TreeTask {
     }
 
     /// Runs the worker's part of the current round.
-    pub fn run(&mut self) -> Result<Round> {
+    pub fn run(&mut self) -> Result<RoundSums> {
         let name = self.model.name.clone();
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
         if arrays.is_empty() {
-            return Ok(Round::default());
+            return Ok(RoundSums::default());
         }
         // A worker the job kept by its batches is the previous round's: no need to ask.
-        let kept = self.kept.take::<Worker>(&name, &arrays);
+        let kept = self.kept.take::<TreeWorker>(&name, &arrays);
         let round = match &kept {
             Some(worker) => worker.round + 1,
             None => self.round()?,
@@ -102,7 +102,7 @@ impl TreeTask {
                     .transpose()?;
                 let found = (key.as_ref().and_then(resident::take)).filter(|w| w.round < round);
                 let worker = match (round, found) {
-                    (0, _) => Worker::new(&self.gbdt, rows),
+                    (0, _) => TreeWorker::new(&self.gbdt, rows),
                     (_, Some(w)) if w.round + 1 == round => w,
                     (_, found) => self.bring_forward(found, rows)?,
                 };
@@ -144,11 +144,11 @@ impl TreeTask {
     }
 
     /// Round 0: pushes the sketch of the worker's rows.
-    fn sketch(&self, worker: &Worker) -> Result<Round> {
+    fn sketch(&self, worker: &TreeWorker) -> Result<RoundSums> {
         let (counts, targets) = worker.sketch();
         let (keys, counts) = counts.into_push();
         self.push(&self.names.sketch, &[0], &keys, &counts)?;
-        Ok(Round {
+        Ok(RoundSums {
             rows: worker.len() as u64,
             sum: targets,
         })
@@ -159,7 +159,7 @@ impl TreeTask {
     /// the round before left its rows' workers: on Ballista the task that holds these rows
     /// may have run elsewhere, or run again after its executor died. The draws of the samples
     /// follow the rows' content, so it is the same worker whichever task held them.
-    fn bring_forward(&self, found: Option<Worker>, rows: SparseRows) -> Result<Worker> {
+    fn bring_forward(&self, found: Option<TreeWorker>, rows: SparseRows) -> Result<TreeWorker> {
         let trees: Vec<u64> = (0..self.gbdt.trees as u64).collect();
         let client = self.model.client();
         let values = block_on(client.pull_rows::<f64>(&self.names.trees, &trees))?;
@@ -169,7 +169,7 @@ impl TreeTask {
         tracing::debug!(model = %self.model.name, ?from, ?growing, "bringing a worker forward");
         let mut rows = Some(rows);
         let mut worker =
-            found.unwrap_or_else(|| Worker::new(&self.gbdt, rows.take().expect("rows")));
+            found.unwrap_or_else(|| TreeWorker::new(&self.gbdt, rows.take().expect("rows")));
         // Before the first tree's first round the step starts the worker itself.
         if !(trees[0].done || trees[0].split_layers() > 0) {
             return Ok(worker);
@@ -183,7 +183,7 @@ impl TreeTask {
             let rows = rows
                 .take()
                 .expect("a worker found here is never ahead of a new one");
-            worker = Worker::new(&self.gbdt, rows);
+            worker = TreeWorker::new(&self.gbdt, rows);
             worker.start(self.function, &cuts, trees[0].offset)?;
             worker.catch_up(&self.gbdt, &trees, dim);
         }
@@ -199,7 +199,7 @@ impl TreeTask {
     }
 
     /// One step of a round after the first (see the module documentation).
-    fn step(&self, worker: &mut Worker) -> Result<Round> {
+    fn step(&self, worker: &mut TreeWorker) -> Result<RoundSums> {
         let trees = self.gbdt.trees;
         let (t, layer) = match worker.at {
             None => {
@@ -208,7 +208,7 @@ impl TreeTask {
                 return self.begin(worker, 0);
             }
             Some(at) if at.0 < trees => at,
-            Some(_) => return Ok(Round::default()),
+            Some(_) => return Ok(RoundSums::default()),
         };
         let tree = self.tree(t)?;
         if tree.done {
@@ -222,11 +222,11 @@ impl TreeTask {
         let built = worker.descend(&tree, layer);
         worker.at = Some((t, layer + 1));
         self.push_histograms(worker, &built)?;
-        Ok(Round::default())
+        Ok(RoundSums::default())
     }
 
     /// Starts tree `t`: pushes the root's sums and histogram; answers the loss before it.
-    fn begin(&self, worker: &mut Worker, t: usize) -> Result<Round> {
+    fn begin(&self, worker: &mut TreeWorker, t: usize) -> Result<RoundSums> {
         let loss = self.loss(worker);
         let (g, h) = worker.begin_tree(&self.gbdt, t, self.model.spec.dim);
         self.push(&self.names.totals, &[0], &[0, 1], &[g, h])?;
@@ -234,15 +234,15 @@ impl TreeTask {
         Ok(loss)
     }
 
-    fn loss(&self, worker: &Worker) -> Round {
-        Round {
+    fn loss(&self, worker: &TreeWorker) -> RoundSums {
+        RoundSums {
             rows: worker.len() as u64,
             sum: worker.loss(&self.gbdt),
         }
     }
 
     /// Pushes the histograms of `nodes` (each into its row).
-    fn push_histograms(&self, worker: &mut Worker, nodes: &[usize]) -> Result<()> {
+    fn push_histograms(&self, worker: &mut TreeWorker, nodes: &[usize]) -> Result<()> {
         if nodes.is_empty() {
             return Ok(());
         }

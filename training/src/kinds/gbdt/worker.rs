@@ -1,4 +1,4 @@
-//! [`Worker`]: one worker's rows as the trees are grown, kept for the whole statement: their
+//! [`TreeWorker`]: one worker's rows as the trees are grown, kept for the whole statement: their
 //! bins, targets and margins, each row's gradient and hessian for the tree being grown, and
 //! the node each row has reached in it.
 //!
@@ -18,7 +18,7 @@ use crate::rows::SparseRows;
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct Worker {
+pub struct TreeWorker {
     /// The rows as read, until the cuts are known.
     rows: Option<SparseRows>,
     binned: Binned,
@@ -41,7 +41,7 @@ pub struct Worker {
     pub round: u32,
 }
 
-impl Worker {
+impl TreeWorker {
     /// A worker of `rows` (checked) for model `gbdt`.
     pub fn new(gbdt: &Gbdt, rows: SparseRows) -> Self {
         let targets = (0..rows.len())
@@ -53,7 +53,7 @@ impl Worker {
                 sample::row_id(rows.label(r), pairs.map(|(at, &k)| (k, rows.value(r, at))))
             })
             .collect();
-        Worker {
+        TreeWorker {
             rows: Some(rows),
             binned: Binned::default(),
             targets,
@@ -279,7 +279,7 @@ impl Worker {
     }
 }
 
-/// Histograms as a push sends them: see [`Worker::histograms`].
+/// Histograms as a push sends them: see [`TreeWorker::histograms`].
 #[derive(Debug, Default, PartialEq)]
 pub struct Histograms {
     /// Columns, ascending.
@@ -389,7 +389,7 @@ mod tests {
     }
 
     /// 40 rows of two features (some missing), binned into 4 bins, started at margin 0.5.
-    fn started(gbdt: &Gbdt) -> Worker {
+    fn started(gbdt: &Gbdt) -> TreeWorker {
         use arrow::array::{ArrayRef, Float64Array, ListArray};
         use arrow::datatypes::{Float64Type, Int64Type};
         use std::sync::Arc;
@@ -418,13 +418,13 @@ mod tests {
             bins: 4,
             values: vec![2.0, 5.0, 7.0, 1.0, 4.0, 8.0],
         };
-        let mut worker = Worker::new(gbdt, rows);
+        let mut worker = TreeWorker::new(gbdt, rows);
         worker.start("t", &cuts, 0.5).unwrap();
         worker
     }
 
     /// What a round's step does to a worker locally (`TreeTask::step` without the pushes).
-    fn step(worker: &mut Worker, gbdt: &Gbdt, trees: &[Tree]) {
+    fn step(worker: &mut TreeWorker, gbdt: &Gbdt, trees: &[Tree]) {
         match worker.at {
             None => {
                 worker.begin_tree(gbdt, 0, 2);
@@ -443,7 +443,7 @@ mod tests {
         }
     }
 
-    fn same(a: &Worker, b: &Worker, what: &str) {
+    fn same(a: &TreeWorker, b: &TreeWorker, what: &str) {
         assert_eq!(a.at, b.at, "{what}: where");
         assert_eq!(a.margins, b.margins, "{what}: margins");
         assert_eq!((&a.grad, &a.hess), (&b.grad, &b.hess), "{what}: gradients");

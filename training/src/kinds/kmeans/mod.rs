@@ -194,7 +194,7 @@ impl ModelKind for KMeans {
     }
 
     fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
-        Ok(Box::new(task::ClusterTask::new(
+        Ok(Box::new(task::CentresTask::new(
             model,
             self,
             context.function,

@@ -1,4 +1,4 @@
-//! [`ClusterTask`]: one task's part of a k-means pass.
+//! [`CentresTask`]: one task's part of a k-means pass.
 //!
 //! - Lloyd's: it pulls the `k` centres once (they do not move during the pass), assigns each
 //!   of its rows to the nearest, and pushes the sums and counts per centre into the model's
@@ -22,7 +22,7 @@ use crate::task_pass::{Progress, TaskPass, Trained};
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct ClusterTask {
+pub struct CentresTask {
     model: Model,
     function: &'static str,
     k: usize,
@@ -35,12 +35,12 @@ pub struct ClusterTask {
     names: Option<ChangeNames>,
 }
 
-impl ClusterTask {
+impl CentresTask {
     /// A pass of `function` over k-means model `model` of options `kmeans`.
     pub fn new(model: Model, kmeans: &KMeans, function: &'static str) -> Self {
         let dim = model.spec.dim as usize;
         let batch = (kmeans.algorithm == Algorithm::MiniBatch).then_some(model.spec.batch_size);
-        ClusterTask {
+        CentresTask {
             model,
             function,
             k: kmeans.k,
@@ -130,9 +130,9 @@ impl ClusterTask {
 }
 
 /// Assigns the points as they come; pushes Lloyd's sums when they end.
-impl TaskPass for ClusterTask {
+impl TaskPass for CentresTask {
     fn add(&mut self, columns: &[ArrayRef], progress: Progress) -> Result<Trained> {
-        let (rows, inertia) = ClusterTask::add(self, columns)?;
+        let (rows, inertia) = CentresTask::add(self, columns)?;
         progress(rows, inertia);
         Ok(Trained {
             rows,
@@ -141,7 +141,7 @@ impl TaskPass for ClusterTask {
     }
 
     fn finish(&mut self, _: Progress) -> Result<Trained> {
-        ClusterTask::finish(self)?;
+        CentresTask::finish(self)?;
         Ok(Trained::default())
     }
 }

@@ -32,7 +32,7 @@ use arrow::array::{ArrayData, ArrayRef};
 use super::Lda;
 use super::corpus::Corpus;
 use super::stored::StoredTopics;
-use super::worker::{Change, Worker};
+use super::worker::{Change, TopicWorker};
 use crate::error::{Result, input_err};
 use crate::kept::Kept;
 use crate::model::Model;
@@ -58,7 +58,7 @@ pub struct TopicTask {
 /// What a worker's round did: its tokens, and its documents' part of the log-likelihood
 /// after it.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct Round {
+pub struct Sampled {
     pub tokens: u64,
     pub doc_likelihood: f64,
 }
@@ -89,7 +89,7 @@ impl TopicTask {
 
     /// Runs the worker's part of the current round; `progress` hears the tokens of each
     /// step.
-    pub fn run(&mut self, mut progress: impl FnMut(u64, f64)) -> Result<Round> {
+    pub fn run(&mut self, mut progress: impl FnMut(u64, f64)) -> Result<Sampled> {
         match self.kept.round(&self.model.name) {
             Some(round) => self.run_kept(round, &mut progress),
             None => self.run_stored(&mut progress),
@@ -98,10 +98,10 @@ impl TopicTask {
 
     /// A round of a job holding the rows in memory: the worker the previous round left is
     /// found by the identity of its batches, and kept for the next.
-    fn run_kept(&mut self, round: u32, progress: &mut impl FnMut(u64, f64)) -> Result<Round> {
+    fn run_kept(&mut self, round: u32, progress: &mut impl FnMut(u64, f64)) -> Result<Sampled> {
         let name = self.model.name.clone();
         let arrays: Vec<ArrayData> = self.batches.iter().flatten().map(|a| a.to_data()).collect();
-        let worker = match (round, self.kept.take::<Worker>(&name, &arrays)) {
+        let worker = match (round, self.kept.take::<TopicWorker>(&name, &arrays)) {
             (0, _) => self.start(&self.corpus()?)?,
             (_, Some(mut worker)) => {
                 self.draw(&mut worker, progress)?;
@@ -129,7 +129,7 @@ impl TopicTask {
 
     /// A round of a job that reads its rows anew every round: the worker is made again from
     /// its documents, and its tokens' topics are on the servers ([`StoredTopics`]).
-    fn run_stored(&mut self, progress: &mut impl FnMut(u64, f64)) -> Result<Round> {
+    fn run_stored(&mut self, progress: &mut impl FnMut(u64, f64)) -> Result<Sampled> {
         let stored = StoredTopics::of(self.model.client().clone(), &self.model.name);
         let Some(round) = stored.round()? else {
             return input_err(format!(
@@ -156,11 +156,16 @@ impl TopicTask {
 
     /// What `worker` did in round `round`; round 0's tokens go to `progress` (later rounds'
     /// went step by step).
-    fn done(&self, round: u32, worker: &Worker, progress: &mut impl FnMut(u64, f64)) -> Round {
+    fn done(
+        &self,
+        round: u32,
+        worker: &TopicWorker,
+        progress: &mut impl FnMut(u64, f64),
+    ) -> Sampled {
         if round == 0 {
             progress(worker.tokens(), 0.0);
         }
-        Round {
+        Sampled {
             tokens: worker.tokens(),
             doc_likelihood: worker.doc_likelihood(),
         }
@@ -182,17 +187,17 @@ impl TopicTask {
     }
 
     /// The worker of `corpus`, every token's topic drawn at random.
-    fn worker(&self, corpus: &Corpus) -> Worker {
+    fn worker(&self, corpus: &Corpus) -> TopicWorker {
         // The master cuts the rotation into as many slices as the training description says.
         let rotated = self.model.spec.sync.to_proto().rotation_slices as usize;
-        Worker::for_model(&self.lda, self.model.spec.dim, corpus, rotated)
+        TopicWorker::for_model(&self.lda, self.model.spec.dim, corpus, rotated)
     }
 
     /// Round 0: draws the topics of `corpus`'s tokens at random and pushes their counts (and,
     /// when they are stored, the topics). It draws the same and pushes in the same order at
     /// every run, so on Ballista a task run again names its pushes as its lost run did, and
     /// the servers refuse what that run applied.
-    fn start(&self, corpus: &Corpus) -> Result<Worker> {
+    fn start(&self, corpus: &Corpus) -> Result<TopicWorker> {
         let worker = self.worker(corpus);
         let mut names = ChangeNames::for_accumulator();
         for s in (0..worker.slices.len()).filter(|&s| !worker.slices[s].keys.is_empty()) {
@@ -205,7 +210,7 @@ impl TopicTask {
     }
 
     /// One draw of every token, in the model's parallel mode.
-    fn draw(&self, worker: &mut Worker, progress: &mut impl FnMut(u64, f64)) -> Result<()> {
+    fn draw(&self, worker: &mut TopicWorker, progress: &mut impl FnMut(u64, f64)) -> Result<()> {
         match self.model.spec.sync.rotation {
             true => Member::round(&self.model, |m| self.rotate(worker, m, progress)),
             false => self.sample(worker, progress),
@@ -213,7 +218,7 @@ impl TopicTask {
     }
 
     /// A data-parallel round: one draw of every token, slice after slice from a random one.
-    fn sample(&self, worker: &mut Worker, progress: &mut impl FnMut(u64, f64)) -> Result<()> {
+    fn sample(&self, worker: &mut TopicWorker, progress: &mut impl FnMut(u64, f64)) -> Result<()> {
         let keys = self.keys(worker);
         let order: Vec<usize> = (worker.round_order().into_iter())
             .filter(|&s| !worker.slices[s].keys.is_empty())
@@ -238,7 +243,7 @@ impl TopicTask {
     /// lets it).
     fn rotate(
         &self,
-        worker: &mut Worker,
+        worker: &mut TopicWorker,
         member: &Member,
         progress: &mut impl FnMut(u64, f64),
     ) -> Result<()> {
@@ -291,7 +296,7 @@ impl TopicTask {
     /// walk, the slice it stopped before.
     fn walk(
         &self,
-        worker: &mut Worker,
+        worker: &mut TopicWorker,
         (view, keys): (&mut View, &Keys),
         (order, first): (&[usize], Pulled),
         mut go_on: impl FnMut() -> bool,
@@ -326,7 +331,7 @@ impl TopicTask {
 
     /// Each of the worker's slices' keys with the topic totals' column last, for pulls in
     /// flight.
-    fn keys(&self, worker: &Worker) -> Keys {
+    fn keys(&self, worker: &TopicWorker) -> Keys {
         let dim = self.model.spec.dim;
         Arc::new(
             worker
@@ -444,7 +449,7 @@ impl View {
 
     /// Draws slice `s`'s tokens of `worker` against `pulled` (its totals, if any, from a
     /// pull that ended before the last slice's push); returns the change.
-    fn sample(&mut self, worker: &mut Worker, s: usize, pulled: Pulled) -> Change {
+    fn sample(&mut self, worker: &mut TopicWorker, s: usize, pulled: Pulled) -> Change {
         if let Some(totals) = pulled.totals {
             self.totals = totals.iter().zip(&self.last).map(|(t, d)| t + d).collect();
         }

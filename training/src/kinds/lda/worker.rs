@@ -1,4 +1,4 @@
-//! [`Worker`]: one worker's documents as the sampler walks them, their tokens' topics and
+//! [`TopicWorker`]: one worker's documents as the sampler walks them, their tokens' topics and
 //! their documents' topic counts, kept for the whole statement.
 //!
 //! The vocabulary is cut into slices of consecutive words, and the worker's tokens are kept
@@ -45,7 +45,7 @@ impl Slice {
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct Worker {
+pub struct TopicWorker {
     priors: Priors,
     /// Each token's word, as its place in its slice's keys, in sampling order.
     slots: Vec<u32>,
@@ -67,7 +67,7 @@ pub struct Worker {
 /// after word, K each).
 pub type Change = (Vec<i64>, Vec<i64>);
 
-impl Worker {
+impl TopicWorker {
     /// The worker of `corpus`, its vocabulary in `slices` slices, every token's topic drawn
     /// at random from `seed`.
     pub fn new(priors: Priors, corpus: &Corpus, slices: usize, seed: u64) -> Self {
@@ -76,7 +76,7 @@ impl Worker {
         let topics: Vec<u32> = (0..slots.len())
             .map(|_| rand::Rng::random_range(&mut rng, 0..priors.topics as u32))
             .collect();
-        let mut worker = Worker {
+        let mut worker = TopicWorker {
             priors,
             slots,
             topics,
@@ -100,10 +100,10 @@ impl Worker {
         let seed = seed_of(lda.seed, &corpus.words);
         let slices = data_slices(lda.topics, words);
         let Some(rotated) = std::num::NonZeroUsize::new(rotated) else {
-            return Worker::new(lda.priors(words), corpus, slices, seed);
+            return TopicWorker::new(lda.priors(words), corpus, slices, seed);
         };
         let per = slices.div_ceil(rotated.get()).max(MIN_PER_ROTATED);
-        let mut worker = Worker::new(lda.priors(words), corpus, per * rotated.get(), seed);
+        let mut worker = TopicWorker::new(lda.priors(words), corpus, per * rotated.get(), seed);
         worker.resume = vec![0; rotated.get()];
         worker
     }
@@ -327,7 +327,7 @@ mod tests {
 
     #[test]
     fn tokens_go_slice_after_slice_then_document_after_document() {
-        let worker = Worker::new(priors(), &corpus(), 2, 9);
+        let worker = TopicWorker::new(priors(), &corpus(), 2, 9);
         let keys: Vec<&[u64]> = worker.slices.iter().map(|s| &s.keys[..]).collect();
         assert_eq!(keys, [&[0, 1][..], &[5, 8, 9]]);
         let words: Vec<u64> = worker.words().collect();
@@ -343,7 +343,7 @@ mod tests {
     /// the tokens' moves.
     #[test]
     fn counts_pulled_below_the_workers_own_are_raised_to_them() {
-        let mut worker = Worker::new(priors(), &corpus(), 2, 9);
+        let mut worker = TopicWorker::new(priors(), &corpus(), 2, 9);
         for s in 0..worker.slices.len() {
             let before = worker.counts(s);
             let zeros = |n: usize| vec![0i64; n];
@@ -454,7 +454,7 @@ mod tests {
         let (sweeps, seeds) = (8, 40);
         let (mut ours, mut plain) = (Vec::new(), Vec::new());
         for seed in 0..seeds {
-            let mut worker = Worker::new(p, &corpus, 1, seed);
+            let mut worker = TopicWorker::new(p, &corpus, 1, seed);
             let (mut totals, mut words) = worker.counts(0);
             let mut trajectory = vec![joint(&p, (&totals, &words), worker.doc_likelihood())];
             for _ in 0..sweeps {
@@ -482,7 +482,7 @@ mod tests {
     /// A step's change moves every token of the slice from its old topic to its new one.
     #[test]
     fn a_step_changes_the_counts_by_its_tokens_moves() {
-        let mut worker = Worker::new(priors(), &corpus(), 2, 9);
+        let mut worker = TopicWorker::new(priors(), &corpus(), 2, 9);
         let (totals0, words0) = worker.counts(1);
         let before = worker.topics.clone();
         let (dt, dw) = worker.sample(1, &totals0, &words0);

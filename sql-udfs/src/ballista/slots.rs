@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use angel_proto::SlotsRequest;
-use angel_proto::cluster_client::ClusterClient;
+use angel_proto::ballista_slots_client::BallistaSlotsClient;
 use datafusion::common::{DataFusionError, Result};
 
 /// How long the question may take: a scheduler that does not answer has no slots to give.
@@ -24,7 +24,7 @@ pub async fn live_slots(url: &str) -> Result<(u32, u32)> {
         .connect_timeout(TIMEOUT)
         .timeout(TIMEOUT);
     let channel = endpoint.connect().await.map_err(|e| error(e.to_string()))?;
-    let reply = ClusterClient::new(channel)
+    let reply = BallistaSlotsClient::new(channel)
         .slots(SlotsRequest {})
         .await
         .map_err(|e| error(e.message().to_string()))?

@@ -1,4 +1,4 @@
-//! [`KeptTable`]: a table a job created (`CREATE TABLE name AS query`), kept at the job's
+//! [`SpillingTable`]: a table a job created (`CREATE TABLE name AS query`), kept at the job's
 //! storage level ([`crate::storage_level`]): each batch in memory while the budget allows,
 //! else appended to its partition's Arrow IPC file in the job's spill directory, which every
 //! scan reads back. The query runs on all its partitions at once and no partition is ever
@@ -32,7 +32,7 @@ use crate::storage_level::TableStorage;
 
 /// See the module documentation.
 #[derive(Debug)]
-pub struct KeptTable {
+pub struct SpillingTable {
     schema: SchemaRef,
     parts: Vec<Arc<Part>>,
 }
@@ -50,7 +50,7 @@ struct Part {
     _dir: Arc<TempDir>,
 }
 
-impl KeptTable {
+impl SpillingTable {
     /// Runs `query` on `ctx` and keeps its rows as table `name` in `storage`, spilling to
     /// files in `dir`.
     pub async fn create(
@@ -85,7 +85,7 @@ impl KeptTable {
             parts.push((p, Arc::new(part?)));
         }
         parts.sort_by_key(|(p, _)| *p);
-        Ok(KeptTable {
+        Ok(SpillingTable {
             schema,
             parts: parts.into_iter().map(|(_, part)| part).collect(),
         })
@@ -162,7 +162,7 @@ impl Drop for Part {
 }
 
 #[async_trait]
-impl TableProvider for KeptTable {
+impl TableProvider for SpillingTable {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }

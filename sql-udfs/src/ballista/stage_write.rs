@@ -479,7 +479,7 @@ fn decode(buf: &[u8]) -> Result<Option<(String, usize)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::stage::arrow_table;
+    use crate::ballista::stage::arrow_table;
     use datafusion::arrow::array::{AsArray, DictionaryArray, Int64Array};
     use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
     use datafusion::arrow::util::display::array_value_to_string;
