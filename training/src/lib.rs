@@ -11,8 +11,7 @@
 //! - [`rows`]: the rows a model trains on or predicts, as a sparse design matrix cut into
 //!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
 //! - [`task_pass`]: [`TaskPass`], a task's part of a training pass, the one interface
-//!   `ps_train` drives whatever the kind; [`gradient_pass`]: the passes of a kind trained by
-//!   gradients; [`task`]: [`TrainTask`], mini-batch steps;
+//!   `ps_train` drives whatever the kind; [`task`]: [`TrainTask`], mini-batch steps;
 //!   [`rotation`]: [`RotationTask`], one worker of model rotation (Harp's); [`kept`]: what a
 //!   statement's workers keep from round to round.
 //! - [`driver`]: the driver half of a kind, what runs its statement between its passes, on
@@ -30,7 +29,6 @@
 
 pub mod driver;
 pub mod error;
-pub mod gradient_pass;
 pub mod kept;
 pub mod key_lists;
 pub mod kinds;

@@ -347,7 +347,7 @@ impl ModelSpec {
         let gradient = self.gradient(function, name)?;
         let rows = gradient.read_rows(function, Some(label), inputs)?;
         rows.check(function, name, self.dim)?;
-        rows.check_labels(function, name, |l| gradient.refuse_label(l))?;
+        rows.check_labels(function, name, gradient)?;
         // A full-batch model's gradient takes every row: one pull per batch of rows.
         let size = match self.solver.method {
             Some(_) => rows.len(),
@@ -662,7 +662,7 @@ impl Model {
     /// The loss of every row of `rows` (labelled) under the model (`ps_loss`).
     pub fn losses(&self, function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
         let kind = self.spec.gradient(function, &self.name)?;
-        rows.check_labels(function, &self.name, |l| kind.refuse_label(l))?;
+        rows.check_labels(function, &self.name, kind)?;
         let mut d = vec![0.0; self.spec.kind.outputs()];
         self.per_row(function, rows, |kind, r, m| {
             kind.loss(rows.label(r), m, &mut d)

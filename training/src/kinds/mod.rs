@@ -41,12 +41,11 @@ use arrow::array::{ArrayRef, RecordBatch};
 
 use crate::driver::{self, Engine};
 use crate::error::Result;
-use crate::gradient_pass;
 use crate::model::{Model, ModelSpec};
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
 use crate::saved::{self, ReadBack, Saved, SavedTable};
-use crate::task_pass::{TaskContext, TaskPass};
+use crate::task_pass::{self, TaskContext, TaskPass};
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
 const MAX_DENSE_DIM: u64 = 1 << 26;
@@ -162,7 +161,7 @@ pub trait ModelKind: KindBox + fmt::Debug + Send + Sync + 'static {
     /// Opens a task's part of a training pass over `model` (of this kind): by default as a
     /// kind trained by gradients, with the model's solver and parallelism.
     fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
-        gradient_pass::by_gradients(model, context)
+        task_pass::by_gradients(model, context)
     }
 
     /// How it reads the rows it scores when its gradient does not (k-means: points);

@@ -30,12 +30,11 @@ use angel_client::runtime::{Started, block_on, start};
 use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
-use crate::gradient_pass::label_and_inputs;
 use crate::kept::Kept;
 use crate::kinds::Rotating;
 use crate::model::Model;
 use crate::rows::SparseRows;
-use crate::task_pass::{Progress, TaskPass, Trained};
+use crate::task_pass::{Progress, TaskPass, Trained, label_and_inputs};
 use block::Block;
 use local::Local;
 use member::Member;
