@@ -7,8 +7,9 @@
 //! `SAVE MODEL` / `LOAD MODEL` keep it in the default weights format.
 //! `tests/custom_kind.rs` trains it from SQL.
 
+use angel_training::ModelKind;
 use angel_training::Result;
-use angel_training::kinds::{Gradient, Metric, ModelKind};
+use angel_training::kinds::{Gradient, Metric};
 use angel_training::registry;
 
 /// Poisson regression; see the module documentation.
@@ -34,10 +35,6 @@ impl ModelKind for Poisson {
 
     fn full_batch(&self) -> bool {
         true
-    }
-
-    fn gradient(&self) -> Option<&dyn Gradient> {
-        Some(self)
     }
 }
 

@@ -5,7 +5,7 @@
 use angel_examples::poisson::{self, Poisson};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
-use angel_training::ModelKind;
+use angel_training::Trains;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
 use datafusion::prelude::SessionContext;

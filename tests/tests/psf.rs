@@ -192,10 +192,10 @@ async fn sparse_functions_match_local_results() {
     c.psf("zero", &[("s", 2)], &[]).await.unwrap();
     assert_eq!(c.psf("nnz", &[("s", 2)], &[]).await.unwrap()[0], 0.0);
 
-    // `stored`: row 0's elements that are not zero in a column range, from every partition.
+    // `nonzeros`: row 0's elements that are not zero in a column range, from every partition.
     let (from, to) = (cols / 4, 3 * cols / 4);
     let pairs = (c
-        .psf("stored", &[("s", 0)], &[from as f64, to as f64])
+        .psf("nonzeros", &[("s", 0)], &[from as f64, to as f64])
         .await)
         .unwrap();
     let mut got: Vec<(u64, f64)> = pairs.chunks(2).map(|p| (p[0] as u64, p[1])).collect();
@@ -205,9 +205,12 @@ async fn sparse_functions_match_local_results() {
         .map(|&k| (k, x(k)))
         .collect();
     assert!(want.len() > 50);
-    assert_eq!(got, want, "stored");
-    let err = c.psf("stored", &[("s", 0)], &[5.0, 1.0]).await.unwrap_err();
-    assert!(err.to_string().contains("stored"), "{err}");
+    assert_eq!(got, want, "nonzeros");
+    let err = c
+        .psf("nonzeros", &[("s", 0)], &[5.0, 1.0])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("nonzeros"), "{err}");
 
     let err = c
         .psf("random_uniform", &[("s", 2)], &[0.0, 1.0, 1.0])

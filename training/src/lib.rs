@@ -4,10 +4,16 @@
 //!
 //! # Layout
 //!
-//! - [`model`]: [`ModelSpec`] (kind, optimizer, dimension, sync options), stored with the
-//!   model's matrix as its typed training description, and [`Model`], a model opened by a task (pull, push, gradients,
-//!   predictions); [`options`]: reading one option, with errors naming it.
-//! - [`kinds`]: the kinds of model, one folder each; [`registry`]: the kinds by name.
+//! - [`model`]: the model interface, [`ModelKind`] and [`Trains`], and the types that name it
+//!   back: [`ModelSpec`] (kind, optimizer, dimension, sync options), stored with the model's
+//!   matrix as its typed training description; [`Model`], a model opened by a task (pull,
+//!   push, gradients, predictions); a statement's [`Plan`] and its driver's [`Engine`].
+//!   [`options`]: reading one option, with errors naming it.
+//! - [`kinds`]: the kinds of model, one folder each, and what they implement beside the
+//!   interface ([`kinds::Gradient`]); [`registry`]: the kinds by name, above them.
+//! - [`gradient`]: what a kind trained by gradients is given (its passes, its driver, its
+//!   saved format); [`linear_loss`]: the losses of a margin the linear kinds, the
+//!   factorization machines and the boosted trees share.
 //! - [`rows`]: the rows a model trains on or predicts, as a sparse design matrix cut into
 //!   mini-batches; [`key_lists`]: mini-batches kept across epochs (Angel's key-list caching).
 //! - [`task_pass`]: [`TaskPass`], a task's part of a training pass, the one interface
@@ -15,7 +21,7 @@
 //!   [`rotation`]: [`RotationTask`], one worker of model rotation (Harp's); [`kept`]: what a
 //!   statement's workers keep from round to round.
 //! - [`driver`]: the driver half of a kind, what runs its statement between its passes, on
-//!   an [`driver::Engine`] the SQL layer implements.
+//!   an [`Engine`] the SQL layer implements.
 //! - [`saved`]: a kind's saved format, the tables a saved model holds (the files are the SQL
 //!   layer's).
 //! - [`recommend`]: the top-k items of a matrix factorization model for users.
@@ -29,10 +35,12 @@
 
 pub mod driver;
 pub mod error;
+pub mod gradient;
 pub mod kept;
 pub mod key_lists;
 pub mod kinds;
 pub mod lbfgs;
+pub mod linear_loss;
 pub mod model;
 pub mod options;
 pub mod recommend;
@@ -46,8 +54,7 @@ pub mod task_pass;
 pub mod update;
 
 pub use error::{Error, Result};
-pub use kinds::{Kind, ModelKind};
-pub use model::{Model, ModelSpec};
+pub use model::{Engine, Kind, Model, ModelKind, ModelSpec, Plan, Trains};
 pub use rotation::RotationTask;
 pub use sync::SyncSpec;
 pub use task::TrainTask;

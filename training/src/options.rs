@@ -11,7 +11,13 @@ pub struct OptionValue<'a> {
     pub value: &'a str,
 }
 
-impl OptionValue<'_> {
+impl<'a> OptionValue<'a> {
+    /// Option `key` read from a training description as `value`'s text, so a typed value is
+    /// checked (and refused) as `CREATE MODEL` checks the value written.
+    pub fn typed(key: &'a str, value: &'a str) -> Self {
+        OptionValue { key, value }
+    }
+
     /// The value as a finite number for which `ok` holds; `allowed` says which those are.
     pub fn number(&self, ok: impl Fn(f64) -> bool, allowed: &str) -> Result<f64> {
         match self.value.trim().parse::<f64>() {
@@ -50,6 +56,11 @@ impl OptionValue<'_> {
                 self.refuse(&allowed)
             }
         }
+    }
+
+    /// The value parsed as `T` (a compression, say), refused with `T`'s own reason.
+    pub fn parsed<T: std::str::FromStr<Err: std::fmt::Display>>(&self) -> Result<T> {
+        (self.value.parse()).map_err(|e| crate::error::Error::Option(format!("model option {e}")))
     }
 
     /// Refuses the value: it must be `allowed`.

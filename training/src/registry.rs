@@ -6,18 +6,18 @@
 use std::sync::RwLock;
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Kind, ModelKind, fm, gbdt, kmeans, lda, linear, mf, softmax};
+use crate::kinds::linear::Linear;
+use crate::kinds::{fm, gbdt, kmeans, lda, mf, softmax};
+use crate::model::{Kind, ModelKind};
 
 /// Makes a kind with its default options.
 pub type Make = fn() -> Box<dyn ModelKind>;
 
 /// Every kind, by the names that select it (the first is the one stored).
 pub const KINDS: &[(&[&str], Make)] = &[
-    (&["logistic", "lr"], || Box::new(linear::Linear::Logistic)),
-    (&["linear", "regression"], || {
-        Box::new(linear::Linear::Regression)
-    }),
-    (&["svm", "hinge"], || Box::new(linear::Linear::Svm)),
+    (&["logistic", "lr"], || Box::new(Linear::Logistic)),
+    (&["linear", "regression"], || Box::new(Linear::Regression)),
+    (&["svm", "hinge"], || Box::new(Linear::Svm)),
     (&["softmax", "multinomial"], || {
         Box::new(softmax::Softmax::default())
     }),

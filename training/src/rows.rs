@@ -16,7 +16,6 @@ use arrow::compute::cast;
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Float64Type, UInt32Type, UInt64Type};
 
 use crate::error::{Result, input_err};
-use crate::kinds::Gradient;
 
 /// Feature rows: indices per row, with values (1.0 when absent) and labels.
 #[derive(Debug, Default)]
@@ -29,7 +28,7 @@ pub struct SparseRows {
 }
 
 /// Training rows cut into mini-batches, each with its gathered keys: what a training pass
-/// needs of a record batch, kept by [`crate::key_lists::KeyLists`] across epochs.
+/// needs of a record batch, kept across epochs by the key-list cache.
 #[derive(Debug)]
 pub struct MiniBatches {
     /// Labels, offsets and values of the rows. Their indices are dropped once gathered, so
@@ -346,10 +345,15 @@ impl SparseRows {
         xxhash_rust::xxh3::xxh3_64(&bytes)
     }
 
-    /// Refuses a label model `model`'s kind cannot learn, naming the row.
-    pub fn check_labels(&self, function: &str, model: &str, kind: &dyn Gradient) -> Result<()> {
+    /// Refuses a label model `model`'s kind cannot learn (`refuse` says why), naming the row.
+    pub fn check_labels(
+        &self,
+        function: &str,
+        model: &str,
+        refuse: impl Fn(f64) -> Option<String>,
+    ) -> Result<()> {
         for (r, &label) in self.labels.iter().enumerate() {
-            if let Some(why) = kind.refuse_label(label) {
+            if let Some(why) = refuse(label) {
                 return input_err(format!(
                     "{function}: row {r} of the batch, model '{model}': {why}"
                 ));

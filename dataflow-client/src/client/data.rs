@@ -36,7 +36,7 @@ impl PsClient {
     }
 
     /// [`PsClient::pull_keys`] of the same `keys` in each of `rows`, in one request (a model
-    /// with several outputs), by a training worker at its clock (`step`, which the servers
+    /// with several outputs), by a training worker at its clock (`clock`, which the servers
     /// record). Returns the values row after row, and the version of each partition read,
     /// for a DynSGD push.
     pub async fn pull_at<T: Element>(
@@ -44,7 +44,7 @@ impl PsClient {
         name: &str,
         rows: &[u64],
         keys: &[u64],
-        step: Option<WorkerClock>,
+        clock: Option<WorkerClock>,
     ) -> Result<(Vec<T>, Vec<Ack>)> {
         let m = self.typed_matrix::<T>(name).await?;
         let compression = m.pull_compression();
@@ -67,7 +67,7 @@ impl PsClient {
         }
         let versions = Mutex::new(Vec::new());
         let replies = self
-            .send_slices(&m, slices, SliceOp::Pull(step, Some(&versions)))
+            .send_slices(&m, slices, SliceOp::Pull(clock, Some(&versions)))
             .await?;
         let mut replies = replies.iter();
         let mut values = Vec::with_capacity(rows.len() * keys.len());

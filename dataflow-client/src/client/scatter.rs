@@ -79,13 +79,13 @@ impl PsClient {
                     }
                     Ok(vec![RowSlice::default(); count])
                 } else {
-                    let (step, versions) = match op {
-                        SliceOp::Pull(step, versions) => (step, versions),
+                    let (clock, versions) = match op {
+                        SliceOp::Pull(clock, versions) => (clock, versions),
                         SliceOp::Push(_) => (None, None),
                     };
-                    if let Some(step) = step {
-                        caller.step_worker = step.worker;
-                        caller.clock = step.clock;
+                    if let Some(clock) = clock {
+                        caller.step_worker = clock.worker;
+                        caller.clock = clock.clock;
                     }
                     let request = PullRequest {
                         caller: Some(caller),

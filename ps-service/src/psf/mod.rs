@@ -11,14 +11,14 @@
 //! - [`init`]: fill, zero, random uniform and normal initialisation.
 //! - [`best_split`]: best_split, a tree node's best split from its gradient/hessian histogram.
 //! - [`orthant`]: pseudo_gradient, orthant_direction, orthant_project: OWL-QN's steps.
-//! - [`stored`]: stored, a row's elements that are not zero in a column range.
+//! - [`nonzeros`]: a row's elements that are not zero in a column range.
 
 pub mod aggregate;
 pub mod best_split;
 pub mod elementwise;
 pub mod init;
+pub mod nonzeros;
 pub mod orthant;
-pub mod stored;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -244,7 +244,7 @@ impl PsfRegistry {
         init::register(&mut registry);
         best_split::register(&mut registry);
         orthant::register(&mut registry);
-        stored::register(&mut registry);
+        nonzeros::register(&mut registry);
         registry
     }
 

@@ -3,7 +3,7 @@
 
 use angel_client::{CounterState, PsError};
 use angel_training::ModelSpec;
-use angel_training::driver::Plan;
+use angel_training::Plan;
 use angel_training::registry;
 use datafusion::common::{Result, plan_err};
 use datafusion::prelude::SessionContext;

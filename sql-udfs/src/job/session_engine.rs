@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use angel_client::PsClient;
 use angel_training::Error as TrainError;
-use angel_training::driver::{Engine, Passed, Plan, TrainingQuery, Watch};
+use angel_training::driver::engine::{Passed, TrainingQuery, Watch};
 use angel_training::kept::Kept;
+use angel_training::{Engine, Plan};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::Result;
 use datafusion::prelude::SessionContext;

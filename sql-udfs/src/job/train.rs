@@ -5,7 +5,7 @@
 
 use angel_client::PsError;
 use angel_training::ModelSpec;
-use angel_training::driver::{Engine, Plan};
+use angel_training::{Engine, Plan};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::prelude::SessionContext;

@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use angel_training::driver::{Plan, TrainingQuery};
-use angel_training::kinds::{Inputs, ModelKind};
+use angel_training::driver::engine::TrainingQuery;
+use angel_training::kinds::Inputs;
+use angel_training::{ModelKind, Plan};
 use datafusion::arrow::array::{Array, AsArray, RecordBatch, UInt32Array};
 use datafusion::arrow::compute::{cast, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, Int64Type};

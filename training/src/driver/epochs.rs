@@ -8,13 +8,14 @@ use std::time::Instant;
 use angel_proto::{StatusReply, WorkerStatus};
 use arrow::array::RecordBatch;
 
+use super::engine::Watch;
 use super::epoch_table::{self, Column};
 use super::holdout::{Holdout, evaluate, metrics};
 use super::progress::{bar, report};
 use super::traffic::{push_traffic, traffic};
-use super::{Engine, Watch};
 use crate::error::Result;
 use crate::kinds::Metric;
+use crate::model::Engine;
 
 /// Trains the statement's model for its epochs; returns the epoch table.
 pub async fn train(engine: &dyn Engine) -> Result<RecordBatch> {

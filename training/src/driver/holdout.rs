@@ -2,9 +2,9 @@
 //! functions (`ps_loss`, `ps_predict`, and the metrics its kind names).
 
 use crate::error::Result;
-use crate::kinds::{Metric, ModelKind};
+use crate::kinds::Metric;
+use crate::model::{Engine, ModelKind};
 
-use super::Engine;
 use super::answers::first_number;
 
 /// An epoch's holdout figures: the mean of the model's own loss (`ps_loss`, the loss

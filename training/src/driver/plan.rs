@@ -1,19 +1,8 @@
-//! [`Plan`]: what `CREATE MODEL` and `TRAIN MODEL` ask for: the model's spec and the run's
+//! Reading a [`Plan`]'s options: what `CREATE MODEL` and `TRAIN MODEL` ask for: the model's spec and the run's
 //! own options (`epochs`, `holdout`).
 
 use crate::error::{Result, option_err};
-use crate::model::ModelSpec;
-
-/// What a training statement asks for beyond the model itself.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The model's spec.
-    pub spec: ModelSpec,
-    /// Epochs (iterations, rounds, trees) to run, at most.
-    pub epochs: usize,
-    /// The table each epoch is scored on.
-    pub holdout: Option<String>,
-}
+use crate::model::Plan;
 
 impl Plan {
     /// Sets `key` if it is an option of the training run (`epochs`, `holdout`) rather than of

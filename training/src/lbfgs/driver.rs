@@ -27,8 +27,8 @@ use super::vectors::{
 use crate::driver::epoch_table::{self, Column};
 use crate::driver::holdout::{Holdout, evaluate};
 use crate::driver::progress::{bar, report};
-use crate::driver::{Engine, Plan};
 use crate::error::Result;
+use crate::model::{Engine, Plan};
 
 /// Trains the statement's full-batch model for at most its epochs' iterations; returns the
 /// epoch table.

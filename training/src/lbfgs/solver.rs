@@ -59,18 +59,39 @@ impl Default for Solver {
 
 const DEFAULT_MEMORY: usize = 10;
 const DEFAULT_TOLERANCE: f64 = 1e-6;
+/// The longest history, in pairs.
+const MAX_MEMORY: u64 = 100;
+/// What `tolerance` may be.
+const TOLERANCE: (fn(f64) -> bool, &str) = (|x| x > 0.0 && x < 1.0, "a number in (0, 1)");
 
 impl Solver {
     /// Sets `option` if it is one of the solver's (`memory`, `tolerance`); says whether it was.
     pub fn set(&mut self, option: &OptionValue) -> Result<bool> {
         match option.key.to_ascii_lowercase().as_str() {
-            "memory" => self.memory = option.whole(1, 100)? as usize,
-            "tolerance" => {
-                self.tolerance = option.number(|x| x > 0.0 && x < 1.0, "a number in (0, 1)")?
-            }
+            "memory" => self.memory = option.whole(1, MAX_MEMORY)? as usize,
+            "tolerance" => self.tolerance = option.number(TOLERANCE.0, TOLERANCE.1)?,
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// Reads a training description's solver back (`None`: mini-batch steps), each option
+    /// checked as [`Solver::set`] checks it.
+    pub fn from_proto(solver: Option<&angel_client::Solver>) -> Result<Solver> {
+        let Some(s) = solver else {
+            return Ok(Solver::default());
+        };
+        let Some(method) = Method::named(&s.method) else {
+            return OptionValue::typed("optimizer", &s.method).refuse("'lbfgs' or 'owlqn'");
+        };
+        let memory = OptionValue::typed("memory", &s.memory.to_string()).whole(1, MAX_MEMORY)?;
+        let tolerance = OptionValue::typed("tolerance", &s.tolerance.to_string())
+            .number(TOLERANCE.0, TOLERANCE.1)?;
+        Ok(Solver {
+            method: Some(method),
+            memory: memory as usize,
+            tolerance,
+        })
     }
 
     /// Refuses `memory` or `tolerance` set for a model trained by mini-batch steps, where they

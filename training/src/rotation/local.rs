@@ -8,8 +8,6 @@ use crate::error::Result;
 use crate::model::Model;
 use crate::rows::SparseRows;
 
-use super::block::Block;
-
 /// The task's own (not rotated) columns: their values as the PS has them and as trained.
 pub struct Local {
     keys: Vec<u64>,
@@ -37,9 +35,10 @@ impl Local {
         })
     }
 
-    /// Keeps the trained values of the task's keys among `block`'s `weights` (key after key).
-    pub fn keep(&mut self, block: &Block, weights: &[f32], weight_rows: usize) {
-        for (slot, key) in block.gathered.keys.iter().enumerate() {
+    /// Keeps the trained values of the task's keys among a block's `weights` of its gathered
+    /// `keys` (key after key).
+    pub fn keep(&mut self, keys: &[u64], weights: &[f32], weight_rows: usize) {
+        for (slot, key) in keys.iter().enumerate() {
             if let Some(values) = self.values.get_mut(key) {
                 values[..weight_rows]
                     .copy_from_slice(&weights[slot * weight_rows..][..weight_rows]);

@@ -34,7 +34,7 @@ use crate::kept::Kept;
 use crate::kinds::Rotating;
 use crate::model::Model;
 use crate::rows::SparseRows;
-use crate::task_pass::{Progress, TaskPass, Trained, label_and_inputs};
+use crate::task_pass::{Progress, TaskPass, Trained};
 use block::Block;
 use local::Local;
 use member::Member;
@@ -224,7 +224,7 @@ impl RotationTask {
             block.fingerprint,
             (from + trained.rows as usize) % len,
         );
-        users.keep(block, &weights, weight_rows);
+        users.keep(&block.gathered.keys, &weights, weight_rows);
         let keys = block.rotated_keys();
         if !keys.is_empty() {
             let deltas = block.deltas(weight_rows, &weights, items);
@@ -264,7 +264,7 @@ impl RotationTask {
 /// round trains some rows more than once, others not: it counts what it trained.
 impl TaskPass for RotationTask {
     fn add(&mut self, columns: &[ArrayRef], _: Progress) -> Result<Trained> {
-        let (label, inputs) = label_and_inputs(self.function, &self.model, columns)?;
+        let (label, inputs) = self.model.label_and_inputs(self.function, columns)?;
         RotationTask::add(self, label, inputs);
         Ok(Trained::default())
     }

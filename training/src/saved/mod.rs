@@ -1,6 +1,6 @@
 //! A kind's saved format: the tables a saved model holds beside its `model.json`, as the kind
-//! writes them from the servers ([`crate::ModelKind::save`]) and checks and pushes them back
-//! ([`crate::ModelKind::load`]). The SQL layer keeps the files: Parquet, versions, the JSON.
+//! writes them from the servers (`Trains::save`) and checks and pushes them back
+//! (`Trains::load`). The SQL layer keeps the files: Parquet, versions, the JSON.
 //!
 //! - [`weights`]: the default, `weights.parquet`: every weight and its optimizer state.
 //! - [`dictionary`]: the counter a model's features are indexed by, rebuilt on load.
@@ -26,7 +26,7 @@ pub struct SavedTable {
     pub schema: SchemaRef,
 }
 
-/// What a kind saves of a model: a batch per table of [`crate::ModelKind::saved_tables`], in
+/// What a kind saves of a model: a batch per table of `Trains::saved_tables`, in
 /// order, and what `model.json` keeps beside them.
 #[derive(Debug)]
 pub struct Saved {
@@ -41,7 +41,7 @@ pub struct Saved {
 pub struct ReadBack {
     /// The model's directory (its version), as errors name it.
     pub at: String,
-    /// Each table of [`crate::ModelKind::saved_tables`], in order.
+    /// Each table of `Trains::saved_tables`, in order.
     pub tables: Vec<TableRead>,
     /// The dimension `model.json` states.
     pub dim: u64,

@@ -80,6 +80,13 @@ const MAX_STEP_MS: u32 = 24 * 3600 * 1000;
 
 /// SSP's staleness when `sync = 'ssp'` names none.
 const DEFAULT_STALENESS: u32 = 3;
+/// The largest staleness and number of local steps.
+const MAX_STALENESS: u32 = 1 << 20;
+const MAX_LOCAL_STEPS: u32 = 1 << 20;
+/// The most workers (and groups) a statement runs.
+const MAX_WORKERS: u32 = 4096;
+/// What `slow_factor` may be.
+const SLOW_FACTOR: (fn(f64) -> bool, &str) = (|f| f > 1.0, "a finite number above 1");
 
 impl Default for SyncSpec {
     /// ASP with plain SGD: what trains fastest on our benchmarks (docs/benchmarks.md).
@@ -121,7 +128,7 @@ impl SyncSpec {
                 }
             }
             "staleness" => {
-                self.consistency = match whole(0, 1 << 20)? {
+                self.consistency = match whole(0, MAX_STALENESS)? {
                     0 => Consistency::Bsp,
                     s => Consistency::Ssp(s),
                 }
@@ -132,19 +139,17 @@ impl SyncSpec {
                     _ => ClockUnit::Epoch,
                 }
             }
-            "workers" => self.workers = whole(1, 4096)?,
+            "workers" => self.workers = whole(1, MAX_WORKERS)?,
             "update" => {
                 let name = option.one_of(&rule::NAMES)?;
                 self.rule = rule::by_name(name).unwrap_or_default()
             }
-            "local_steps" => self.local_steps = whole(1, 1 << 20)?,
-            "backup_workers" => self.backup_workers = whole(0, 4095)?,
-            "slow_factor" => {
-                self.slow_factor = option.number(|f| f > 1.0, "a finite number above 1")?
-            }
+            "local_steps" => self.local_steps = whole(1, MAX_LOCAL_STEPS)?,
+            "backup_workers" => self.backup_workers = whole(0, MAX_WORKERS - 1)?,
+            "slow_factor" => self.slow_factor = option.number(SLOW_FACTOR.0, SLOW_FACTOR.1)?,
             "pull_ahead" => self.pull_ahead = option.one_of(&["true", "false"])? == "true",
             "parallelism" => self.rotation = option.one_of(&["data", "rotation"])? == "rotation",
-            "groups" => self.groups = whole(1, 4096)?,
+            "groups" => self.groups = whole(1, MAX_WORKERS)?,
             "step_ms" => {
                 self.step_budget = match value.trim().eq_ignore_ascii_case("auto") {
                     true => StepBudget::Auto,
@@ -161,6 +166,56 @@ impl SyncSpec {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// Reads the options back from a training description's `sync`, `update` and
+    /// `local_steps`, each checked as [`SyncSpec::set`] checks it.
+    pub fn from_proto(sync: &Sync, update: i32, local_steps: u32) -> Result<SyncSpec> {
+        let whole = |key, n: i64, min: u32, max: u32| {
+            let text = n.to_string();
+            let n = OptionValue::typed(key, &text).whole(u64::from(min), u64::from(max))?;
+            Ok::<_, crate::error::Error>(n as u32)
+        };
+        let Ok(rule) = UpdateRule::try_from(update) else {
+            return OptionValue::typed("update", &update.to_string()).refuse("an update rule");
+        };
+        let slow = match sync.slow_factor {
+            0.0 => 2.0,
+            f => OptionValue::typed("slow_factor", &f.to_string())
+                .number(SLOW_FACTOR.0, SLOW_FACTOR.1)?,
+        };
+        Ok(SyncSpec {
+            consistency: match sync.staleness {
+                0 => Consistency::Bsp,
+                s if s < 0 => Consistency::Asp,
+                s => Consistency::Ssp(whole("staleness", s, 1, MAX_STALENESS)?),
+            },
+            clock: match sync.epoch_clock {
+                true => ClockUnit::Epoch,
+                false => ClockUnit::Batch,
+            },
+            workers: match sync.workers {
+                0 => 0,
+                n => whole("workers", n.into(), 1, MAX_WORKERS)?,
+            },
+            rule,
+            local_steps: whole("local_steps", local_steps.into(), 1, MAX_LOCAL_STEPS)?,
+            backup_workers: whole(
+                "backup_workers",
+                sync.backup_workers.into(),
+                0,
+                MAX_WORKERS - 1,
+            )?,
+            slow_factor: slow,
+            pull_ahead: sync.pull_ahead,
+            rotation: sync.rotation_slices > 0,
+            step_budget: match sync.rotation_step_ms {
+                0 => StepBudget::None,
+                ms if ms < 0 => StepBudget::Auto,
+                ms => StepBudget::Fixed(whole("step_ms", ms, 1, MAX_STEP_MS)?),
+            },
+            groups: whole("groups", sync.rotation_groups.max(1).into(), 1, MAX_WORKERS)?,
+        })
     }
 
     /// True when workers pull their next mini-batch while computing the current one.

@@ -29,7 +29,12 @@ const ASP_REPORT: Duration = Duration::from_millis(500);
 pub struct ClockWorker {
     client: Arc<PsClient>,
     model: String,
-    sync: SyncSpec,
+    /// Whether nobody waits on clocks (ASP, or epoch clocks), read once from the spec.
+    asp: bool,
+    /// Whether it pulls the next mini-batch while computing the current one.
+    pulls_ahead: bool,
+    /// Whether it waits for its turn to push (BSP without backup workers).
+    waits_to_push: bool,
     id: u64,
     order_key: u64,
     /// Steps (mini-batches or averaging rounds) completed.
@@ -57,7 +62,9 @@ impl ClockWorker {
         Ok(ClockWorker {
             client,
             model: model.to_string(),
-            sync: sync.clone(),
+            asp: sync.staleness() < 0,
+            pulls_ahead: sync.pulls_ahead(),
+            waits_to_push: sync.staleness() == 0 && sync.backup_workers == 0,
             id: if id == 0 { fresh_id() } else { id },
             order_key,
             clock: 0,
@@ -73,9 +80,8 @@ impl ClockWorker {
     /// Reports the clock before a pull and waits as the consistency model requires; returns
     /// the step to pull as (which the servers record).
     pub fn before_pull(&mut self) -> Result<WorkerClock> {
-        let asp = self.sync.staleness() < 0;
         let due = self.last_report.is_none_or(|t| t.elapsed() >= ASP_REPORT);
-        if !asp || due {
+        if !self.asp || due {
             self.report(ClockPhase::Pull)?;
         }
         Ok(WorkerClock {
@@ -88,7 +94,7 @@ impl ClockWorker {
     /// `None` unless the model pulls ahead: only under ASP does no worker wait on clocks, so
     /// only there may a pull run one step early.
     pub fn pull_ahead(&mut self) -> Result<Option<WorkerClock>> {
-        if !self.sync.pulls_ahead() {
+        if !self.pulls_ahead {
             return Ok(None);
         }
         let step = self.before_pull()?;
@@ -100,7 +106,7 @@ impl ClockWorker {
 
     /// Under BSP, waits for this worker's turn to push its update of the current clock.
     pub fn before_push(&mut self) -> Result<()> {
-        if self.sync.staleness() == 0 && self.sync.backup_workers == 0 {
+        if self.waits_to_push {
             self.report(ClockPhase::Push)?;
         }
         Ok(())

@@ -33,9 +33,9 @@ pub fn step(
         }
     };
     if let Some(next) = next
-        && let Some(step) = worker.pull_ahead()?
+        && let Some(clock) = worker.pull_ahead()?
     {
-        *ahead = Some(model.pull_ahead(next.keys.clone(), step));
+        *ahead = Some(model.pull_ahead(next.keys.clone(), clock));
     }
     let (loss, grads) = model.gradients(rows, range, g, &weights)?;
     worker.before_push()?;

@@ -15,8 +15,9 @@
 use std::ops::Range;
 
 use crate::error::Result;
-use crate::kinds::linear::Linear;
-use crate::kinds::{Gradient, Metric, ModelKind};
+use crate::kinds::{Gradient, Metric};
+use crate::linear_loss::Linear;
+use crate::model::ModelKind;
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
 
@@ -86,10 +87,6 @@ impl ModelKind for Fm {
 
     fn random_rows(&self) -> Option<(Range<usize>, f64)> {
         Some((1..1 + self.factors, self.init_std))
-    }
-
-    fn gradient(&self) -> Option<&dyn Gradient> {
-        Some(self)
     }
 }
 

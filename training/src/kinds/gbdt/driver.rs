@@ -14,12 +14,12 @@ use arrow::array::RecordBatch;
 use super::Gbdt;
 use super::grower::{Grower, Names};
 use super::resident;
-use crate::driver::Engine;
 use crate::driver::epoch_table::{self, Column};
 use crate::driver::holdout::{Holdout, evaluate};
 use crate::driver::progress::{bar, report};
 use crate::driver::traffic::{push_traffic, traffic};
 use crate::error::{Result, option_err};
+use crate::model::Engine;
 
 /// Grows the statement's boosted model `gbdt`; returns the epoch table.
 pub async fn train(engine: &dyn Engine, gbdt: &Gbdt) -> Result<RecordBatch> {

@@ -167,7 +167,7 @@ impl Grower {
             let columns = [first, last].map(|f| (f * sketch::BUCKETS) as f64);
             // Only the buckets some row fell in: a feature's values fill few of its buckets.
             let answer = (self.client)
-                .psf("stored", &[(&self.names.sketch, 0)], &columns)
+                .psf("nonzeros", &[(&self.names.sketch, 0)], &columns)
                 .await?;
             let mut pairs: Vec<(u64, i64)> = (answer.chunks_exact(2))
                 .map(|p| (p[0] as u64, p[1] as i64))

@@ -41,11 +41,10 @@ use std::collections::HashMap;
 use angel_client::{MatrixSpec, PsClient};
 use arrow::array::RecordBatch;
 
-use crate::driver::Engine;
 use crate::error::{Result, option_err};
-use crate::kinds::linear::Linear;
-use crate::kinds::{Gradient, ModelKind, refuse};
-use crate::model::{Model, ModelSpec};
+use crate::kinds::Gradient;
+use crate::linear_loss::Linear;
+use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains};
 use crate::options::OptionValue;
 use crate::rows::SparseRows;
 use crate::saved::{ReadBack, Saved, SavedTable};
@@ -180,10 +179,6 @@ impl ModelKind for Gbdt {
         self.trees
     }
 
-    fn gradient(&self) -> Option<&dyn Gradient> {
-        None
-    }
-
     /// Its objective's: its trees' leaves add up to the margin.
     fn scoring(&self) -> Option<&dyn Gradient> {
         Some(&self.objective)
@@ -203,12 +198,19 @@ impl ModelKind for Gbdt {
         )
     }
 
-    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
-        Ok(Box::new(task::TreeTask::new(model, self.clone(), context)))
-    }
-
     fn margins_of(&self, model: &Model, _function: &str, rows: &SparseRows) -> Result<Vec<f64>> {
         predict::margins(model, rows)
+    }
+}
+
+#[async_trait::async_trait]
+impl Trains for Gbdt {
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        None
+    }
+
+    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
+        Ok(Box::new(task::TreeTask::new(model, self.clone(), context)))
     }
 
     async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
@@ -243,7 +245,7 @@ impl Gbdt {
     /// model is of another kind.
     pub fn of(model: &Model, function: &str) -> Result<Gbdt> {
         let wanted = "a boosted model (kind = 'gbdt')";
-        (model.spec.kind.own().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+        (model.spec.kind.own().cloned()).map_or_else(|| model.refuse(function, wanted), Ok)
     }
 
     /// A row's second derivative of the loss at `margin`, beside the first (`d`): the

@@ -1,7 +1,7 @@
 //! [`TreeTask`]: one worker's round in a boosted model's statement.
 //!
 //! `CREATE MODEL` runs the rounds one after the other, and between two rounds [`Grower`]
-//! finishes what the workers pushed; each round every worker takes one step:
+//! finishes what the workers pushed; each round every worker does its round's part:
 //!
 //! - round 0: reads its rows and pushes their sketch (the mean target comes back as the
 //!   round's answer);
@@ -111,7 +111,7 @@ impl TreeTask {
         };
         let done = match round {
             0 => self.sketch(&worker)?,
-            _ => self.step(&mut worker)?,
+            _ => self.grow_round(&mut worker)?,
         };
         worker.round = round;
         match resident {
@@ -198,8 +198,8 @@ impl TreeTask {
         Ok(round[0] as u32)
     }
 
-    /// One step of a round after the first (see the module documentation).
-    fn step(&self, worker: &mut TreeWorker) -> Result<RoundSums> {
+    /// A round after the first (see the module documentation).
+    fn grow_round(&self, worker: &mut TreeWorker) -> Result<RoundSums> {
         let trees = self.gbdt.trees;
         let (t, layer) = match worker.at {
             None => {

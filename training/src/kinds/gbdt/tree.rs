@@ -100,7 +100,7 @@ impl Tree {
 
     /// The node a row at `node` moves to: a child if `node` splits (`goes_left` says, from
     /// the split's feature, bin and threshold, where the row goes), else `node` itself.
-    pub fn step(&self, node: usize, goes_left: impl FnOnce(&Node) -> bool) -> usize {
+    pub fn child(&self, node: usize, goes_left: impl FnOnce(&Node) -> bool) -> usize {
         match self.nodes.get(node) {
             Some(split @ Node::Split { .. }) if 2 * node + 2 < self.nodes.len() => {
                 match goes_left(split) {
@@ -112,10 +112,10 @@ impl Tree {
         }
     }
 
-    /// The leaf a row reaches from `node`; `goes_left` as for [`Tree::step`].
+    /// The leaf a row reaches from `node`; `goes_left` as for [`Tree::child`].
     pub fn leaf_from(&self, mut node: usize, goes_left: impl Fn(&Node) -> bool) -> usize {
         loop {
-            let next = self.step(node, &goes_left);
+            let next = self.child(node, &goes_left);
             if next == node {
                 return node;
             }

@@ -4,7 +4,7 @@
 //!
 //! A statement's rounds take a worker through: its sketch (round 0), then per tree the root's
 //! histogram and one layer's histograms per round, and at each tree's end the tree's values
-//! added to its rows' margins. Every step here is local; [`super::task`] moves the counts.
+//! added to its rows' margins. Every step here is local; the task (`task.rs`) moves the counts.
 
 use super::Gbdt;
 use super::binned::Binned;
@@ -423,8 +423,8 @@ mod tests {
         worker
     }
 
-    /// What a round's step does to a worker locally (`TreeTask::step` without the pushes).
-    fn step(worker: &mut TreeWorker, gbdt: &Gbdt, trees: &[Tree]) {
+    /// What a round does to a worker locally (`TreeTask::grow_round` without the pushes).
+    fn grow_round(worker: &mut TreeWorker, gbdt: &Gbdt, trees: &[Tree]) {
         match worker.at {
             None => {
                 worker.begin_tree(gbdt, 0, 2);
@@ -470,7 +470,7 @@ mod tests {
         let ran = |last: usize| {
             let mut worker = started(&gbdt);
             for trees in &rounds[..=last] {
-                step(&mut worker, &gbdt, trees);
+                grow_round(&mut worker, &gbdt, trees);
             }
             worker
         };
@@ -478,12 +478,12 @@ mod tests {
             let reference = ran(r);
             let mut fresh = started(&gbdt);
             assert!(fresh.catch_up(&gbdt, trees, 2));
-            step(&mut fresh, &gbdt, trees);
+            grow_round(&mut fresh, &gbdt, trees);
             same(&fresh, &reference, &format!("round {r}, fresh"));
             for earlier in 0..r {
                 let mut kept = ran(earlier);
                 assert!(kept.catch_up(&gbdt, trees, 2));
-                step(&mut kept, &gbdt, trees);
+                grow_round(&mut kept, &gbdt, trees);
                 same(
                     &kept,
                     &reference,

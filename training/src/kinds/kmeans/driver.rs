@@ -20,10 +20,10 @@ use arrow::array::RecordBatch;
 use super::init::SAMPLE;
 use super::sampling::{read, uniform};
 use super::{Algorithm, KMeans};
-use crate::driver::Engine;
 use crate::driver::epoch_table::{self, Column};
 use crate::driver::progress::bar;
 use crate::error::Result;
+use crate::model::Engine;
 
 /// The rows' variance per coordinate, averaged over the coordinates (the scale of
 /// scikit-learn's `tol`), from a uniform sample of about 50,000 of them: each row kept when a

@@ -4,8 +4,8 @@
 
 use super::sampling::{read, sample, write_centres};
 use super::{Init, KMeans, parallel, seeding};
-use crate::driver::Engine;
 use crate::error::Result;
+use crate::model::Engine;
 
 /// Rows k-means++ draws its centres from, at most: a uniform sample of the training rows.
 pub const SAMPLE: usize = 50_000;

@@ -32,14 +32,17 @@ pub mod sampling;
 pub mod seeding;
 pub mod task;
 
+use std::collections::HashMap;
+
+use angel_client::PsClient;
 use arrow::array::{ArrayRef, RecordBatch};
 
-use crate::driver::Engine;
 use crate::error::{Result, option_err};
-use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
-use crate::model::Model;
+use crate::kinds::{Gradient, Inputs};
+use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains};
 use crate::options::OptionValue;
 use crate::rows::SparseRows;
+use crate::saved::{ReadBack, Saved, SavedTable, weights};
 use crate::task_pass::{TaskContext, TaskPass};
 
 /// Most centres a model may have.
@@ -189,18 +192,6 @@ impl ModelKind for KMeans {
         Inputs::Points
     }
 
-    fn gradient(&self) -> Option<&dyn Gradient> {
-        None
-    }
-
-    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
-        Ok(Box::new(task::CentresTask::new(
-            model,
-            self,
-            context.function,
-        )))
-    }
-
     fn read_points(
         &self,
         function: &str,
@@ -227,9 +218,46 @@ impl ModelKind for KMeans {
     async fn start(&self, engine: &dyn Engine) -> Result<()> {
         init::first_centres(engine, self).await
     }
+}
+
+#[async_trait::async_trait]
+impl Trains for KMeans {
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        None
+    }
+
+    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
+        Ok(Box::new(task::CentresTask::new(
+            model,
+            self,
+            context.function,
+        )))
+    }
 
     async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
         driver::train(engine, self).await
+    }
+
+    fn saved_tables(&self) -> Vec<SavedTable> {
+        vec![weights::table()]
+    }
+
+    async fn save(
+        &self,
+        client: &PsClient,
+        (name, spec): (&str, &ModelSpec),
+        features: &HashMap<u64, String>,
+    ) -> Result<Saved> {
+        weights::save(client, name, spec, features).await
+    }
+
+    async fn load(
+        &self,
+        client: &PsClient,
+        (name, spec): (&str, &ModelSpec),
+        read: &ReadBack,
+    ) -> Result<()> {
+        weights::load(client, name, spec, read).await
     }
 }
 
@@ -238,6 +266,6 @@ impl KMeans {
     /// model is of another kind.
     pub fn of(model: &Model, function: &str) -> Result<KMeans> {
         let wanted = "a k-means model (kind = 'kmeans')";
-        (model.spec.kind.own().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+        (model.spec.kind.own().cloned()).map_or_else(|| model.refuse(function, wanted), Ok)
     }
 }

@@ -14,10 +14,9 @@ use angel_client::PsClient;
 
 use super::sampling::{read, sample, uniform, write_centres};
 use super::{KMeans, MAX_CENTRES, seeding};
-use crate::driver::Engine;
 use crate::driver::answers::{first_number, number};
 use crate::error::{Result, input_err};
-use crate::model::ModelSpec;
+use crate::model::{Engine, ModelSpec};
 use crate::rows::SparseRows;
 
 /// The first `k` centres of the statement's k-means model by k-means|| over its training rows.
@@ -113,7 +112,7 @@ impl Candidates<'_> {
             centres.extend_from_within(..);
         }
         self.drop().await?;
-        let mut spec = ModelSpec::new(crate::kinds::Kind::of(KMeans::default()), self.dim as u64);
+        let mut spec = ModelSpec::new(crate::model::Kind::of(KMeans::default()), self.dim as u64);
         spec.set("k", &n.max(2).to_string())?;
         spec.create(self.client, &self.model).await?;
         write_centres(self.client, &self.model, &centres, self.dim).await

@@ -5,8 +5,8 @@
 use angel_client::PsClient;
 
 use super::points;
-use crate::driver::Engine;
 use crate::error::Result;
+use crate::model::Engine;
 use crate::rows::SparseRows;
 
 /// The rows `sql` answers (`id, point` or `id, idx, val`), read as points.

@@ -17,11 +17,12 @@ use super::Lda;
 use super::likelihood;
 use super::stored::StoredTopics;
 use crate::driver::answers::first_number;
+use crate::driver::engine::Watch;
 use crate::driver::epoch_table::{self, Column};
 use crate::driver::progress::bar;
 use crate::driver::traffic::{push_traffic, traffic};
-use crate::driver::{Engine, Watch};
 use crate::error::Result;
+use crate::model::Engine;
 
 /// Trains the statement's topic model `lda` for its epochs; returns the epoch table.
 pub async fn train(engine: &dyn Engine, lda: &Lda) -> Result<RecordBatch> {

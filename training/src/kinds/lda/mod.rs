@@ -36,10 +36,9 @@ use std::collections::HashMap;
 use angel_client::{MatrixSpec, PsClient};
 use arrow::array::RecordBatch;
 
-use crate::driver::Engine;
 use crate::error::{Result, option_err};
-use crate::kinds::{Gradient, Inputs, ModelKind, refuse};
-use crate::model::{Model, ModelSpec};
+use crate::kinds::{Gradient, Inputs};
+use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains};
 use crate::options::OptionValue;
 use crate::saved::{ReadBack, Saved, SavedTable};
 use crate::task_pass::{TaskContext, TaskPass};
@@ -121,10 +120,6 @@ impl ModelKind for Lda {
         Inputs::Documents
     }
 
-    fn gradient(&self) -> Option<&dyn Gradient> {
-        None
-    }
-
     /// Its samplers rotate the vocabulary: no optimizer is involved.
     fn optimizer_free(&self) -> bool {
         true
@@ -145,11 +140,6 @@ impl ModelKind for Lda {
         Ok(MatrixSpec::sparse(name, rows, dim + 1).value_type(angel_client::ValueType::I64))
     }
 
-    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
-        let task = task::TopicTask::new(model, self.clone(), context);
-        Ok(Box::new(task))
-    }
-
     fn refuses_more_epochs(&self) -> Option<&'static str> {
         Some(
             "a topic model's token topics live only for the statement that samples them; \
@@ -163,6 +153,18 @@ impl ModelKind for Lda {
 
     fn answers_instead(&self) -> &'static str {
         " and predicts no label; ps_topics infers a document's topics"
+    }
+}
+
+#[async_trait::async_trait]
+impl Trains for Lda {
+    fn gradient(&self) -> Option<&dyn Gradient> {
+        None
+    }
+
+    fn open_pass(&self, model: Model, context: &TaskContext) -> Result<Box<dyn TaskPass>> {
+        let task = task::TopicTask::new(model, self.clone(), context);
+        Ok(Box::new(task))
     }
 
     async fn drive(&self, engine: &dyn Engine) -> Result<RecordBatch> {
@@ -207,7 +209,7 @@ impl Lda {
     /// the model is of another kind.
     pub fn of(model: &Model, function: &str) -> Result<Lda> {
         let wanted = "a topic model (kind = 'lda')";
-        (model.spec.kind.own().cloned()).map_or_else(|| refuse(model, function, wanted), Ok)
+        (model.spec.kind.own().cloned()).map_or_else(|| model.refuse(function, wanted), Ok)
     }
 
     /// Its priors over a vocabulary of `words` words.

@@ -20,7 +20,8 @@ use std::ops::Range;
 use arrow::array::ArrayRef;
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Gradient, Inputs, Metric, ModelKind, Ranking, Rotating};
+use crate::kinds::{Gradient, Inputs, Metric, Ranking, Rotating};
+use crate::model::ModelKind;
 use crate::options::OptionValue;
 use crate::rows::{Gathered, SparseRows};
 
@@ -177,10 +178,6 @@ impl ModelKind for Mf {
         (COUNTER_OPTIONS.iter().zip(&self.counters))
             .filter_map(|(&(option, named), c)| Some((option, named, c.clone()?)))
             .collect()
-    }
-
-    fn gradient(&self) -> Option<&dyn Gradient> {
-        Some(self)
     }
 }
 

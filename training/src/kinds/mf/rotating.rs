@@ -6,7 +6,8 @@ use std::ops::Range;
 use angel_optim::builtin::Sgd;
 use angel_optim::{Optimizer, OptimizerParams};
 
-use crate::kinds::{ModelKind, Ranking, Rotating};
+use crate::kinds::{Ranking, Rotating};
+use crate::model::ModelKind;
 use crate::rows::{Gathered, SparseRows};
 
 use super::{Mf, pair};

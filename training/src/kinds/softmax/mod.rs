@@ -4,7 +4,8 @@
 //! `softmax(margins)`. Labels are the classes `0..classes-1`.
 
 use crate::error::{Result, option_err};
-use crate::kinds::{Gradient, Metric, ModelKind};
+use crate::kinds::{Gradient, Metric};
+use crate::model::ModelKind;
 use crate::options::OptionValue;
 
 /// Most classes a softmax model may have: every mini-batch pulls and pushes one row of weights
@@ -55,10 +56,6 @@ impl ModelKind for Softmax {
 
     fn full_batch(&self) -> bool {
         true
-    }
-
-    fn gradient(&self) -> Option<&dyn Gradient> {
-        Some(self)
     }
 }
 

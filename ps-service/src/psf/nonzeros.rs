@@ -1,4 +1,4 @@
-//! `stored`: a row's elements that are not zero within a column range, as (column, value)
+//! `nonzeros`: a row's elements that are not zero within a column range, as (column, value)
 //! pairs: how a client reads a wide sparse row (a merged quantile sketch of many features, say)
 //! without naming every column it might hold. Each partition answers its own pairs, ascending;
 //! the client gets every partition's one after the other ([`Merge::Concat`]).
@@ -8,11 +8,11 @@ use angel_proto::{Merge, PsError, Result};
 use super::{PsFunction, PsfContext, PsfRegistry};
 
 /// See the module documentation. Arguments: the first column and the column after the last.
-struct Stored;
+struct NonZeros;
 
-impl PsFunction for Stored {
+impl PsFunction for NonZeros {
     fn name(&self) -> &str {
-        "stored"
+        "nonzeros"
     }
 
     fn merge(&self) -> Merge {
@@ -24,7 +24,7 @@ impl PsFunction for Stored {
         let (from, to) = (ctx.arg(0, "first column")?, ctx.arg(1, "end column")?);
         if !(from >= 0.0 && to >= from && from.fract() == 0.0 && to.fract() == 0.0) {
             return Err(PsError::InvalidArgument(format!(
-                "PS function 'stored': the columns must be whole numbers, the first at most \
+                "PS function 'nonzeros': the columns must be whole numbers, the first at most \
                  the end, got {from}..{to}"
             )));
         }
@@ -44,5 +44,5 @@ impl PsFunction for Stored {
 }
 
 pub(super) fn register(registry: &mut PsfRegistry) {
-    registry.register(Stored);
+    registry.register(NonZeros);
 }
