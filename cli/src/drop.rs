@@ -2,7 +2,7 @@
 //! service: what a killed job left behind (a job's models outlive it on purpose, so nothing
 //! removes them by itself).
 
-use angel_client::{PsClient, Result};
+use angel_client::{PsClient, PsError, Result};
 use angel_proto::namespace;
 use clap::Args;
 
@@ -25,7 +25,17 @@ pub struct DropArgs {
 pub async fn run(args: DropArgs) -> Result<()> {
     namespace::check(&args.namespace, "the namespace to drop")?;
     let client = PsClient::connect_with(&args.master, args.access.config()?).await?;
-    let map = client.status().await?.map.unwrap_or_default();
+    let status = client.status().await?;
+    // A token limited to other namespaces sees none of this one's names: say so, rather than
+    // report that there was nothing to drop.
+    if !(status.namespaces.is_empty() || status.namespaces.contains(&args.namespace)) {
+        return Err(PsError::PermissionDenied(format!(
+            "the token is limited to the namespaces {}; it cannot drop namespace '{}'",
+            status.namespaces.join(", "),
+            args.namespace
+        )));
+    }
+    let map = status.map.unwrap_or_default();
     let prefix = format!("{}/", args.namespace);
     let ours = |name: &&String| name.starts_with(&prefix);
     let matrices: Vec<String> = map.matrices.into_iter().map(|m| m.name).collect();

@@ -13,6 +13,11 @@ use angel_proto::credential::Token;
 use angel_proto::{PartitionMap, PsError, Result, StatusReply, namespace};
 use tonic::{Request, Status};
 
+/// What a namespace token learns of a recovery's error, which names the matrices of every
+/// namespace.
+const HIDDEN: &str = "some of the server's partitions are lost or not restored yet (the status \
+                      with the service token names them)";
+
 /// What a request may name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -65,9 +70,10 @@ impl Access {
     /// Keeps only what concerns the matrices, counters and models this access may name: a
     /// team sees its own models' curves, sizes and traffic, and the servers.
     pub fn filter_status(&self, status: &mut StatusReply) {
-        if *self == Access::All {
+        let Access::Namespaces(namespaces) = self else {
             return;
-        }
+        };
+        status.namespaces = namespaces.to_vec();
         let map = status.map.get_or_insert_with(Default::default);
         self.filter_map(map);
         let matrices = map.matrices.iter().map(|m| m.id);
@@ -93,13 +99,25 @@ impl Access {
         // A recovery's error names matrices of every namespace: a team learns only that there
         // is one.
         for r in status.recoveries.iter_mut() {
-            r.namespaces
-                .retain(|ns| self.check("matrix", &format!("{ns}/")).is_ok());
+            let ours = |ns: &String| self.check("matrix", &format!("{ns}/")).is_ok();
+            r.namespaces.retain(ours);
+            r.by_namespace.retain(|t| ours(&t.namespace));
+            r.changes_replayed = r.by_namespace.iter().map(|t| t.replayed).sum();
+            r.changes_lost = r.by_namespace.iter().map(|t| t.lost).sum();
             if !r.error.is_empty() {
-                r.error = "some of its partitions are lost or not restored yet (the status \
-                           with the service token names them)"
-                    .into();
+                r.error = HIDDEN.into();
             }
+        }
+    }
+
+    /// `e`, a recovery's error, as this access may see it: a restore's or a loss's reason
+    /// names the matrices of every namespace, so a namespace token learns only which it is.
+    pub fn filter_error(&self, e: PsError) -> PsError {
+        match (self, e) {
+            (Access::All, e) => e,
+            (_, PsError::Unavailable(_)) => PsError::Unavailable(HIDDEN.into()),
+            (_, PsError::DataLoss(_)) => PsError::DataLoss(HIDDEN.into()),
+            (_, e) => e,
         }
     }
 

@@ -69,6 +69,8 @@ fn matching(location: &Location, text: &str, at: usize) -> Result<Vec<ObjectMeta
 
 /// The location itself when it is a file, else the visible files below it.
 fn file_or_directory(location: &Location) -> Result<Vec<ObjectMeta>> {
+    // The local store opens a file to describe it, which waits forever on a FIFO.
+    location.refuse_special(true)?;
     let head = on_store(location, location.path.clone(), |store, path| async move {
         store.head(&path).await
     });
@@ -105,6 +107,25 @@ fn listed(location: &Location, prefix: Path) -> Result<Vec<ObjectMeta>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A FIFO without a writer, or a device, is refused at once, naming it: the store would
+    /// open it to describe it, and wait.
+    #[test]
+    fn a_fifo_or_device_is_refused_before_the_store_opens_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.csv");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        for path in [fifo.display().to_string(), "/dev/null".to_string()] {
+            let err = files(&Location::parse(&path).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("not a regular file") && err.contains(&path),
+                "{err}"
+            );
+        }
+    }
 
     #[test]
     fn files_directories_and_globs_list_visible_files_in_order() {

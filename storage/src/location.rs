@@ -121,6 +121,26 @@ impl Location {
         self.store.scheme() == "file"
     }
 
+    /// Refuses a local path that is there but is not a regular file (nor a directory, when
+    /// `directory` allows one): a FIFO, a device, a socket. Checked before anything opens it:
+    /// opening a FIFO waits for a writer, forever, and a device never ends.
+    pub(crate) fn refuse_special(&self, directory: bool) -> Result<()> {
+        let meta = match self.is_local() {
+            true => std::fs::metadata(format!("/{}", self.path)),
+            false => return Ok(()),
+        };
+        match meta {
+            Ok(meta) if !(meta.is_file() || directory && meta.is_dir()) => Err(StorageError::io(
+                self,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a regular file (a FIFO, device or directory?)",
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The location `name` below this one (a file in a directory; `a/b` is two levels).
     pub fn child(&self, name: &str) -> Location {
         let path = name

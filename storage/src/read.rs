@@ -24,15 +24,8 @@ pub fn open(location: &Location) -> Result<Box<dyn Read + Send>> {
     let io = |e| StorageError::io(location, e);
     let raw: Box<dyn Read + Send> = match location.is_local() {
         true => {
-            let path = format!("/{}", location.path);
-            // Checked before opening: opening a FIFO waits for a writer, forever.
-            if !std::fs::metadata(&path).map_err(io)?.is_file() {
-                return Err(io(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    "not a regular file (a FIFO, device or directory?)",
-                )));
-            }
-            Box::new(std::fs::File::open(&path).map_err(io)?)
+            location.refuse_special(false)?;
+            Box::new(std::fs::File::open(format!("/{}", location.path)).map_err(io)?)
         }
         false => Box::new(remote(location)?),
     };

@@ -792,8 +792,9 @@ fn ratings(dir: &Path) -> (String, String) {
 
 /// An executor killed in the middle of a rotation statement: the rotation tasks it ran run
 /// again on the other executor under the same names, take over their ranks in the master's
-/// round (the slices their lost runs held go free), and the job ends with the holdout RMSE
-/// the ratings example reaches undisturbed (under 1.3 x the noise, its bound embedded).
+/// round (the slices their lost runs held go free) from the first step not handed back, so
+/// every step of every rank trains once, and the job ends with the holdout RMSE the ratings
+/// example reaches undisturbed (under 1.3 x the noise, its bound embedded).
 #[test]
 fn a_rotation_statement_goes_on_after_an_executor_dies() {
     let dir = tempfile::tempdir().unwrap();
@@ -857,12 +858,28 @@ fn a_rotation_statement_goes_on_after_an_executor_dies() {
     let stdout = finished(job);
     let rmse = result_value(&stdout, "holdout_rmse");
     assert!(rmse < 0.13, "holdout RMSE {rmse}");
-    let mut steps = std::collections::HashSet::new();
-    let again = leases()
-        .iter()
+    let leases: Vec<angel_proto::Lease> = (leases().into_iter())
         .filter(|l| l.model == format!("{NS}/recs"))
-        .any(|l| !steps.insert((l.round, l.group, l.rank, l.step)));
-    assert!(again, "no worker started its round over");
+        .collect();
+    let mut steps = std::collections::HashSet::new();
+    let inserted: Vec<bool> = (leases.iter())
+        .map(|l| steps.insert((l.round, l.group, l.rank, l.step)))
+        .collect();
+    let again = inserted.contains(&false);
+    // Each rank's step trained once per round: one lease handed back with its rows (a lost
+    // run's lease freed for the rerun has none).
+    let mut trained = HashMap::new();
+    for l in leases.iter().filter(|l| l.rows > 0) {
+        *trained
+            .entry((l.round, l.group, l.rank, l.step))
+            .or_insert(0) += 1;
+    }
+    assert_eq!(trained.len(), steps.len(), "every step trained: {leases:?}");
+    assert!(
+        trained.values().all(|&n| n == 1),
+        "a step trained twice: {leases:?}"
+    );
+    assert!(again, "no rank took a step over from a lost run");
 }
 
 /// The `angel-ps run` flags of a job on `cluster`.

@@ -397,6 +397,93 @@ async fn a_team_reports_replays_only_to_recoveries_of_its_own_namespaces() {
     assert_eq!(recovery.namespaces, ["team-a"], "{recovery:?}");
 }
 
+/// A recovery of a server both teams used: a team's reports of lost changes count in its own
+/// tally, never in the other team's view, and the loss's error a team's token is told names
+/// no matrix of the other team.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_recovery_keeps_each_teams_counts_and_names_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (flags, service_token, a_token, b_token) = teams(dir.path());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut cluster = Cluster::start_flags(2, &flags, &flags);
+    let addr = cluster.master.addr.clone();
+    let client = |token: &str| {
+        let config = ClientConfig {
+            token: Some(Token::new(token, "the test").unwrap()),
+            ..ClientConfig::default()
+        };
+        let addr = addr.clone();
+        async move { PsClient::connect_with(&addr, config).await.unwrap() }
+    };
+    let service = client(&service_token).await;
+    for name in ["team-a/m", "team-b/m"] {
+        (service
+            .create_matrix(MatrixSpec::sparse(name, 1, 100))
+            .await)
+            .unwrap();
+    }
+    let dead = &cluster.servers[1].addr;
+    let status = service.status().await.unwrap();
+    let dead = (status.servers.iter())
+        .find(|s| &s.addr == dead)
+        .unwrap()
+        .server_id;
+    cluster.servers[1].kill();
+    let master = |token: &str| {
+        let addr = format!("http://{addr}");
+        let token = Token::new(token, "the test").unwrap();
+        async move {
+            let channel = Channel::from_shared(addr).unwrap().connect().await.unwrap();
+            angel_proto::master_client::MasterClient::with_interceptor(
+                channel,
+                Credential::new(Some(&token)),
+            )
+        }
+    };
+    // Without snapshots the dead server's partitions are lost: team b hears that, not which.
+    let unreachable = angel_proto::ReportUnreachableRequest {
+        server_id: dead,
+        error: "connection refused".into(),
+    };
+    let lost = (master(&b_token)
+        .await
+        .report_unreachable(unreachable.clone())
+        .await)
+        .expect_err("the partitions are lost");
+    assert_eq!(lost.code(), Code::DataLoss, "{lost:?}");
+    assert!(!lost.message().contains("team-a"), "{lost:?}");
+    let full = (master(&service_token)
+        .await
+        .report_unreachable(unreachable)
+        .await)
+        .expect_err("the partitions are lost");
+    assert!(
+        full.message().contains("team-a/m"),
+        "the service token's names all: {full:?}"
+    );
+    let report = angel_proto::ReplayReport {
+        server_id: dead,
+        replayed: 0,
+        lost: 7,
+    };
+    master(&a_token).await.report_replay(report).await.unwrap();
+    let recovery = |client: std::sync::Arc<PsClient>| async move {
+        client.status().await.unwrap().recoveries.remove(0)
+    };
+    let seen_by_b = recovery(client(&b_token).await).await;
+    assert_eq!(seen_by_b.changes_lost, 0, "{seen_by_b:?}");
+    assert!(seen_by_b.by_namespace.is_empty(), "{seen_by_b:?}");
+    let seen_by_a = recovery(client(&a_token).await).await;
+    assert_eq!(seen_by_a.changes_lost, 7, "{seen_by_a:?}");
+    let seen_by_service = recovery(service).await;
+    assert_eq!(seen_by_service.changes_lost, 7, "{seen_by_service:?}");
+    let tally = &seen_by_service.by_namespace;
+    assert!(
+        tally.len() == 1 && tally[0].namespace == "team-a",
+        "{tally:?}"
+    );
+}
+
 /// Quotas per namespace: team b's token reaches its dense-memory and object quotas and is
 /// refused (RESOURCE_EXHAUSTED naming the quota's flag) without anything being created; team a
 /// creates as before; a drop frees room.
@@ -537,4 +624,51 @@ async fn drop_removes_a_namespaces_matrices_and_counters_and_nothing_else() {
     assert_eq!(counters, ["kept/c"]);
     // The name is free again.
     c.create_counter("gone/counting").await.unwrap();
+}
+
+/// `angel-ps drop` with a token limited to other namespaces fails naming them, rather than
+/// report that it found nothing to drop, and the namespace keeps its matrices.
+#[tokio::test(flavor = "multi_thread")]
+async fn drop_of_another_teams_namespace_fails_naming_the_tokens_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let (service_path, service_token) = token_file(dir.path());
+    let a_token = "a".repeat(40);
+    let (teams, a_path) = (dir.path().join("teams"), dir.path().join("a.token"));
+    std::fs::write(&teams, format!("team-a {a_token}\n")).unwrap();
+    std::fs::write(&a_path, format!("{a_token}\n")).unwrap();
+    let (service, teams) = (service_path.to_str().unwrap(), teams.to_str().unwrap());
+    let node = spawn(&[
+        "standalone",
+        "--servers",
+        "1",
+        "--bind",
+        "127.0.0.1:0",
+        "--token-file",
+        service,
+        "--namespace-tokens",
+        teams,
+    ]);
+    let config = ClientConfig {
+        token: Some(Token::new(&service_token, "the test").unwrap()),
+        ..ClientConfig::default()
+    };
+    let root = PsClient::connect_with(&node.addr, config).await.unwrap();
+    (root
+        .create_matrix(MatrixSpec::sparse("team-b/w", 1, 10))
+        .await)
+        .unwrap();
+    let out = Command::new(binary())
+        .args(["drop", "--master", &node.addr, "--token-file"])
+        .args([a_path.to_str().unwrap(), "team-b"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("limited to the namespaces team-a") && stderr.contains("'team-b'"),
+        "{stderr}"
+    );
+    root.describe("team-b/w")
+        .await
+        .expect("team b's matrix stays");
 }

@@ -8,7 +8,8 @@ use angel_proto::credential::AuthChannel;
 use angel_proto::master_client::MasterClient;
 use angel_proto::{
     ClockReply, ClockRequest, DescribeMatrixRequest, DropMatrixRequest, EpochReport, OptimizerInfo,
-    PsError, Result, RotateReply, RotateRequest, StatusReply, StatusRequest, TrainedRowsReport,
+    PsError, Result, RotatePhase, RotateReply, RotateRequest, StatusReply, StatusRequest,
+    TrainedRowsReport,
 };
 
 use angel_proto::namespace;
@@ -183,15 +184,17 @@ impl PsClient {
     }
 
     /// A rotating model's worker joins its round, acquires or hands back a slice, or leaves
-    /// (see [`RotateRequest`]); an acquisition returns when the slice is granted.
+    /// (see [`RotateRequest`]); an acquisition returns when the slice is granted. Only an
+    /// acquisition is asked again: a join answered not ready means the worker's round is over.
     pub async fn rotate(&self, request: RotateRequest) -> Result<RotateReply> {
         let request = RotateRequest {
             model: self.qualify(&request.model),
             ..request
         };
+        let acquire = request.phase() == RotatePhase::Acquire;
         self.until_ready(
             request,
-            |r: &RotateReply| r.ready,
+            |r: &RotateReply| r.ready || !acquire,
             |mut m, r| async move { m.rotate(r).await },
         )
         .await

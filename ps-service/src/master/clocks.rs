@@ -39,6 +39,10 @@ const JOIN_GRACE: Duration = Duration::from_secs(3);
 const MAX_WAIT: Duration = Duration::from_secs(10);
 /// Steps a worker makes before its rate counts for the median and the slow flag.
 const MIN_STEPS: u64 = 5;
+/// Workers, finished ones included, that the tables of one namespace may list, as a multiple
+/// of its quota of active workers: a finished worker stays listed until its model's next
+/// round (or [`FORGET_AFTER`]), and every listed one costs each call under the tables' lock.
+const LISTED_PER_ACTIVE: usize = 4;
 
 /// Every model's clock table.
 #[derive(Debug)]
@@ -105,9 +109,10 @@ impl Clocks {
     }
 
     /// Refuses a worker new to its model's table when the tables of the model's namespace hold
-    /// its quota of workers already, active or not (fake workers made every call slower under
-    /// the tables' lock; a worker that left stays listed until its table's next round).
-    /// Concurrent joins may pass together: the overshoot is bounded by the calls in flight.
+    /// its quota of active workers already (models trained one after another each have theirs),
+    /// or [`LISTED_PER_ACTIVE`] times as many listed, finished ones included (fake workers
+    /// that join and leave would make every call slower under the tables' lock). Concurrent
+    /// joins may pass together: the overshoot is bounded by the calls in flight.
     pub fn admit(&self, r: &ClockRequest) -> Result<()> {
         let Some(ns) = namespace_of(&r.model) else {
             return Ok(());
@@ -120,22 +125,28 @@ impl Clocks {
             return Ok(());
         }
         forget_silent(&mut tables);
-        let listed: usize = tables
-            .iter()
-            .filter(|(model, _)| namespace_of(model) == Some(ns))
-            .map(|(_, t)| t.workers.len())
-            .sum();
-        if listed >= self.max_workers {
-            return Err(exceeded(
-                ns,
-                &format!(
-                    "has {listed} training workers in its clock tables, its quota \
-                 (--namespace-max-workers {})",
-                    self.max_workers
-                ),
-            ));
-        }
-        Ok(())
+        let ours = (tables.iter()).filter(|(model, _)| namespace_of(model) == Some(ns));
+        let (active, listed) = ours.fold((0, 0), |(active, listed), (_, t)| {
+            let running = t.workers.iter().filter(|w| w.active()).count();
+            (active + running, listed + t.workers.len())
+        });
+        let quota = self.max_workers;
+        let why = match (
+            active >= quota,
+            listed >= quota.saturating_mul(LISTED_PER_ACTIVE),
+        ) {
+            (true, _) => format!(
+                "has {active} training workers running, its quota (--namespace-max-workers \
+                 {quota})"
+            ),
+            (false, true) => format!(
+                "lists {listed} training workers, finished ones included (they stay until \
+                 their model's next round), {LISTED_PER_ACTIVE} x its quota \
+                 (--namespace-max-workers {quota})"
+            ),
+            (false, false) => return Ok(()),
+        };
+        Err(exceeded(ns, &why))
     }
 
     /// Records `request` of a worker of a model trained as `sync` says and waits (a bounded
@@ -535,5 +546,31 @@ mod tests {
             .admit(&join("b/m", 3))
             .expect("another namespace has its own quota");
         clocks.admit(&join("m", 3)).expect("no namespace, no quota");
+    }
+
+    /// Models trained one after another each get the namespace's quota: workers that left do
+    /// not count against it, though the tables list at most 4 x the quota of them.
+    #[test]
+    fn finished_workers_do_not_count_against_the_quota_but_stay_bounded() {
+        let clocks = Clocks::new(2);
+        let request = |model: String, worker, phase: ClockPhase| ClockRequest {
+            model,
+            phase: phase as i32,
+            ..pull(worker, 0)
+        };
+        for model in 0..4u64 {
+            let (name, workers) = (format!("a/m{model}"), [10 * model, 10 * model + 1]);
+            for worker in workers {
+                let join = request(name.clone(), worker, ClockPhase::Pull);
+                clocks.admit(&join).unwrap();
+                clocks.report(&join, &sync(0));
+            }
+            for worker in workers {
+                clocks.report(&request(name.clone(), worker, ClockPhase::Leave), &sync(0));
+            }
+        }
+        let err = clocks.admit(&request("a/m9".into(), 90, ClockPhase::Pull));
+        let err = err.unwrap_err().to_string();
+        assert!(err.contains("lists 8 training workers"), "{err}");
     }
 }

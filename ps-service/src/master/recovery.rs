@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use angel_proto::{
     CounterAdminOp, CounterAdminRequest, CounterMeta, CreatePartitionsRequest, MatrixMeta,
-    PartitionMap, PsError, Recovery, ReplayReport, Result, StatsRequest, namespace,
+    PartitionMap, PsError, Recovery, ReplayReport, ReplayTally, Result, StatsRequest, namespace,
 };
 use tonic::Request;
 
@@ -121,8 +121,28 @@ impl MasterService {
                 report.server_id
             )));
         }
-        recovery.changes_replayed += report.replayed;
-        recovery.changes_lost += report.lost;
+        let add = |replayed: &mut u64, lost: &mut u64| {
+            *replayed = replayed.saturating_add(report.replayed);
+            *lost = lost.saturating_add(report.lost);
+        };
+        add(&mut recovery.changes_replayed, &mut recovery.changes_lost);
+        if let Some(namespace) = (recovery.namespaces.iter()).find(|ns| ours(ns)).cloned()
+            && *access != Access::All
+        {
+            let tallies = &mut recovery.by_namespace;
+            let at = match tallies.iter().position(|t| t.namespace == namespace) {
+                Some(at) => at,
+                None => {
+                    tallies.push(ReplayTally {
+                        namespace,
+                        ..ReplayTally::default()
+                    });
+                    tallies.len() - 1
+                }
+            };
+            let tally = &mut tallies[at];
+            add(&mut tally.replayed, &mut tally.lost);
+        }
         drop(state);
         self.persist();
         Ok(())

@@ -114,8 +114,11 @@ impl Model {
 struct Rotation {
     number: u32,
     workers: u32,
-    /// The workers joined, by task id, in rank order.
+    /// The workers joined, by task id, in rank order; the run of each that holds the rank
+    /// (the latest to join under its id), and the steps it has handed back.
     joined: Vec<u64>,
+    runs: Vec<u64>,
+    done: Vec<u32>,
     left: Vec<bool>,
     started: Instant,
     /// Per group: the slices in this round's order.
@@ -145,6 +148,8 @@ impl Rotation {
             number,
             workers,
             joined: Vec::new(),
+            runs: Vec::new(),
+            done: Vec::new(),
             left: Vec::new(),
             started: Instant::now(),
             order,
@@ -191,6 +196,7 @@ impl Rotation {
             slice: 0,
             budget_us: self.budget_us,
             group,
+            first_step: self.done[rank as usize],
         }
     }
 }
@@ -257,10 +263,17 @@ impl Rotations {
         }
         let round = model.round.as_mut().expect("made above");
         if let Some(rank) = round.joined.iter().position(|&id| id == r.worker) {
-            // The task again (it names itself the same on a rerun): its first run died with
-            // its executor, holding slices the others wait for. The rerun starts the round's
-            // steps over, so the rows the lost run trained train twice this round.
+            if round.runs[rank] == r.run {
+                // The same run asking again (its reply was lost).
+                return Ok(round.reply(rank as u32));
+            }
+            // The task again (it names itself the same on a rerun): its lost run died with
+            // its executor, holding slices the others wait for, or was cancelled and may still
+            // be running. The new run takes the rank over: the lost run's slices go free, its
+            // calls are refused from now on, and the new run starts at the first step the
+            // rank has not handed back (the lost run pushed the ones before).
             round.left[rank] = false;
+            round.runs[rank] = r.run;
             let reply = round.reply(rank as u32);
             model.free_held(&reply, self.now_us());
             drop(models);
@@ -275,6 +288,8 @@ impl Rotations {
             )));
         }
         round.joined.push(r.worker);
+        round.runs.push(r.run);
+        round.done.push(0);
         round.left.push(false);
         Ok(round.reply(round.joined.len() as u32 - 1))
     }
@@ -367,14 +382,24 @@ impl Rotations {
             ..round.reply(rank)
         };
         let slot = round.slot(rank, slice);
-        let Some(index) = round.holder[slot].take() else {
+        let model = models.get_mut(&r.model).expect("found above");
+        let round = model.round.as_mut().expect("found above");
+        let ours = |l: &Lease| (l.group, l.rank, l.step) == (reply.group, reply.rank, r.step);
+        let Some(index) = round.holder[slot].filter(|&i| model.leases.get(i).is_some_and(ours))
+        else {
+            if round.done[rank as usize] > r.step {
+                // Handed back already: a retried call whose first reply was lost.
+                return Ok(reply);
+            }
             return Err(PsError::WrongState(format!(
                 "rotate: rank {rank} of model '{}' hands back slice {slice} of step {}, which \
                  it does not hold",
                 r.model, r.step
             )));
         };
-        let model = models.get_mut(&r.model).expect("found above");
+        round.holder[slot] = None;
+        let done = &mut round.done[rank as usize];
+        *done = (*done).max(r.step + 1);
         if let Some(lease) = model.leases.get_mut(index) {
             lease.end_us = now.max(lease.start_us);
             lease.rows = r.rows;
@@ -415,6 +440,11 @@ impl Rotations {
                 ))
             })?;
         match round.joined.iter().position(|&id| id == r.worker) {
+            Some(rank) if round.runs[rank] != r.run => Err(PsError::WrongState(format!(
+                "rotate: worker {} of model '{}' was taken over by a later run of its task; \
+                 this run stops",
+                r.worker, r.model
+            ))),
             Some(rank) => Ok((round, rank as u32)),
             None => Err(PsError::WrongState(format!(
                 "rotate: worker {} is not in round {} of model '{}'",
@@ -476,6 +506,7 @@ mod tests {
             step,
             rows: 0,
             busy_us: 0,
+            run: worker,
         }
     }
 
@@ -692,29 +723,40 @@ mod tests {
         );
     }
 
-    /// A worker that joins again under its id (its task run again after its executor died)
-    /// keeps its rank, and the slice its lost run held goes free for the others; once the
-    /// round has ended, it is told there is nothing left to do.
+    /// A worker that joins again under its id with another run (its task run again after its
+    /// executor died) takes its rank over: the slice its lost run held goes free, the lost
+    /// run's calls are refused, and the new run starts at the first step the rank had not
+    /// handed back. A retried release is answered as the first was. Once the round has ended,
+    /// a run joining is told there is nothing left to do.
     #[tokio::test]
-    async fn a_worker_joining_again_keeps_its_rank_and_frees_its_slice() {
+    async fn a_run_taking_a_rank_over_starts_where_the_lost_run_stopped() {
         let rotations = Rotations::default();
-        let call = |worker, phase, step| {
+        let call = |(worker, run), phase, step| {
             let rotations = &rotations;
             async move {
-                rotations
-                    .rotate(&request(worker, phase, step), &sync(2))
-                    .await
+                let request = RotateRequest {
+                    run,
+                    ..request(worker, phase, step)
+                };
+                rotations.rotate(&request, &sync(2)).await
             }
         };
-        for worker in [1, 2] {
-            call(worker, RotatePhase::Join, 0).await.unwrap();
+        let (lost, rerun, other) = ((1, 1), (1, 7), (2, 2));
+        for worker in [lost, other] {
+            let joined = call(worker, RotatePhase::Join, 0).await.unwrap();
+            assert_eq!(joined.first_step, 0);
         }
-        let held = call(1, RotatePhase::Acquire, 0).await.unwrap();
-        let again = call(1, RotatePhase::Join, 0).await.unwrap();
+        call(lost, RotatePhase::Acquire, 0).await.unwrap();
+        call(lost, RotatePhase::Release, 0).await.unwrap();
+        call(lost, RotatePhase::Release, 0)
+            .await
+            .expect("a retried release");
+        let held = call(lost, RotatePhase::Acquire, 1).await.unwrap();
+        let again = call(rerun, RotatePhase::Join, 0).await.unwrap();
         assert_eq!(
-            (again.rank, again.round),
-            (0, 1),
-            "the same rank in the same round"
+            (again.rank, again.round, again.first_step),
+            (0, 1, 1),
+            "the same rank in the same round, from the step not handed back"
         );
         let slot = |rotations: &Rotations| {
             let models = rotations.models.lock();
@@ -722,20 +764,24 @@ mod tests {
             round.holder[round.slot(0, held.slice)]
         };
         assert_eq!(slot(&rotations), None, "the lost run's slice is free");
-        let retaken = call(1, RotatePhase::Acquire, 0).await.unwrap();
+        let err = call(lost, RotatePhase::Release, 1).await.unwrap_err();
+        assert!(err.to_string().contains("taken over"), "{err}");
+        let retaken = call(rerun, RotatePhase::Acquire, 1).await.unwrap();
         assert!(retaken.ready && retaken.slice == held.slice);
-        call(1, RotatePhase::Release, 0).await.unwrap();
-        let err = call(3, RotatePhase::Join, 0).await.unwrap_err().to_string();
-        assert!(err.contains("one more asked to join"), "{err}");
-        for worker in [1, 2] {
+        call(rerun, RotatePhase::Release, 1).await.unwrap();
+        let err = call((3, 3), RotatePhase::Join, 0).await.unwrap_err();
+        assert!(err.to_string().contains("one more asked to join"), "{err}");
+        let err = call(other, RotatePhase::Release, 0).await.unwrap_err();
+        assert!(err.to_string().contains("does not hold"), "{err}");
+        for worker in [rerun, other] {
             call(worker, RotatePhase::Leave, 0).await.unwrap();
         }
-        let late = call(2, RotatePhase::Join, 0).await.unwrap();
+        let late = call((2, 9), RotatePhase::Join, 0).await.unwrap();
         assert!(
             !late.ready && late.round == 1,
             "a worker of the round that ended has nothing to do: {late:?}"
         );
-        let next = call(4, RotatePhase::Join, 0).await.unwrap();
+        let next = call((4, 4), RotatePhase::Join, 0).await.unwrap();
         assert!(next.ready && next.round == 2, "{next:?}");
     }
 

@@ -407,6 +407,8 @@ impl MasterService {
                 true => self.progress.all(),
                 false => Vec::new(),
             },
+            // Set for a namespace token by `Access::filter_status`.
+            namespaces: Vec::new(),
             leases: match request.leases {
                 true => self.rotations.leases(),
                 false => Vec::new(),
@@ -599,7 +601,7 @@ impl Master for MasterService {
         let request = request.into_inner();
         let error: String = request.error.chars().take(MAX_ADDR * 4).collect();
         let map = self.report_unreachable(request.server_id, &error).await;
-        answer(map.map(|mut map| {
+        answer(map.map_err(|e| access.filter_error(e)).map(|mut map| {
             access.filter_map(&mut map);
             map
         }))

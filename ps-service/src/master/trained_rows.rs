@@ -7,8 +7,11 @@ use std::collections::HashMap;
 use angel_proto::{PsError, Result, TrainedRowsReply, TrainedRowsReport};
 use parking_lot::Mutex;
 
-/// Models whose totals are kept; one more forgets the one updated longest ago (its job reads
-/// a fresh total at its next epoch, so at worst one epoch's bar starts over).
+use super::quota::namespace_of;
+
+/// Models of one namespace whose totals are kept; one more forgets the namespace's model
+/// updated longest ago (its job reads a fresh total at its next epoch, so at worst one epoch's
+/// bar starts over), never another namespace's.
 const MAX_MODELS: usize = 1_024;
 /// Longest model name.
 const MAX_NAME: usize = 256;
@@ -25,11 +28,16 @@ impl TrainedRows {
         check(report)?;
         let mut models = self.models.lock();
         let order = models.values().map(|(_, n)| *n).max().unwrap_or(0) + 1;
-        if !models.contains_key(&report.model) && models.len() >= MAX_MODELS {
-            let oldest = models
+        let namespace = namespace_of(&report.model);
+        let ours: Vec<(&String, u64)> = (models.iter())
+            .filter(|(m, _)| namespace_of(m) == namespace)
+            .map(|(m, (_, n))| (m, *n))
+            .collect();
+        if !models.contains_key(&report.model) && ours.len() >= MAX_MODELS {
+            let oldest = ours
                 .iter()
-                .min_by_key(|(_, (_, n))| *n)
-                .map(|(m, _)| m.clone());
+                .min_by_key(|(_, n)| *n)
+                .map(|(m, _)| (*m).clone());
             if let Some(model) = oldest {
                 models.remove(&model);
             }
@@ -92,5 +100,21 @@ mod tests {
         assert_eq!(trained.models.lock().len(), MAX_MODELS);
         let first = trained.add(&report("m0", 0, 0.0)).unwrap();
         assert_eq!(first.rows, 0, "the model updated longest ago was forgotten");
+    }
+
+    /// One team's flood of models forgets its own oldest, never another team's.
+    #[test]
+    fn a_namespace_evicts_only_its_own_models() {
+        let trained = TrainedRows::default();
+        trained.add(&report("team-a/m", 9, 1.0)).unwrap();
+        for m in 0..MAX_MODELS + 5 {
+            trained
+                .add(&report(&format!("team-b/m{m}"), 1, 0.5))
+                .unwrap();
+        }
+        let kept = trained.add(&report("team-a/m", 0, 0.0)).unwrap();
+        assert_eq!(kept.rows, 9, "team a's progress survives team b's flood");
+        let b_first = trained.add(&report("team-b/m0", 0, 0.0)).unwrap();
+        assert_eq!(b_first.rows, 0, "team b's oldest went");
     }
 }

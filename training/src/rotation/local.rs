@@ -1,5 +1,5 @@
 //! [`Local`]: a rotation worker's own columns (its users' factors), trained in place and
-//! pushed back as one change at the end of each round.
+//! pushed back step by step, each step's with its slice's change.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -46,23 +46,27 @@ impl Local {
         }
     }
 
-    /// Adds the change since the pull (or the last push) to the model.
-    pub fn push(&mut self, model: &Model) -> Result<()> {
-        if self.keys.is_empty() {
-            return Ok(());
-        }
-        let n = self.keys.len();
-        let rows = self.pulled.len() / n;
-        let deltas: Vec<f32> = (0..rows)
-            .flat_map(|o| (0..n).map(move |j| (o, j)))
-            .map(|(o, j)| self.values[&self.keys[j]][o] - self.pulled[o * n + j])
+    /// The change, since the pull or the last change taken, of the task's keys among `keys`:
+    /// those keys ascending, and their changes weight row after weight row. The caller pushes
+    /// it: from now on the servers are taken to hold the values trained.
+    pub fn take_change(&mut self, keys: &[u64]) -> (Vec<u64>, Vec<f32>) {
+        let mut own: Vec<usize> = (keys.iter())
+            .filter_map(|k| self.keys.binary_search(k).ok())
             .collect();
-        model.add(&self.keys, &deltas, None)?;
-        // The servers add in f32 as computed here: they now hold pulled + delta.
-        for (at, delta) in deltas.iter().enumerate() {
-            self.pulled[at] += delta;
+        own.sort_unstable();
+        own.dedup();
+        let n = self.keys.len();
+        let rows = self.pulled.len() / n.max(1);
+        let mut deltas = Vec::with_capacity(rows * own.len());
+        for o in 0..rows {
+            for &j in &own {
+                let delta = self.values[&self.keys[j]][o] - self.pulled[o * n + j];
+                // The servers add in f32 as computed here: they will hold pulled + delta.
+                self.pulled[o * n + j] += delta;
+                deltas.push(delta);
+            }
         }
-        Ok(())
+        (own.iter().map(|&j| self.keys[j]).collect(), deltas)
     }
 }
 

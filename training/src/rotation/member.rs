@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use angel_client::runtime::block_on;
-use angel_client::{ChangeNames, PsClient, RotatePhase, RotateReply, RotateRequest};
+use angel_client::{ChangeNames, PsClient, RotatePhase, RotateReply, RotateRequest, TaskChange};
 
 use crate::error::Result;
 use crate::model::Model;
@@ -20,7 +20,10 @@ pub struct Member {
     client: Arc<PsClient>,
     model: String,
     id: u64,
-    /// The master's answer to the join: the worker's rank and group, the round's slices.
+    /// This run of the worker's task (see [`RotateRequest::run`]).
+    run: u64,
+    /// The master's answer to the join: the worker's rank and group, the round's slices, and
+    /// the first step to train (after 0 for a run that took its rank over).
     pub joined: RotateReply,
     /// The `ANGEL_SLOW_WORKER` hook's slowdown for this worker (1: none), for [`super::pace`].
     pub slowdown: f64,
@@ -33,8 +36,9 @@ impl Member {
     /// starts a round of its own. A task run again after its round ended runs nothing.
     pub fn round<T: Default>(model: &Model, steps: impl FnOnce(&Member) -> Result<T>) -> Result<T> {
         let client = model.client().clone();
-        let (name, id) = (model.name.clone(), worker_id());
-        let joined = block_on(client.rotate(request(&name, id, RotatePhase::Join, 0)))?;
+        let (name, id, run) = (model.name.clone(), worker_id(), fresh_id());
+        let join = request(&name, (id, run), RotatePhase::Join, 0);
+        let joined = block_on(client.rotate(join))?;
         if !joined.ready {
             // A task run again after its round ended: its lost run's work is applied.
             tracing::debug!(model = %name, round = joined.round, "rotation worker: round over");
@@ -50,6 +54,7 @@ impl Member {
             client,
             model: name,
             id,
+            run,
             joined,
             slowdown,
         };
@@ -83,8 +88,17 @@ impl Member {
         Ok(())
     }
 
+    /// The name of the change the worker pushes at `step`: the same in a later run of its
+    /// task, so the servers refuse a step pushed twice (by a lost run and its successor).
+    pub fn change(&self, step: u32) -> TaskChange {
+        TaskChange {
+            task: self.id,
+            seq: u64::from(step),
+        }
+    }
+
     fn request(&self, phase: RotatePhase, step: u32) -> RotateRequest {
-        request(&self.model, self.id, phase, step)
+        request(&self.model, (self.id, self.run), phase, step)
     }
 }
 
@@ -95,7 +109,7 @@ fn worker_id() -> u64 {
     ChangeNames::for_accumulator().map_or_else(fresh_id, |names| names.task())
 }
 
-fn request(model: &str, worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
+fn request(model: &str, (worker, run): (u64, u64), phase: RotatePhase, step: u32) -> RotateRequest {
     RotateRequest {
         model: model.to_string(),
         worker,
@@ -103,5 +117,6 @@ fn request(model: &str, worker: u64, phase: RotatePhase, step: u32) -> RotateReq
         step,
         rows: 0,
         busy_us: 0,
+        run,
     }
 }

@@ -9,8 +9,11 @@
 //! plain SGD in the rows' order, pushes the slice's change and hands the slice back. The next
 //! step's slice is leased and pulled while the current one trains (pipelining). Under time
 //! control a step stops when the lease's budget runs out and the block's other rows train in a
-//! later round ([`pace`]). At the end of each round the users' change goes to the PS, so
-//! evaluation and `SAVE MODEL` see the whole model.
+//! later round ([`pace`]). Each step's push carries the slice's change and that of the users
+//! whose rows it trained, under a name of the worker's step: a run of the task that takes its
+//! rank over (its executor died) starts at the first step the rank had not handed back, with
+//! the users' factors as the lost run left them, and the servers refuse a step pushed by both,
+//! so each rating trains once per round.
 //!
 //! - [`member`]: the worker's part in the master's schedule (shared with the topic model's
 //!   rotation); [`block`]: the rows of one slice; [`local`]: the task's users' factors;
@@ -25,8 +28,8 @@ use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
-use angel_client::RotateReply;
 use angel_client::runtime::{Started, block_on, start};
+use angel_client::{RotateReply, TaskChange};
 use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
@@ -114,7 +117,6 @@ impl RotationTask {
             }
         };
         let trained = self.steps(member, &mut worker, rotating, progress)?;
-        worker.users.push(&self.model)?;
         self.kept
             .put(&self.model.name, member.joined.round, arrays, worker);
         Ok(trained)
@@ -147,9 +149,9 @@ impl RotationTask {
         mut progress: impl FnMut(u64, f64),
     ) -> Result<Trained> {
         let mut total = Trained::default();
-        let slices = member.joined.slices;
-        let mut ahead = Some(self.fetch(member, 0, worker.keys.clone()));
-        for step in 0..slices {
+        let (first, slices) = (member.joined.first_step, member.joined.slices);
+        let mut ahead = Some(self.fetch(member, first, worker.keys.clone()));
+        for step in first..slices {
             let (lease, items) = block_on(ahead.take().expect("started").join())?;
             if step + 1 < slices {
                 ahead = Some(self.fetch(member, step + 1, worker.keys.clone()));
@@ -157,7 +159,8 @@ impl RotationTask {
             let block = &worker.blocks[lease.slice as usize];
             let pace = Pace::start(lease.budget_us, member.slowdown);
             let busy = Instant::now();
-            let trained = self.train(block, (&mut worker.users, &items), rotating, pace)?;
+            let step_of = (member.change(step), rotating, pace);
+            let trained = self.train(block, (&mut worker.users, &items), step_of)?;
             progress(trained.rows, trained.loss);
             total += trained;
             member.release(step, trained.rows, busy.elapsed())?;
@@ -205,13 +208,12 @@ impl RotationTask {
 
     /// Trains `block`'s rows, one SGD step each, on the task's `users` and the slice's pulled
     /// `items`, from where the block last stopped, until all are trained or `pace` stops the
-    /// step; pushes the slice's change.
+    /// step; pushes the change of the slice and of the block's users as `change`.
     fn train(
         &self,
         block: &Block,
         (users, items): (&mut Local, &[f32]),
-        rotating: &dyn Rotating,
-        pace: Pace,
+        (change, rotating, pace): (TaskChange, &dyn Rotating, Pace),
     ) -> Result<Trained> {
         let weight_rows = self.model.spec.kind.weight_rows();
         let mut weights = block.weights(weight_rows, users, items);
@@ -225,10 +227,14 @@ impl RotationTask {
             (from + trained.rows as usize) % len,
         );
         users.keep(&block.gathered.keys, &weights, weight_rows);
-        let keys = block.rotated_keys();
+        let slice = (
+            block.rotated_keys(),
+            block.deltas(weight_rows, &weights, items),
+        );
+        let own = users.take_change(&block.gathered.keys);
+        let (keys, deltas) = merged(weight_rows, slice, own);
         if !keys.is_empty() {
-            let deltas = block.deltas(weight_rows, &weights, items);
-            self.model.add(&keys, &deltas, None)?;
+            self.model.add(&keys, &deltas, Some(change))?;
         }
         Ok(trained)
     }
@@ -258,6 +264,22 @@ impl RotationTask {
         }
         trained
     }
+}
+
+/// Two changes of disjoint ascending keys (each weight row after weight row, `rows` of them)
+/// as one, its keys ascending.
+fn merged(rows: usize, a: (Vec<u64>, Vec<f32>), b: (Vec<u64>, Vec<f32>)) -> (Vec<u64>, Vec<f32>) {
+    let mut order: Vec<(u64, &[f32], usize, usize)> = [&a, &b]
+        .into_iter()
+        .flat_map(|(keys, deltas)| {
+            (keys.iter().enumerate()).map(|(j, &k)| (k, deltas.as_slice(), keys.len(), j))
+        })
+        .collect();
+    order.sort_unstable_by_key(|&(k, ..)| k);
+    let deltas = (0..rows)
+        .flat_map(|o| order.iter().map(move |&(_, d, n, j)| d[o * n + j]))
+        .collect();
+    (order.iter().map(|&(k, ..)| k).collect(), deltas)
 }
 
 /// Keeps the rows as they come; trains them in the round when they end. Under time control a

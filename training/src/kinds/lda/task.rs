@@ -263,8 +263,11 @@ impl TopicTask {
                 .collect(),
         );
         let mut view = View::new(self.totals()?);
-        let mut next = Some(self.lease(member, 0, (&keys, &orders)));
-        for step in 0..steps {
+        // A run that took its rank over starts where its lost run stopped handing slices
+        // back: the topics it read are those the lost run left (every finished slice's).
+        let first = member.joined.first_step;
+        let mut next = Some(self.lease(member, first, (&keys, &orders)));
+        for step in first..steps {
             let (lease, first) = block_on(next.take().expect("started").join())?;
             if step + 1 < steps {
                 next = Some(self.lease(member, step + 1, (&keys, &orders)));
