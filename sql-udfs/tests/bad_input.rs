@@ -114,6 +114,47 @@ async fn nan_and_infinity_end_with_errors_not_hangs() {
     .await;
 }
 
+/// Training that diverges fails its statement, naming the model, the epoch and the figure,
+/// unless `on_divergence = 'continue'`; a diverged model is never saved (LOAD MODEL would
+/// refuse the file), and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn diverging_training_fails_naming_the_epoch_and_saves_nothing() {
+    let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let m = service.master_addr();
+    let rows = "CREATE TABLE r AS SELECT (value % 3)::double AS label, \
+                [value % 4, 4 + value % 3] AS idx, [1.0, 2.0] AS val FROM range(300);";
+    let model = |name: &str, more: &str| {
+        format!(
+            "{rows}\nCREATE MODEL {name} OPTIONS (kind = 'linear', dim = 8, epochs = 3, \
+             optimizer = 'sgd', learning_rate = 1e30{more}) AS SELECT label, idx, val FROM r;"
+        )
+    };
+    let expected = [
+        "model 'd' diverged: epoch ",
+        "'s train_loss is ",
+        "on_divergence",
+    ];
+    fails(&m, &model("d", ""), &expected).await;
+    fails(
+        &m,
+        &model("e", ", on_divergence = 'sometimes'"),
+        &["'fail' or 'continue'"],
+    )
+    .await;
+    let out = tempfile::tempdir().unwrap();
+    let save = format!(
+        "{}\nSAVE MODEL c TO '{}';",
+        model("c", ", on_divergence = 'continue'"),
+        out.path().display()
+    );
+    fails(&m, &save, &["model 'c' cannot be saved", "diverged"]).await;
+    let written = std::fs::read_dir(out.path()).unwrap().count();
+    assert_eq!(
+        written, 0,
+        "nothing written for a model LOAD MODEL would refuse"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indices_must_lie_inside_the_model() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
@@ -186,6 +227,22 @@ async fn options_out_of_range_are_named() {
             "use optimizer = 'owlqn'",
         ),
         ("dim = 2, memory = 5", "not optimizer 'adam''s"),
+        (
+            "dim = 100000000, kind = 'fm'",
+            "model 'x': a fm model's factors start at random",
+        ),
+        (
+            "dim = 2, learning_rate = 0.1, lr = 0.2",
+            "options 'learning_rate' and 'lr' both set learning_rate",
+        ),
+        (
+            "dim = 2, kind = 'gbdt', optimizer = 'adam'",
+            "'optimizer' does not apply to a gbdt model",
+        ),
+        (
+            "dim = 2, kind = 'lda', topics = 2, l2 = 0.1",
+            "'l2' does not apply to a lda model",
+        ),
         ("dim = 2, optimizer = 'lbfgs', memory = 0", "memory = '0'"),
         (
             "dim = 2, kind = 'kmeans', k = 2, algorithm = 'elkan'",

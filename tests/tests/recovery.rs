@@ -696,3 +696,30 @@ async fn a_client_follows_a_fresh_service_started_at_its_old_address() {
     assert!(gone.to_string().contains("no counter named"), "{gone}");
     second.shutdown().await.unwrap();
 }
+
+/// A master started without its state while its server holds data refuses changes; a new
+/// model asking which optimizers the servers run hears that, and why, rather than that no
+/// optimizer of its name exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_model_hears_that_the_master_refuses_changes() {
+    let mut cluster = Cluster::start_flags(1, &[], &["--heartbeat-ms", "200"]);
+    let addr = cluster.master.addr.clone();
+    let client = cluster.client().await;
+    (client.create_matrix(MatrixSpec::dense("held", 1, 8)).await).unwrap();
+    cluster.master.kill();
+    let _fresh = spawn(&["master", "--bind", &addr]);
+    let fresh = PsClient::connect(&addr).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fresh.status().await.unwrap().doubt.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the server never reported its data"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let err = fresh.optimizer("adam").await.unwrap_err().to_string();
+    assert!(
+        err.contains("optimizer 'adam'") && err.contains("the master refuses changes"),
+        "{err}"
+    );
+}

@@ -462,6 +462,9 @@ fn list_of<T: ArrowPrimitiveType>(
     element: DataType,
 ) -> Result<(Vec<usize>, Vec<T::Native>)> {
     let target = DataType::List(Arc::new(Field::new_list_field(element.clone(), true)));
+    if element.is_integer() {
+        whole_numbers(function, what, array)?;
+    }
     let Ok(list) = cast(array, &target) else {
         return input_err(format!(
             "{function}: {what} must be a list of numbers per row, got {}",
@@ -491,6 +494,29 @@ fn list_of<T: ArrowPrimitiveType>(
         ));
     }
     Ok((offsets, flat.values().to_vec()))
+}
+
+/// Refuses a list of floating-point numbers of which one is not whole: a cast to integers
+/// would truncate it (word 1.9 read as word 1).
+fn whole_numbers(function: &str, what: &str, array: &ArrayRef) -> Result<()> {
+    let floating = match array.data_type() {
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            f.data_type().is_floating()
+        }
+        _ => false,
+    };
+    if !floating {
+        return Ok(());
+    }
+    let (offsets, flat) = list_of::<Float64Type>(function, what, array, DataType::Float64)?;
+    match flat.iter().position(|v| v.fract() != 0.0) {
+        None => Ok(()),
+        Some(i) => input_err(format!(
+            "{function}: the {what} of row {} of the batch hold {}, which is not a whole number",
+            offsets.partition_point(|&o| o <= i) - 1,
+            flat[i]
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -569,6 +595,28 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("row 0 of the batch has 2 indices but 1 values"),
+            "{err}"
+        );
+    }
+
+    /// Indices given as floating-point numbers are read when whole, refused (naming the row
+    /// and the value) when not, never truncated.
+    #[test]
+    fn fractional_indices_are_refused_not_truncated() {
+        let floats = |rows: Vec<Vec<f64>>| -> ArrayRef {
+            let rows = rows
+                .into_iter()
+                .map(|r| Some(r.into_iter().map(Some).collect::<Vec<_>>()));
+            Arc::new(ListArray::from_iter_primitive::<Float64Type, _, _>(rows))
+        };
+        let whole = floats(vec![vec![1.0, 2.0], vec![7.0]]);
+        let rows = SparseRows::from_arrays("t", None, &whole, None).unwrap();
+        assert_eq!((rows.keys(0), rows.keys(1)), (&[1, 2][..], &[7][..]));
+        let fractional = floats(vec![vec![3.0], vec![1.9, 2.7]]);
+        let err = SparseRows::from_arrays("t", None, &fractional, None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("row 1 of the batch hold 1.9, which is not a whole number"),
             "{err}"
         );
     }

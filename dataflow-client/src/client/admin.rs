@@ -147,14 +147,33 @@ impl PsClient {
             return Ok(o);
         }
         self.refresh().await?;
-        let routing = self.routing.read();
-        find(&routing).ok_or_else(|| {
-            let known: Vec<&str> = routing.optimizers.iter().map(|o| o.name.as_str()).collect();
-            PsError::NotFound(format!(
-                "no optimizer named '{name}' runs on every server (available: {})",
-                known.join(", ")
-            ))
-        })
+        let known: Vec<String> = {
+            let routing = self.routing.read();
+            if let Some(o) = find(&routing) {
+                return Ok(o);
+            }
+            routing.optimizers.iter().map(|o| o.name.clone()).collect()
+        };
+        if known.is_empty() {
+            // No server answers for any optimizer: say why, rather than list none.
+            let status = self.status().await?;
+            return Err(match status.doubt.is_empty() {
+                false => PsError::WrongState(format!(
+                    "no server runs optimizer '{name}' for this client: the master refuses \
+                     changes ({})",
+                    status.doubt
+                )),
+                true => PsError::Unavailable(format!(
+                    "no server runs optimizer '{name}': none has registered with the master at \
+                     {} yet",
+                    self.master_addr
+                )),
+            });
+        }
+        Err(PsError::NotFound(format!(
+            "no optimizer named '{name}' runs on every server (available: {})",
+            known.join(", ")
+        )))
     }
 
     /// Servers, matrices and partition sizes, as the master sees them.

@@ -1,6 +1,8 @@
 //! Reading a [`Plan`], what `CREATE MODEL` asks for: the model's spec and the run's own
 //! options (`epochs`, `holdout`), read and checked before anything is created.
 
+use std::collections::HashMap;
+
 use angel_client::{CounterState, PsError};
 use angel_training::ModelSpec;
 use angel_training::Plan;
@@ -18,12 +20,21 @@ pub(super) async fn plan(binding: &Binding, options: &[(String, String)]) -> Res
         .iter()
         .find(|(k, _)| k == "kind")
         .map_or("logistic", |(_, v)| v.as_str());
-    let mut plan = Plan {
-        spec: ModelSpec::new(registry::by_name(kind).map_err(train_error)?, 0),
-        epochs: 5,
-        holdout: None,
-    };
+    let kind = registry::by_name(kind).map_err(train_error)?;
+    let mut plan = Plan::new(ModelSpec::new(kind, 0), 5);
+    let mut given: HashMap<String, &str> = HashMap::new();
     for (key, value) in options {
+        // A kind's own option may share an alias's name (the topic model's prior alpha).
+        let key_lower = key.to_ascii_lowercase();
+        let setting = match plan.spec.kind.gradient() {
+            Some(_) => ModelSpec::setting(&key_lower),
+            None => &key_lower,
+        };
+        if let Some(first) = given.insert(setting.to_string(), key) {
+            return plan_err!(
+                "model options '{first}' and '{key}' both set {setting}; give one of them"
+            );
+        }
         if !plan.run_option(key, value).map_err(train_error)? {
             plan.spec.set(key, value).map_err(train_error)?;
         }

@@ -114,11 +114,8 @@ pub async fn train_model(
         }
         Err(e) => return Err(ps_error(e)),
     };
-    let mut plan = Plan {
-        spec: ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?,
-        epochs: 1,
-        holdout: None,
-    };
+    let spec = ModelSpec::of_matrix(name, &matrix.meta).map_err(train_error)?;
+    let mut plan = Plan::new(spec, 1);
     if let Some(why) = plan.spec.kind.refuses_more_epochs() {
         return plan_err!("TRAIN MODEL {name}: {why}");
     }
@@ -126,7 +123,7 @@ pub async fn train_model(
         if !plan.run_option(key, value).map_err(train_error)? {
             return plan_err!(
                 "TRAIN MODEL {name}: option '{key}' is the model's own, set when it was created; \
-                 TRAIN MODEL takes epochs and holdout"
+                 TRAIN MODEL takes epochs, holdout and on_divergence"
             );
         }
     }

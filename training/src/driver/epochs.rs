@@ -40,12 +40,12 @@ pub async fn train(engine: &dyn Engine) -> Result<RecordBatch> {
         let holdout = evaluate(engine).await?;
         let seconds = (trained, started.elapsed().as_secs_f64() - trained);
         report(
-            client,
+            (client, plan),
             (name, epoch),
             (passed.rows, passed.mean, trained),
             &holdout,
         )
-        .await;
+        .await?;
         // Half the squared error is the loss of the kinds that report RMSE.
         let rmse = (metrics(&*plan.spec.kind).contains(&Metric::Rmse))
             .then(|| passed.mean.map(|l| (2.0 * l).sqrt()))

@@ -5,16 +5,19 @@ use angel_client::{EpochReport, PsClient};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::holdout::Holdout;
+use crate::error::Result;
+use crate::model::Plan;
 
 /// Reports epoch `epoch` of model `name` to the master, for the status page's curves: its
-/// (rows, training loss, seconds) and holdout figures. A diverged epoch's NaN loss is
-/// reported as missing.
+/// (rows, training loss, seconds) and holdout figures (a diverged epoch's NaN loss as
+/// missing); then fails the statement if the training diverged, as `plan` says
+/// ([`Plan::check_finite`]).
 pub async fn report(
-    client: &PsClient,
+    (client, plan): (&PsClient, &Plan),
     (name, epoch): (&str, usize),
     (rows, train_loss, seconds): (u64, Option<f64>, f64),
     holdout: &Holdout,
-) {
+) -> Result<()> {
     let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
     let report = EpochReport {
         model: name.to_string(),
@@ -34,6 +37,8 @@ pub async fn report(
             "the master did not take the epoch report: {e}"
         );
     }
+    let figures = [("train_loss", train_loss), ("holdout_loss", holdout.loss)];
+    plan.check_finite((name, epoch), &figures)
 }
 
 /// A progress bar of `total` `unit`s (rows, trees, iterations, tokens).

@@ -124,12 +124,12 @@ impl Iterations<'_> {
                 .await?;
             let figures = (row.rows as u64, Some(row.train_loss), row.seconds);
             report(
-                self.passes.engine.client(),
+                (self.passes.engine.client(), plan),
                 (self.passes.engine.model(), iteration),
                 figures,
                 &row.holdout,
             )
-            .await;
+            .await?;
             let gradient_norm = row.gradient_norm;
             table.push(row);
             bar.inc(1);

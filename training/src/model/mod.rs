@@ -40,7 +40,7 @@ use crate::sync::SyncSpec;
 use crate::task_pass::{TaskContext, TaskPass};
 
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
-const MAX_DENSE_DIM: u64 = 1 << 26;
+pub(crate) const MAX_DENSE_DIM: u64 = 1 << 26;
 
 /// One kind of model, as training sees it: its options, its matrix's shape, its inputs, its
 /// predictions, and how it trains ([`Trains`]). A model of `dim` features has
@@ -373,6 +373,9 @@ pub struct Plan {
     pub epochs: usize,
     /// The table each epoch is scored on.
     pub holdout: Option<String>,
+    /// Whether a figure that goes NaN or infinite fails the statement (`on_divergence =
+    /// 'fail'`, the default) rather than training on (`'continue'`).
+    pub fail_on_divergence: bool,
 }
 
 /// What the engine running a statement offers its kind's driver.

@@ -12,7 +12,7 @@ use angel_client::{
 use angel_optim::{Optimizer, builtin, rule};
 use arrow::array::ArrayRef;
 
-use super::{Kind, ModelSpec};
+use super::{Kind, MAX_DENSE_DIM, ModelSpec};
 use crate::error::{Result, input_err, option_err};
 use crate::kinds::Gradient;
 use crate::lbfgs::history;
@@ -67,6 +67,15 @@ impl ModelSpec {
         if self.solver.set(&option)? {
             return Ok(());
         }
+        let optimizer_option = key == "optimizer" || ModelSpec::setting(key) != key.as_str();
+        let hyper = HYPER.iter().any(|h| h.name == key);
+        if (optimizer_option || hyper) && self.kind.gradient().is_none() {
+            return option_err(format!(
+                "model option '{key}' does not apply to a {} model: it trains without an \
+                 optimizer",
+                self.kind.name()
+            ));
+        }
         let u = &mut self.optimizer;
         match key.as_str() {
             "dim" => self.dim = option.whole(1, MAX_DIM)?,
@@ -95,6 +104,15 @@ impl ModelSpec {
             self.dim = dim;
         }
         Ok(())
+    }
+
+    /// The optimizer hyper-parameter option `key` (lowercase) names by an alias (`lr` and
+    /// `alpha` name `learning_rate`), else `key`: two options given together must not set one
+    /// thing.
+    pub fn setting(key: &str) -> &str {
+        (HYPER.iter())
+            .find(|h| h.aliases.contains(&key))
+            .map_or(key, |h| h.name)
     }
 
     /// A spec of `kind` read from training description `t`, every option checked as
@@ -162,6 +180,15 @@ impl ModelSpec {
     /// Creates the model's matrix on the service, with the rows of state the servers report
     /// for its optimizer (built-in or registered by a user on the servers).
     pub async fn create(&self, client: &PsClient, name: &str) -> Result<Arc<Matrix>> {
+        if self.kind.random_rows().is_some() && self.dim >= MAX_DENSE_DIM {
+            return option_err(format!(
+                "model '{name}': a {} model's factors start at random, which the servers draw \
+                 only in dense storage, and dim = {} is past the {MAX_DENSE_DIM} columns (2^26) \
+                 kept dense; hash the features into fewer columns (a smaller dim)",
+                self.kind.name(),
+                self.dim
+            ));
+        }
         // A kind without gradients (the topic model's counts) keeps no optimizer state; a
         // full-batch model keeps its history.
         let state_rows = match (self.kind.gradient(), self.solver.method) {

@@ -41,7 +41,7 @@ pub async fn save(
     let all: Vec<u64> = (0..rows).collect();
     let values: Vec<Vec<f32>> = client.pull_rows(name, &all).await?;
     Ok(Saved {
-        tables: vec![weights_batch(spec, &values, features)?],
+        tables: vec![weights_batch((name, spec), &values, features)?],
         base_margin: None,
     })
 }
@@ -73,9 +73,10 @@ fn weights_schema() -> SchemaRef {
 
 /// The rows of `weights.parquet` from the matrix's rows `values` (per output: the weights,
 /// then the optimizer's state rows): every weight or state that is not zero, every feature
-/// of the dictionary `features`, and every intercept.
+/// of the dictionary `features`, and every intercept. A NaN or infinite value (the training
+/// diverged) is refused, naming model `name`: LOAD MODEL would refuse the file.
 fn weights_batch(
-    spec: &ModelSpec,
+    (name, spec): (&str, &ModelSpec),
     values: &[Vec<f32>],
     features: &HashMap<u64, String>,
 ) -> Result<RecordBatch> {
@@ -89,6 +90,13 @@ fn weights_batch(
             None => rows,
         };
         for i in 0..rows[0].len() {
+            if let Some(bad) = rows.iter().map(|r| r[i]).find(|v| !v.is_finite()) {
+                return input_err(format!(
+                    "model '{name}' cannot be saved: its weight or optimizer state of index \
+                     {i} (output {o}) is {bad}; its training diverged (LOAD MODEL would refuse \
+                     the file)"
+                ));
+            }
             let kept = |r: &Vec<f32>| r[i] != 0.0;
             if rows.iter().any(kept) || features.contains_key(&(i as u64)) || i as u64 == spec.dim {
                 index.push(i as u64);

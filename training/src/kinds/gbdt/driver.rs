@@ -69,7 +69,7 @@ pub async fn train(engine: &dyn Engine, gbdt: &Gbdt) -> Result<RecordBatch> {
         });
         let row = table.last().expect("pushed");
         let figures = (row.rows as u64, Some(row.train_loss), row.seconds);
-        report(client, (name, tree), figures, &row.holdout).await;
+        report((client, plan), (name, tree), figures, &row.holdout).await?;
         let patience = gbdt.early_stopping_rounds;
         let best = best_trees(&table);
         if patience > 0 && (tree == gbdt.trees || tree >= best + patience) {

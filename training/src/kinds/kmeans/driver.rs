@@ -75,6 +75,11 @@ pub async fn train(engine: &dyn Engine, kmeans: &KMeans) -> Result<RecordBatch> 
             }
             Algorithm::MiniBatch => centres.moved_in_pass(&sizes).await?,
         };
+        let figures = [
+            ("mean_squared_distance", passed.mean),
+            ("shift", Some(shift)),
+        ];
+        plan.check_finite((engine.model(), iteration), &figures)?;
         let norms = centres.squared_norms().await?;
         table.push(Row {
             iteration: iteration as i64,
