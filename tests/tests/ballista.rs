@@ -794,7 +794,10 @@ fn ratings(dir: &Path) -> (String, String) {
 /// again on the other executor under the same names, take over their ranks in the master's
 /// round (the slices their lost runs held go free) from the first step not handed back, so
 /// every step of every rank trains once, and the job ends with the holdout RMSE the ratings
-/// example reaches undisturbed (under 1.3 x the noise, its bound embedded).
+/// example reaches undisturbed (under 1.3 x the noise, its bound embedded). 12 epochs: this
+/// small model leaves its first plateau around epoch 5, at a time any change of the slices'
+/// order (a rerun's) moves by an epoch, so after 6 epochs its RMSE ranged from 0.12 to 0.36;
+/// after 12 it is 0.115-0.118.
 #[test]
 fn a_rotation_statement_goes_on_after_an_executor_dies() {
     let dir = tempfile::tempdir().unwrap();
@@ -813,7 +816,7 @@ fn a_rotation_statement_goes_on_after_an_executor_dies() {
     let out = format!("out={}", dir.path().join("recs").display());
     let args = [
         &[job.to_str().unwrap(), "--namespace", NS, "--var", &out][..],
-        &mf_args(&train, &test, "epochs=6"),
+        &mf_args(&train, &test, "epochs=12"),
         &cluster_flags(&cluster),
     ]
     .concat();
@@ -857,10 +860,10 @@ fn a_rotation_statement_goes_on_after_an_executor_dies() {
     cluster.executors[victim].kill();
     let stdout = finished(job);
     let rmse = result_value(&stdout, "holdout_rmse");
-    assert!(rmse < 0.13, "holdout RMSE {rmse}");
     let leases: Vec<angel_proto::Lease> = (leases().into_iter())
         .filter(|l| l.model == format!("{NS}/recs"))
         .collect();
+    assert!(rmse < 0.13, "holdout RMSE {rmse}\n{stdout}\n{leases:?}");
     let mut steps = std::collections::HashSet::new();
     let inserted: Vec<bool> = (leases.iter())
         .map(|l| steps.insert((l.round, l.group, l.rank, l.step)))

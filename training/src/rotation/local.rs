@@ -1,5 +1,6 @@
 //! [`Local`]: a rotation worker's own columns (its users' factors), trained in place and
-//! pushed back step by step, each step's with its slice's change.
+//! pushed back in changes (each step's with its slice's on Ballista, the round's at its end
+//! embedded).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -44,6 +45,11 @@ impl Local {
                     .copy_from_slice(&weights[slot * weight_rows..][..weight_rows]);
             }
         }
+    }
+
+    /// The task's keys, ascending.
+    pub fn keys(&self) -> Vec<u64> {
+        self.keys.clone()
     }
 
     /// The change, since the pull or the last change taken, of the task's keys among `keys`:

@@ -22,6 +22,9 @@ pub struct Member {
     id: u64,
     /// This run of the worker's task (see [`RotateRequest::run`]).
     run: u64,
+    /// Whether the id is its task's name (on Ballista), so the task may run again and take
+    /// its rank over; embedded, a task runs once.
+    pub may_run_again: bool,
     /// The master's answer to the join: the worker's rank and group, the round's slices, and
     /// the first step to train (after 0 for a run that took its rank over).
     pub joined: RotateReply,
@@ -36,7 +39,8 @@ impl Member {
     /// starts a round of its own. A task run again after its round ended runs nothing.
     pub fn round<T: Default>(model: &Model, steps: impl FnOnce(&Member) -> Result<T>) -> Result<T> {
         let client = model.client().clone();
-        let (name, id, run) = (model.name.clone(), worker_id(), fresh_id());
+        let ((id, may_run_again), run) = (worker_id(), fresh_id());
+        let name = model.name.clone();
         let join = request(&name, (id, run), RotatePhase::Join, 0);
         let joined = block_on(client.rotate(join))?;
         if !joined.ready {
@@ -55,6 +59,7 @@ impl Member {
             model: name,
             id,
             run,
+            may_run_again,
             joined,
             slowdown,
         };
@@ -102,11 +107,11 @@ impl Member {
     }
 }
 
-/// The worker's id in the master's round: on Ballista, its task's name, the same when the
-/// task runs again after its executor died, so the rerun takes over the lost run's rank (the
-/// master frees the slices that run held); embedded, a fresh one.
-fn worker_id() -> u64 {
-    ChangeNames::for_accumulator().map_or_else(fresh_id, |names| names.task())
+/// The worker's id in the master's round, and whether it is its task's name: on Ballista,
+/// the same when the task runs again after its executor died, so the rerun takes over the
+/// lost run's rank (the master frees the slices that run held); embedded, a fresh one.
+fn worker_id() -> (u64, bool) {
+    ChangeNames::for_accumulator().map_or_else(|| (fresh_id(), false), |names| (names.task(), true))
 }
 
 fn request(model: &str, (worker, run): (u64, u64), phase: RotatePhase, step: u32) -> RotateRequest {

@@ -9,11 +9,13 @@
 //! plain SGD in the rows' order, pushes the slice's change and hands the slice back. The next
 //! step's slice is leased and pulled while the current one trains (pipelining). Under time
 //! control a step stops when the lease's budget runs out and the block's other rows train in a
-//! later round ([`pace`]). Each step's push carries the slice's change and that of the users
-//! whose rows it trained, under a name of the worker's step: a run of the task that takes its
-//! rank over (its executor died) starts at the first step the rank had not handed back, with
-//! the users' factors as the lost run left them, and the servers refuse a step pushed by both,
-//! so each rating trains once per round.
+//! later round ([`pace`]). Each step's push is named after the worker's step. On Ballista it
+//! carries the change of the users whose rows the step trained with the slice's: a run of
+//! the task that takes its rank over (its executor died) starts at the first step the rank
+//! had not handed back, with the users' factors as the lost run left them, and the servers
+//! refuse a step pushed by both, so each rating trains once per round. Embedded, where a task
+//! runs once, the users' change goes as one push at the round's end (users meet several
+//! slices: pushing them per step tripled the bytes pushed and cost a quarter of the speed).
 //!
 //! - [`member`]: the worker's part in the master's schedule (shared with the topic model's
 //!   rotation); [`block`]: the rows of one slice; [`local`]: the task's users' factors;
@@ -28,8 +30,8 @@ use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
+use angel_client::RotateReply;
 use angel_client::runtime::{Started, block_on, start};
-use angel_client::{RotateReply, TaskChange};
 use arrow::array::{ArrayData, ArrayRef};
 
 use crate::error::{Result, input_err};
@@ -117,6 +119,12 @@ impl RotationTask {
             }
         };
         let trained = self.steps(member, &mut worker, rotating, progress)?;
+        // Embedded, the users' change goes now; on Ballista each step's push took its part.
+        let (keys, deltas) = worker.users.take_change(&worker.users.keys());
+        if !member.may_run_again && !keys.is_empty() {
+            let change = member.change(member.joined.slices);
+            self.model.add(&keys, &deltas, Some(change))?;
+        }
         self.kept
             .put(&self.model.name, member.joined.round, arrays, worker);
         Ok(trained)
@@ -159,7 +167,7 @@ impl RotationTask {
             let block = &worker.blocks[lease.slice as usize];
             let pace = Pace::start(lease.budget_us, member.slowdown);
             let busy = Instant::now();
-            let step_of = (member.change(step), rotating, pace);
+            let step_of = (member, step, rotating, pace);
             let trained = self.train(block, (&mut worker.users, &items), step_of)?;
             progress(trained.rows, trained.loss);
             total += trained;
@@ -208,12 +216,13 @@ impl RotationTask {
 
     /// Trains `block`'s rows, one SGD step each, on the task's `users` and the slice's pulled
     /// `items`, from where the block last stopped, until all are trained or `pace` stops the
-    /// step; pushes the change of the slice and of the block's users as `change`.
+    /// step; pushes the change of the slice (and on Ballista of the block's users) as the
+    /// member's change of `step`.
     fn train(
         &self,
         block: &Block,
         (users, items): (&mut Local, &[f32]),
-        (change, rotating, pace): (TaskChange, &dyn Rotating, Pace),
+        (member, step, rotating, pace): (&Member, u32, &dyn Rotating, Pace),
     ) -> Result<Trained> {
         let weight_rows = self.model.spec.kind.weight_rows();
         let mut weights = block.weights(weight_rows, users, items);
@@ -231,10 +240,13 @@ impl RotationTask {
             block.rotated_keys(),
             block.deltas(weight_rows, &weights, items),
         );
-        let own = users.take_change(&block.gathered.keys);
+        let own = match member.may_run_again {
+            true => users.take_change(&block.gathered.keys),
+            false => (Vec::new(), Vec::new()),
+        };
         let (keys, deltas) = merged(weight_rows, slice, own);
         if !keys.is_empty() {
-            self.model.add(&keys, &deltas, Some(change))?;
+            self.model.add(&keys, &deltas, Some(member.change(step)))?;
         }
         Ok(trained)
     }
