@@ -59,6 +59,11 @@ pub struct MasterArgs {
     /// Active training workers the models of one namespace may have together.
     #[arg(long, env = "ANGEL_NAMESPACE_MAX_WORKERS", default_value_t = Quotas::default().workers)]
     pub namespace_max_workers: usize,
+    /// The fraction of each server's --memory-budget one namespace's data (dense and sparse
+    /// matrices, counters, optimizer state) may take on that server, in (0, 1].
+    #[arg(long, env = "ANGEL_NAMESPACE_MEMORY_SHARE", value_parser = parse_share,
+          default_value_t = Quotas::default().memory_share)]
+    pub namespace_memory_share: f64,
 }
 
 /// Where and how often servers snapshot their partitions (`master` and `standalone`).
@@ -174,6 +179,14 @@ impl From<&LimitArgs> for Limits {
     }
 }
 
+/// A fraction in (0, 1], for `--namespace-memory-share`.
+fn parse_share(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!("'{text}' is not a fraction in (0, 1], such as 0.5")),
+    }
+}
+
 /// Runs the master until a signal.
 pub async fn master(args: MasterArgs) -> Result<()> {
     let shutdown = CancellationToken::new();
@@ -191,6 +204,7 @@ pub async fn master(args: MasterArgs) -> Result<()> {
                 .namespace_memory
                 .unwrap_or_else(|| Quotas::default().dense_bytes),
             workers: args.namespace_max_workers,
+            memory_share: args.namespace_memory_share,
         },
         ..MasterConfig::new(args.bind)
     };

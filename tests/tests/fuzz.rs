@@ -17,6 +17,7 @@ use angel_proto::{
     PartitionSnapshot, PsfBlock, PsfOperand, PsfRequest, PullRequest, PushRequest, RowSlice,
     SnapshotRow, StorageKind, ValueType, codec, sketchml, wire,
 };
+use angel_ps_service::server::memory::MemoryAccount;
 use angel_ps_service::server::service::ServerService;
 use angel_ps_service::server::{Functions, Limits};
 use angel_ps_service::snapshot::SnapshotDir;
@@ -166,9 +167,9 @@ fn server(dir: Option<&std::path::Path>) -> ServerService {
     ServerService {
         limits: Limits {
             max_message_bytes: 1 << 20,
-            memory_budget: 1 << 30,
             ..Limits::default()
         },
+        memory: MemoryAccount::new(1 << 30),
         snapshot_dir: parking_lot::RwLock::new(
             dir.map(|d| SnapshotDir::parse(&d.display().to_string()).unwrap()),
         ),

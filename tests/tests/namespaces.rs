@@ -672,3 +672,103 @@ async fn drop_of_another_teams_namespace_fails_naming_the_tokens_namespaces() {
         .await
         .expect("team b's matrix stays");
 }
+
+/// A server's peak and current resident set, in bytes, as the kernel reports them.
+fn resident(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = |field: &str| {
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    };
+    (kib("VmHWM:"), kib("VmRSS:"))
+}
+
+/// A sparse-push flood from a namespace token (finding 1 of round 4: it took a server with a
+/// 256 MiB budget to 2.9 GB): every server refuses it at its namespace's share of the memory
+/// budget with RESOURCE_EXHAUSTED naming the matrix, the namespace and the share; the kernel's
+/// peak resident set of each server stays within its budget over what it started with; every
+/// accepted push is kept, and the service token's matrices take pushes after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sparse_push_flood_from_a_namespace_token_leaves_every_server_under_its_budget() {
+    const BUDGET: u64 = 64 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let (flags, service_token, _, b_token) = teams(dir.path());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let budget = BUDGET.to_string();
+    let server_flags = [&flags[..], &["--memory-budget", &budget]].concat();
+    let cluster = Cluster::start_flags(2, &flags, &server_flags);
+    let start: Vec<u64> = (cluster.servers.iter())
+        .map(|s| resident(s.pid()).1)
+        .collect();
+    let client = |namespace: &str, token: &str| {
+        cluster.client_with(ClientConfig {
+            namespace: namespace.to_string(),
+            token: Some(Token::new(token, "the test").unwrap()),
+            ..ClientConfig::default()
+        })
+    };
+    let (service, b) = (
+        client("", &service_token).await,
+        client("team-b", &b_token).await,
+    );
+    service
+        .create_matrix(MatrixSpec::sparse("shared", 1, 1 << 40))
+        .await
+        .unwrap();
+    b.create_matrix(MatrixSpec::sparse("flood", 1, 1 << 40))
+        .await
+        .unwrap();
+    // Keys spread over the whole key space, so over every partition of both servers.
+    let key = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 24;
+    let (batch, mut sent, mut refused) = (50_000u64, 0u64, None);
+    for round in 0..200u64 {
+        let keys: Vec<u64> = (round * batch..(round + 1) * batch).map(key).collect();
+        match b
+            .push_keys("flood", 0, &keys, &vec![1.0f32; keys.len()])
+            .await
+        {
+            Ok(()) => sent += batch,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let err = refused.expect("10 million keys were taken under two budgets of 64 MiB");
+    let words = [
+        "matrix 'team-b/flood'",
+        "namespace 'team-b'",
+        "--namespace-memory-share",
+    ];
+    expect(err, Code::ResourceExhausted, &words);
+    for (s, start) in cluster.servers.iter().zip(&start) {
+        let (peak, _) = resident(s.pid());
+        println!(
+            "server {}: {sent} keys accepted, peak resident {} MiB, {} MiB at start, budget {} MiB",
+            s.addr,
+            peak >> 20,
+            start >> 20,
+            BUDGET >> 20
+        );
+        assert!(
+            peak <= start + BUDGET,
+            "peak {peak} bytes, {start} at start"
+        );
+    }
+    assert!(
+        sent >= 500_000,
+        "refused after {sent} keys: the bound is too loose"
+    );
+    let accepted: Vec<u64> = (0..sent).step_by(97).map(key).collect();
+    let back: Vec<f32> = b.pull_keys("flood", 0, &accepted).await.unwrap();
+    assert!(back.iter().all(|&v| v == 1.0), "an accepted push was lost");
+    service
+        .push_keys("shared", 0, &[1, 2, 3], &[1.0f32; 3])
+        .await
+        .unwrap();
+}

@@ -7,7 +7,7 @@ use angel_proto::{Element, PsError, Result, SnapshotRow, StorageKind, ValueType,
 use bytes::Bytes;
 
 use super::row::{RowMut, RowRef};
-use super::{RowStore, SparseMap};
+use super::{Growth, RowStore, SparseMap};
 use crate::optim::MAX_STATE_ROWS;
 
 /// The data of one partition. Rows and keys are global; callers check them against
@@ -233,12 +233,79 @@ impl<T: Element> Block<T> {
         Ok(block)
     }
 
+    /// Bytes `rows` hold together (a row named twice counts once).
+    pub fn rows_bytes(&self, rows: &[u64]) -> u64 {
+        let mut rows = rows.to_vec();
+        rows.sort_unstable();
+        rows.dedup();
+        rows.iter()
+            .map(|&r| self.store(r).memory_bytes() as u64)
+            .sum()
+    }
+
+    /// Bytes `row` may take on top of what it holds while a push adds `values` at `keys`
+    /// (None: across the whole row, where only non-zero values are stored): a table that
+    /// grows is built while the old one is held. With `exact` only the keys the row does
+    /// not hold count; without, every key counts as new: a bound that needs no lookups.
+    pub fn push_growth(
+        &self,
+        row: u64,
+        keys: Option<&[u64]>,
+        values: &[u8],
+        exact: bool,
+    ) -> Result<Growth> {
+        let RowStore::Sparse(m) = self.store(row) else {
+            return Ok(Growth::default());
+        };
+        let (named, new) = match keys {
+            Some(keys) => (keys.len(), if exact { m.absent(keys) } else { keys.len() }),
+            None => {
+                let values: Vec<T> = wire::decode_values(values, "push values")?;
+                let columns = (self.cols.start..).zip(values);
+                let nonzero = columns.filter(|(_, v)| *v != T::default());
+                let new = nonzero.filter(|(c, _)| !exact || m.get(*c).is_none());
+                (0, new.count())
+            }
+        };
+        Ok(growth(m, named, new))
+    }
+
+    /// Bytes the rows of an optimizer group (`row` and the `width - 1` after it) may take
+    /// while [`Block::update`] sets `keys` in each; `exact` as in [`Block::push_growth`].
+    pub fn update_growth(&self, (row, width): (u64, usize), keys: &[u64], exact: bool) -> Growth {
+        (row..row + width as u64)
+            .filter_map(|r| match self.store(r) {
+                RowStore::Sparse(m) => Some(growth(
+                    m,
+                    0,
+                    if exact { m.absent(keys) } else { keys.len() },
+                )),
+                RowStore::Dense(_) => None,
+            })
+            .fold(Growth::default(), Growth::and)
+    }
+
+    /// Bytes `row` may take while a PS function stores at most `keys` more keys in it.
+    pub fn write_growth(&self, row: u64, keys: usize) -> Growth {
+        match self.store(row) {
+            RowStore::Sparse(m) => growth(m, 0, keys),
+            RowStore::Dense(_) => Growth::default(),
+        }
+    }
+
     /// (stored elements, bytes held) over all rows.
     pub fn usage(&self) -> (u64, u64) {
         self.data.iter().fold((0, 0), |(n, b), r| {
             (n + r.stored() as u64, b + r.memory_bytes() as u64)
         })
     }
+}
+
+/// What map `m` takes while `new` keys are added by a write naming `named` keys.
+fn growth<T: Element>(m: &SparseMap<T>, named: usize, new: usize) -> Growth {
+    let (before, after) = (m.memory_bytes() as u64, m.bytes_after(named, new) as u64);
+    // A table grows by 1.5x a step.
+    Growth::of_table(before, after, after / 3 * 2)
 }
 
 /// A block of any value type.

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use angel_proto::counter_keys::{NO_INDEX, decode_str_keys, encode_str_keys, key_hash};
 use angel_proto::{CounterSnapshot, PsError, Result, wire};
 
+use super::Growth;
+
 /// Where a counter partition is in its lifecycle, as this server sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -28,6 +30,8 @@ struct Entry {
 pub struct CounterBlock {
     entries: HashMap<Box<str>, Entry>,
     phase: Phase,
+    /// Bytes of the keys' text, kept so [`CounterBlock::usage`] need not walk them.
+    key_bytes: usize,
 }
 
 impl Default for CounterBlock {
@@ -35,6 +39,7 @@ impl Default for CounterBlock {
         CounterBlock {
             entries: HashMap::new(),
             phase: Phase::Write,
+            key_bytes: 0,
         }
     }
 }
@@ -55,6 +60,7 @@ impl CounterBlock {
                     index: NO_INDEX,
                 };
                 self.entries.insert(key.into(), entry);
+                self.key_bytes += key.len();
             }
         }
     }
@@ -153,16 +159,47 @@ impl CounterBlock {
             .into_iter()
             .zip(counts.into_iter().zip(indices))
             .map(|(k, (count, index))| (Box::from(k), Entry { count, index }))
-            .collect();
-        Ok(CounterBlock { entries, phase })
+            .collect::<HashMap<Box<str>, Entry>>();
+        let key_bytes = entries.keys().map(|k| k.len()).sum();
+        Ok(CounterBlock {
+            entries,
+            phase,
+            key_bytes,
+        })
     }
 
     /// (keys, approximate bytes held).
     pub fn usage(&self) -> (u64, u64) {
-        let table = self.entries.capacity() * (std::mem::size_of::<(Box<str>, Entry)>() + 1);
-        let strings: usize = self.entries.keys().map(|k| k.len()).sum();
-        (self.entries.len() as u64, (table + strings) as u64)
+        let table = table_bytes(self.entries.capacity());
+        (self.entries.len() as u64, (table + self.key_bytes) as u64)
     }
+
+    /// What the block may take while `keys` are increased: their text and the table's
+    /// growth. With `exact` only keys it does not hold count; without, every key counts as
+    /// new, a bound that needs no lookups. The memory account checks this first.
+    pub fn growth(&self, keys: &[&str], exact: bool) -> Growth {
+        let new = keys
+            .iter()
+            .filter(|k| !exact || !self.entries.contains_key(**k));
+        let (count, text) = new.fold((0, 0), |(n, b), k| (n + 1, b + k.len()));
+        let len = self.entries.len() + count;
+        let before = table_bytes(self.entries.capacity()) as u64;
+        // The table doubles its buckets and fills 7 of 8: at most twice the keys, plus a few.
+        let after = match len > self.entries.capacity() {
+            true => table_bytes(2 * len + 8) as u64,
+            false => before,
+        };
+        let table = Growth::of_table(before, after, after / 2);
+        Growth {
+            kept: table.kept + text as u64,
+            ..table
+        }
+    }
+}
+
+/// Bytes of a key table with room for `capacity` entries (a control byte each).
+fn table_bytes(capacity: usize) -> usize {
+    capacity * (std::mem::size_of::<(Box<str>, Entry)>() + 1)
 }
 
 #[cfg(test)]
@@ -205,6 +242,24 @@ mod tests {
         let mut bad = block.to_snapshot().unwrap();
         bad.counts = wire::encode_values(&[1i64]);
         assert!(CounterBlock::from_snapshot(&bad).is_err());
+    }
+
+    #[test]
+    fn growth_bounds_what_increases_take_and_counts_only_new_keys_when_exact() {
+        let mut block = CounterBlock::default();
+        let first: Vec<String> = (0..1000).map(|i| format!("key-{i}")).collect();
+        let first: Vec<&str> = first.iter().map(|k| &**k).collect();
+        let before = block.usage().1;
+        let bound = block.growth(&first, false).kept;
+        first.iter().for_each(|k| block.increase(k, 1));
+        let grew = block.usage().1 - before;
+        assert!(grew <= bound, "grew {grew}, bound {bound}");
+        assert_eq!(block.growth(&first, true).bytes(), 0, "every key is held");
+        assert!(
+            block.growth(&first, false).bytes() > 0,
+            "the bound takes every key for new"
+        );
+        assert_eq!(block.usage().0, 1000);
     }
 
     #[test]

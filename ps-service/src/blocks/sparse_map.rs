@@ -77,6 +77,32 @@ impl<T: Element> SparseMap<T> {
         self.keys.capacity() * 8 + (self.values.capacity() + filled) * std::mem::size_of::<T>()
     }
 
+    /// Bytes the map holds once `new` keys it does not hold are added, by a push that first
+    /// makes room for all `named` keys it names (0: no room made first, as a set). A filled
+    /// map holds what it holds. The memory account checks this before the keys go in.
+    pub fn bytes_after(&self, named: usize, new: usize) -> usize {
+        if self.filled.is_some() {
+            return self.memory_bytes();
+        }
+        let mut capacity = self.keys.len();
+        if named > 0 {
+            // As `reserve(named - len)` does.
+            let needed = self.len.max(named) * MAX_LOAD_DEN / MAX_LOAD_NUM + 1;
+            capacity = capacity.max(needed);
+        }
+        // Each insert past 80% load grows the table by 1.5x, as `slot_for_insert` does.
+        let len = self.len + new;
+        while len * MAX_LOAD_DEN > capacity * MAX_LOAD_NUM {
+            capacity = (capacity * 3 / 2).max(16);
+        }
+        capacity * (8 + std::mem::size_of::<T>())
+    }
+
+    /// How many of `keys` the map does not hold (a key named twice counts twice).
+    pub fn absent(&self, keys: &[u64]) -> usize {
+        keys.iter().filter(|&&k| self.get(k).is_none()).count()
+    }
+
     /// The value stored at `key`, if any.
     pub fn get(&self, key: u64) -> Option<T> {
         if let Some(f) = &self.filled {
@@ -289,6 +315,30 @@ mod tests {
             let mut expected: Vec<_> = reference.into_iter().collect();
             expected.sort_unstable();
             prop_assert_eq!(seen, expected);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn bytes_after_foretells_what_a_push_or_a_set_leaves(
+            held in proptest::collection::vec(0u64..3000, 0..400),
+            pushed in proptest::collection::vec(0u64..3000, 0..800),
+            reserve_first in any::<bool>(),
+        ) {
+            let mut map = SparseMap::<f32>::default();
+            held.iter().for_each(|&k| map.add(k, 1.0));
+            let named = if reserve_first { pushed.len() } else { 0 };
+            let mut distinct = pushed.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let new = map.absent(&distinct);
+            let foretold = map.bytes_after(named, new);
+            prop_assert!(map.bytes_after(named, map.absent(&pushed)) >= foretold);
+            if named > 0 {
+                map.reserve(pushed.len().saturating_sub(map.len()));
+            }
+            pushed.iter().for_each(|&k| map.add(k, 2.0));
+            prop_assert_eq!(map.memory_bytes(), foretold);
         }
     }
 

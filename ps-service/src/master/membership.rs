@@ -247,6 +247,7 @@ impl MasterService {
             snapshot_dir: self.snapshot_url(),
             snapshot_interval_ms: self.snapshots.interval.as_millis() as u64,
             lease_ms: self.lease().as_millis() as u64,
+            namespace_memory_share: self.quotas.memory_share,
         };
         Ok((reply, replaced))
     }

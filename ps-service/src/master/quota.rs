@@ -16,7 +16,7 @@ pub const ATTRIBUTE_BYTES: usize = 4 << 20;
 
 /// What one namespace may hold (`--namespace-max-objects`, `--namespace-memory`,
 /// `--namespace-max-workers` on the master).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Quotas {
     /// Matrices and counters together.
     pub objects: usize,
@@ -25,16 +25,20 @@ pub struct Quotas {
     pub dense_bytes: u64,
     /// Training workers in the clock tables of its models together.
     pub workers: usize,
+    /// The fraction of each server's memory budget its data (dense, sparse, counters,
+    /// optimizer state) may take on that server, which refuses a write past it.
+    pub memory_share: f64,
 }
 
 impl Default for Quotas {
     /// 1,000 objects, 40% of this machine's memory of dense data (half a server's default
-    /// budget), 1,024 workers.
+    /// budget), 1,024 workers, half of each server's budget.
     fn default() -> Self {
         Quotas {
             objects: 1000,
             dense_bytes: crate::server::default_memory_budget() / 2,
             workers: 1024,
+            memory_share: 0.5,
         }
     }
 }
@@ -162,6 +166,7 @@ mod tests {
             objects: 10,
             dense_bytes: 1000,
             workers: 1,
+            memory_share: 1.0,
         };
         let mut state = State::default();
         hold(&mut state, &dense("a/w", 200));
@@ -180,6 +185,7 @@ mod tests {
             objects: 2,
             dense_bytes: u64::MAX,
             workers: 1,
+            memory_share: 1.0,
         };
         let mut state = State::default();
         hold(&mut state, &dense("a/w", 1));

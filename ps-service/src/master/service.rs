@@ -94,7 +94,7 @@ pub struct MasterService {
     /// (`--start-empty`).
     pub(super) start_empty: bool,
     /// What one namespace may hold.
-    quotas: Quotas,
+    pub(super) quotas: Quotas,
 }
 
 impl MasterService {

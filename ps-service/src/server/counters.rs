@@ -2,6 +2,7 @@
 //! Like the matrix handlers, each checks a whole request before changing anything.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use angel_proto::counter_keys::{decode_str_keys, encode_str_keys, key_hash};
 use angel_proto::{
@@ -11,9 +12,10 @@ use angel_proto::{
 };
 
 use super::applied::ack;
-use super::partition::CounterPart;
+use super::memory::{Reservation, Use};
+use super::partition::{CounterPart, record_bytes};
 use super::service::ServerService;
-use crate::blocks::{CounterBlock, Phase};
+use crate::blocks::{CounterBlock, Growth, Phase};
 
 impl ServerService {
     pub(super) fn counter_admin_checked(
@@ -42,16 +44,22 @@ impl ServerService {
                     let hashes = p.col_start..p.col_end;
                     parts.push(match r.restore {
                         true => self.restore_counter(&meta, pid, hashes)?,
-                        false => CounterPart {
-                            counter: meta.clone(),
-                            id: pid,
-                            hashes,
-                            data: parking_lot::RwLock::new(CounterBlock::default()),
-                            applied: Default::default(),
-                            snapshotted: Default::default(),
-                        },
+                        false => CounterPart::new(
+                            meta.clone(),
+                            (pid, hashes),
+                            CounterBlock::default(),
+                            Default::default(),
+                            Default::default(),
+                        ),
                     });
                 }
+                let read: u64 = parts.iter().map(|p| p.bytes.load(Relaxed)).sum();
+                let write = Use {
+                    kind: "counter",
+                    name: &meta.name,
+                    what: "restoring its partitions",
+                };
+                let _reserved = self.memory.reserve(&self.parts, write, read)?;
                 if r.restore {
                     reply.restored = parts
                         .iter()
@@ -137,6 +145,7 @@ impl ServerService {
             }
             checked.push((part, keys, deltas));
         }
+        let _reserved = self.reserve_counts(&checked)?;
         let caller = r.caller.unwrap_or_default();
         let mut acks = Vec::with_capacity(checked.len());
         for (part, keys, deltas) in checked {
@@ -145,14 +154,39 @@ impl ServerService {
                 return Err(wrong_state(&part, "was sealed during this increase"));
             }
             let mut applied = part.applied.lock();
+            let before = block.usage().1;
             if applied.admit(&caller) {
                 keys.iter()
                     .zip(deltas)
                     .for_each(|(k, d)| block.increase(k, d));
             }
+            record_bytes(&part.bytes, block.usage().1 as i64 - before as i64);
             acks.push(ack(part.id, &applied, &part.snapshotted.lock()));
         }
         Ok(CounterIncreaseReply { acks })
+    }
+
+    /// Reserves what an increase may add to its partitions: the keys they do not hold yet
+    /// (see [`super::memory::MemoryAccount`]).
+    fn reserve_counts(
+        &self,
+        checked: &[(Arc<CounterPart>, Vec<&str>, Vec<i64>)],
+    ) -> Result<Reservation<'_>> {
+        let Some((first, _, _)) = checked.first() else {
+            return self.memory.reserve(&self.parts, Use::NOTHING, 0);
+        };
+        let keys: usize = checked.iter().map(|c| c.1.len()).sum();
+        let what = format!("an increase of {keys} keys");
+        let write = Use {
+            kind: "counter",
+            name: &first.counter.name,
+            what: &what,
+        };
+        self.memory.reserve_growth(&self.parts, write, |exact| {
+            let grows =
+                (checked.iter()).map(|(part, keys, _)| part.data.read().growth(keys, exact));
+            Ok(grows.fold(Growth::default(), Growth::and))
+        })
     }
 
     pub(super) fn counter_get_checked(&self, r: CounterGetRequest) -> Result<CounterGetReply> {

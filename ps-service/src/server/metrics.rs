@@ -46,7 +46,13 @@ impl NodeMetrics for ServerService {
             "memory_budget_bytes",
             "Bytes of partition data the server may hold",
             vec![node()],
-            self.limits.memory_budget as f64,
+            self.memory.budget() as f64,
+        );
+        out.gauge(
+            "memory_held_bytes",
+            "Bytes of partition data the server holds, as its memory account counts them",
+            vec![node()],
+            self.parts.bytes_held(None).0 as f64,
         );
         for push in self.pushes.snapshot() {
             let matrix = names

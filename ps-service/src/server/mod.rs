@@ -7,6 +7,8 @@
 //! - [`pull_log`]: the training pulls seen, with worker and clock (consistency checks).
 //! - [`counters`]: the handlers of distributed counters.
 //! - [`limits`]: [`Limits`], the largest and longest request and the memory budget.
+//! - [`memory`]: [`memory::MemoryAccount`], which every growth of partition data reserves
+//!   from first: the memory budget and a namespace's share of it.
 //! - [`lease`]: how long a server may serve on its master's last word (a woken server is
 //!   fenced).
 //! - [`marks`]: which changes (writer, seq) a partition applied, so none applies twice.
@@ -20,6 +22,7 @@ pub mod counters;
 pub mod lease;
 pub mod limits;
 pub mod marks;
+pub mod memory;
 mod metrics;
 pub mod node;
 pub mod partition;

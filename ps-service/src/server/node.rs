@@ -119,6 +119,7 @@ impl ServerNode {
         let service = Arc::new(ServerService {
             parts: parts.clone(),
             limits: config.limits,
+            memory: super::memory::MemoryAccount::new(config.limits.memory_budget),
             server_id: server_id.clone(),
             ..ServerService::new(functions, admin_token, format!("server@{addr}"))
         });
@@ -164,6 +165,7 @@ impl ServerNode {
             }
         };
         parts.observe_epoch(reply.epoch);
+        service.memory.set_share(reply.namespace_memory_share);
         service
             .lease
             .set_length(Duration::from_millis(reply.lease_ms));
@@ -344,6 +346,7 @@ impl Heartbeat {
                 lease.set_length(Duration::from_millis(reply.lease_ms));
                 lease.renew(sent);
                 self.service.parts.observe_epoch(reply.epoch);
+                (self.service.memory).set_share(reply.namespace_memory_share);
                 self.server_id.store(reply.server_id, Ordering::Relaxed);
                 tracing::info!(id = reply.server_id, "server registered again");
             }

@@ -29,6 +29,8 @@ pub struct Partition {
     pub applied: Mutex<Applied>,
     /// The newest committed snapshot.
     pub snapshotted: Mutex<Snapshotted>,
+    /// Bytes its block holds, as last measured: what the memory account sums.
+    pub bytes: AtomicU64,
 }
 
 impl Partition {
@@ -41,7 +43,9 @@ impl Partition {
         snapshotted: Snapshotted,
     ) -> Self {
         let p = &matrix.partitions[id as usize];
+        let bytes = crate::with_block!(&block, b => b.usage()).1;
         Partition {
+            bytes: AtomicU64::new(bytes),
             rows: p.row_start..p.row_end,
             cols: p.col_start..p.col_end,
             matrix: matrix.clone(),
@@ -95,6 +99,38 @@ pub struct CounterPart {
     pub applied: Mutex<Applied>,
     /// The newest committed snapshot.
     pub snapshotted: Mutex<Snapshotted>,
+    /// Bytes its block holds, as last measured: what the memory account sums.
+    pub bytes: AtomicU64,
+}
+
+impl CounterPart {
+    /// Partition `id` of `counter`, over `hashes`, holding `block`, at `applied`, whose
+    /// snapshot holds `snapshotted`.
+    pub fn new(
+        counter: Arc<CounterMeta>,
+        (id, hashes): (u32, Range<u64>),
+        block: CounterBlock,
+        applied: Applied,
+        snapshotted: Snapshotted,
+    ) -> Self {
+        CounterPart {
+            counter,
+            id,
+            hashes,
+            bytes: AtomicU64::new(block.usage().1),
+            data: RwLock::new(block),
+            applied: Mutex::new(applied),
+            snapshotted: Mutex::new(snapshotted),
+        }
+    }
+}
+
+/// Adds `grew` bytes (negative: freed) to what `bytes` records.
+pub fn record_bytes(bytes: &AtomicU64, grew: i64) {
+    match grew >= 0 {
+        true => bytes.fetch_add(grew as u64, Ordering::Relaxed),
+        false => bytes.fetch_sub(grew.unsigned_abs(), Ordering::Relaxed),
+    };
 }
 
 /// Everything a server hosts, by (matrix or counter id, partition id).
@@ -224,5 +260,19 @@ impl Partitions {
     /// Every hosted partition.
     pub fn all(&self) -> Vec<Arc<Partition>> {
         self.parts.read().values().cloned().collect()
+    }
+
+    /// Bytes of partition data held: in all, and by the matrices and counters of namespace
+    /// `ns` (or of no namespace).
+    pub fn bytes_held(&self, ns: Option<&str>) -> (u64, u64) {
+        let ours = |name: &str| angel_proto::namespace::split(name).0 == ns;
+        let matrices = self.parts.read();
+        let counters = self.counters.read();
+        let held = (matrices.values()).map(|p| (&p.matrix.name, &p.bytes));
+        let held = held.chain(counters.values().map(|p| (&p.counter.name, &p.bytes)));
+        held.fold((0, 0), |(all, of_ns), (name, bytes)| {
+            let b = bytes.load(Ordering::Relaxed);
+            (all + b, of_ns + if ours(name) { b } else { 0 })
+        })
     }
 }

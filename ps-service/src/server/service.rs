@@ -2,6 +2,7 @@
 //! lengths, size) before touching storage, so a bad request changes nothing.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use angel_proto::server_server::Server;
 use angel_proto::value::value_size;
@@ -17,11 +18,12 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::applied::{Applied, Snapshotted, ack};
-use super::partition::{Partition, Partitions};
+use super::memory::{MemoryAccount, Reservation, Use};
+use super::partition::{Partition, Partitions, record_bytes};
 use super::pull_log::PullLog;
 use super::push_metrics::PushMetrics;
 use crate::access::Access;
-use crate::blocks::AnyBlock;
+use crate::blocks::{AnyBlock, Growth, RowView};
 use crate::optim::{Optimizer, OptimizerParams, OptimizerRegistry};
 use crate::psf::{PsfContext, PsfRegistry};
 use crate::server::Functions;
@@ -39,6 +41,8 @@ pub struct ServerService {
     pub optimizers: OptimizerRegistry,
     /// The largest request it accepts and the bytes of partition data it may hold.
     pub limits: super::Limits,
+    /// The bytes of partition data it holds, which every growth reserves from first.
+    pub memory: MemoryAccount,
     /// Id the master gave this server, once registered.
     pub server_id: Arc<std::sync::atomic::AtomicU32>,
     /// The credential of the master's calls (see [`crate::admin`]).
@@ -116,6 +120,7 @@ impl ServerService {
                 memory_budget: u64::MAX,
                 ..Default::default()
             },
+            memory: MemoryAccount::new(u64::MAX),
             server_id: Default::default(),
             admin_token,
             pushes: Default::default(),
@@ -318,11 +323,21 @@ impl ServerService {
             true => self.check_gradients(&checked)?,
             false => None,
         };
+        let _reserved = self.reserve_push(&checked, gradients.as_ref())?;
+        let group = gradients
+            .as_ref()
+            .map_or(1, |g| 1 + g.optimizer.state_rows() as u64);
         let mut acks = Vec::new();
         for (part, slices) in by_partition(checked) {
             let mut block = part.data.write();
             let mut applied = part.applied.lock();
             let staleness = staleness(&request.bases, part.id, applied.version);
+            // The rows that may grow, measured before and after (dense rows never do).
+            let rows: Vec<u64> = match part.matrix.storage() {
+                StorageKind::Dense => Vec::new(),
+                _ => slices.iter().flat_map(|c| c.row..c.row + group).collect(),
+            };
+            let before = with_block!(&*block, b => b.rows_bytes(&rows));
             if applied.admit(&caller) {
                 for c in slices {
                     let keys = c.keys.as_deref();
@@ -341,10 +356,54 @@ impl ServerService {
                     }
                 }
             }
+            let after = with_block!(&*block, b => b.rows_bytes(&rows));
+            record_bytes(&part.bytes, after as i64 - before as i64);
             acks.push(ack(part.id, &applied, &part.snapshotted.lock()));
         }
         self.pushes.record(&traffic);
         Ok(PushReply { acks })
+    }
+
+    /// Reserves what a push's slices may add to their rows: nothing for dense storage;
+    /// for sparse, the keys the rows do not hold yet (see [`MemoryAccount`]).
+    fn reserve_push(
+        &self,
+        checked: &[Checked],
+        gradients: Option<&Gradients>,
+    ) -> Result<Reservation<'_>> {
+        let Some(first) = checked.first() else {
+            return self.memory.reserve(&self.parts, Use::NOTHING, 0);
+        };
+        let matrix = &first.part.matrix;
+        if matrix.storage() == StorageKind::Dense {
+            return self.memory.reserve(&self.parts, Use::NOTHING, 0);
+        }
+        let keys: usize = (checked.iter())
+            .map(|c| c.keys.as_ref().map_or(0, Vec::len))
+            .sum();
+        let what = format!("a push of {} slices and {keys} keys", checked.len());
+        let write = Use {
+            kind: "matrix",
+            name: &matrix.name,
+            what: &what,
+        };
+        self.memory.reserve_growth(&self.parts, write, |exact| {
+            checked.iter().try_fold(Growth::default(), |sum, c| {
+                let block = c.part.data.read();
+                let keys = c.keys.as_deref();
+                let grows = match gradients {
+                    Some(g) => {
+                        let group = (c.row, 1 + g.optimizer.state_rows());
+                        let keys = keys.unwrap_or_default();
+                        with_block!(&*block, b => b.update_growth(group, keys, exact))
+                    }
+                    None => {
+                        with_block!(&*block, b => b.push_growth(c.row, keys, &c.values, exact))?
+                    }
+                };
+                Ok(sum.and(grows))
+            })
+        })
     }
 
     /// What applies a gradient push: the optimizer and update rule of the matrix's training
@@ -438,6 +497,8 @@ impl ServerService {
             }
             resolved.push(operands);
         }
+        let _reserved = self.reserve_psf(&request.name, &resolved)?;
+        let measured = sparse_rows(&resolved);
         let mut results = Vec::with_capacity(resolved.len());
         let mut wrote = false;
         let matrices: Vec<u32> = request.operands.iter().map(|o| o.matrix_id).collect();
@@ -454,6 +515,10 @@ impl ServerService {
                 }
             }
         }
+        for (part, row, before) in measured {
+            let after = with_block!(&*part.data.read(), b => b.rows_bytes(&[row]));
+            record_bytes(&part.bytes, after as i64 - before as i64);
+        }
         if wrote {
             self.write_snapshots(&matrices)?;
         }
@@ -464,37 +529,65 @@ impl ServerService {
         })
     }
 
-    /// Refuses new partitions of `meta` whose dense storage would take this server past its
-    /// memory budget (sparse partitions start empty and are not counted here).
-    fn check_budget(&self, meta: &MatrixMeta, ids: &[u32]) -> Result<()> {
+    /// Reserves what a PS function over `resolved` blocks may take: a sparse row it writes
+    /// gains at most the keys its block's operands hold together, and its copies of rows
+    /// (8 bytes a dense element, 24 a sparse key) are scratch held while it runs.
+    fn reserve_psf(
+        &self,
+        name: &str,
+        resolved: &[Vec<(Arc<Partition>, u64)>],
+    ) -> Result<Reservation<'_>> {
+        let Some((first, _)) = resolved.first().and_then(|operands| operands.first()) else {
+            return self.memory.reserve(&self.parts, Use::NOTHING, 0);
+        };
+        let mut bytes = 0u64;
+        for operands in resolved {
+            let rows: Vec<(u64, bool)> = (operands.iter())
+                .map(|(p, row)| {
+                    let block = p.data.read();
+                    with_block!(&*block, b => {
+                        let view = b.row_ref(*row);
+                        (view.stored(), view.is_dense())
+                    })
+                })
+                .collect();
+            let keys: u64 = rows.iter().map(|r| r.0).sum();
+            let scratch: u64 = (rows.iter())
+                .map(|&(n, dense)| n * if dense { 8 } else { 24 })
+                .sum();
+            let grows = (operands.iter().zip(&rows))
+                .filter(|(_, (_, dense))| !dense)
+                .map(|((p, row), _)| {
+                    let block = p.data.read();
+                    with_block!(&*block, b => b.write_growth(*row, keys as usize))
+                })
+                .fold(Growth::default(), Growth::and);
+            bytes = bytes.saturating_add(scratch).saturating_add(grows.bytes());
+        }
+        let what = format!("PS function '{name}' over {} blocks", resolved.len());
+        let write = Use {
+            kind: "matrix",
+            name: &first.matrix.name,
+            what: &what,
+        };
+        self.memory.reserve(&self.parts, write, bytes)
+    }
+
+    /// Bytes the new partitions `ids` of `meta` take at once: their dense storage (sparse
+    /// partitions start empty and grow through pushes, each reserving its growth).
+    fn created_bytes(meta: &MatrixMeta, ids: &[u32]) -> u64 {
         if meta.storage() != StorageKind::Dense {
-            return Ok(());
+            return 0;
         }
         let element = value_size(meta.value_type()) as u64;
-        let needed = ids
-            .iter()
+        ids.iter()
             .filter_map(|&pid| meta.partitions.get(pid as usize))
             .try_fold(0u64, |sum, p| {
                 let cells = (p.row_end.checked_sub(p.row_start)?)
                     .checked_mul(p.col_end.checked_sub(p.col_start)?)?;
                 sum.checked_add(cells.checked_mul(element)?)
             })
-            .unwrap_or(u64::MAX);
-        let used: u64 = self
-            .parts
-            .all()
-            .iter()
-            .map(|p| with_block!(&*p.data.read(), b => b.usage()).1)
-            .sum();
-        if needed.saturating_add(used) > self.limits.memory_budget {
-            return Err(PsError::TooLarge(format!(
-                "matrix '{}' needs {needed} bytes on this server, which holds {used} bytes of its \
-                 memory budget of {} bytes; raise --memory-budget, add servers or use sparse \
-                 storage",
-                meta.name, self.limits.memory_budget
-            )));
-        }
-        Ok(())
+            .unwrap_or(u64::MAX)
     }
 
     pub(super) fn create_checked(
@@ -515,7 +608,21 @@ impl ServerService {
                 meta.name
             )));
         }
-        self.check_budget(&meta, &request.partition_ids)?;
+        let write = Use {
+            kind: "matrix",
+            name: &meta.name,
+            what: if request.restore {
+                "restoring its partitions"
+            } else {
+                "creating its partitions"
+            },
+        };
+        let created = Self::created_bytes(&meta, &request.partition_ids);
+        let reserved = match request.restore {
+            // A restore's size is known once read; it is reserved before it is hosted.
+            true => None,
+            false => Some(self.memory.reserve(&self.parts, write, created)?),
+        };
         let mut parts = Vec::with_capacity(request.partition_ids.len());
         for &pid in &request.partition_ids {
             parts.push(match request.restore {
@@ -523,6 +630,11 @@ impl ServerService {
                 false => self.new_partition(&meta, pid)?,
             });
         }
+        let read: u64 = parts.iter().map(|p| p.bytes.load(Relaxed)).sum();
+        let _reserved = match reserved {
+            Some(reserved) => reserved,
+            None => self.memory.reserve(&self.parts, write, read)?,
+        };
         let restored = match request.restore {
             true => parts
                 .iter()
@@ -557,6 +669,22 @@ impl ServerService {
             Default::default(),
         ))
     }
+}
+
+/// Every sparse (partition, row) of `resolved` blocks, once, with the bytes it holds now:
+/// what a PS function may grow, measured again once it ran.
+fn sparse_rows(resolved: &[Vec<(Arc<Partition>, u64)>]) -> Vec<(Arc<Partition>, u64, u64)> {
+    let mut rows: Vec<(Arc<Partition>, u64, u64)> = Vec::new();
+    for (part, row) in resolved.iter().flatten() {
+        let seen = rows
+            .iter()
+            .any(|(p, r, _)| Arc::ptr_eq(p, part) && r == row);
+        if part.matrix.storage() != StorageKind::Dense && !seen {
+            let bytes = with_block!(&*part.data.read(), b => b.rows_bytes(&[*row]));
+            rows.push((part.clone(), *row, bytes));
+        }
+    }
+    rows
 }
 
 /// How many changes partition `id` applied (at `version`) since the version `bases` says an

@@ -160,14 +160,13 @@ impl ServerService {
         let block =
             CounterBlock::from_snapshot(data).map_err(|e| in_snapshot(&dir, meta.id, pid, e))?;
         let (applied, snapshotted) = restored_log(&snapshot, &dir, meta.id, pid)?;
-        Ok(CounterPart {
-            counter: meta.clone(),
-            id: pid,
-            hashes,
-            data: parking_lot::RwLock::new(block),
-            applied: parking_lot::Mutex::new(applied),
-            snapshotted: parking_lot::Mutex::new(snapshotted),
-        })
+        Ok(CounterPart::new(
+            meta.clone(),
+            (pid, hashes),
+            block,
+            applied,
+            snapshotted,
+        ))
     }
 
     fn read_snapshot(&self, id: u32, pid: u32, name: &str) -> Result<(String, PartitionSnapshot)> {
