@@ -355,3 +355,38 @@ async fn a_bad_replay_buffer_size_is_refused_naming_the_variable() {
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("ANGEL_REPLAY_MB='lots'"), "{stderr}");
 }
+
+/// Chains the operator count missed (round 4, finding 6: each aborted the process on a stack
+/// overflow) end the job with an error naming the file and line, not a crash.
+#[test]
+fn chains_too_deep_to_plan_fail_their_statement_and_the_process_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let chains = [
+        (
+            "casts",
+            format!("SELECT 1{} AS x;", "::BIGINT".repeat(10_000)),
+        ),
+        (
+            "is",
+            format!("SELECT 1{} AS x;", " IS NOT NULL".repeat(10_000)),
+        ),
+        (
+            "union",
+            format!("SELECT 1 AS x{};", " UNION ALL SELECT 1".repeat(5_000)),
+        ),
+    ];
+    for (name, sql) in chains {
+        let job = dir.path().join(format!("{name}.sql"));
+        std::fs::write(&job, format!("SELECT 1 AS ok;\n{sql}\n")).unwrap();
+        let (_, output) = run_job(&[job.to_str().unwrap()], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+        let line = format!("{name}.sql:2");
+        for word in [line.as_str(), "more than 500 levels", "split the chain"] {
+            assert!(
+                stderr.contains(word),
+                "{name}: '{word}' missing from {stderr}"
+            );
+        }
+    }
+}

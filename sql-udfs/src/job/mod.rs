@@ -4,7 +4,8 @@
 //!
 //! - [`script`]: variables and statement splitting.
 //! - [`counters`]: the counters a run fills, each started afresh.
-//! - [`statement`]: recognising the model statements.
+//! - [`statement`]: recognising the model statements, with [`depth`] refusing SQL that
+//!   nests too deep to plan.
 //! - [`train`]: `CREATE MODEL` and `TRAIN MODEL`, handed to their kind's driver
 //!   (`angel_training::ModelKind::drive`) on [`session_engine`], the job's session as the
 //!   engine a driver runs on.
@@ -18,6 +19,7 @@
 mod answers;
 mod caching;
 pub mod counters;
+pub mod depth;
 mod epoch_table;
 mod parquet_file;
 mod plan;

@@ -151,9 +151,19 @@ impl Statement {
         }
     }
 
-    /// Recognises the model statements; everything else is plain SQL.
+    /// Recognises the model statements; everything else is plain SQL. A statement with more
+    /// operators than [`MAX_OPERATORS`], or whose SQL nests deeper than
+    /// [`super::depth::MAX_DEPTH`], is refused.
     pub fn parse(text: &str) -> Result<Statement> {
         check_operators(text)?;
+        let statement = Self::recognise(text)?;
+        if let Some(sql) = statement.query() {
+            super::depth::check(sql)?;
+        }
+        Ok(statement)
+    }
+
+    fn recognise(text: &str) -> Result<Statement> {
         let mut w = words(text).peekable();
         let next_upper = |w: &mut std::iter::Peekable<_>| -> Option<String> {
             w.next().map(|(s, _): (&str, usize)| s.to_ascii_uppercase())
