@@ -6,8 +6,8 @@
 //! overflowed the stack and aborted the process, and a chain's planning time grows with the
 //! square of its length. The operator count of [`super::statement`] misses every form but
 //! the operators, so this walks the parsed statement instead: every expression form and every
-//! set operation counts one level. The walk stops at the first level past the limit; the
-//! parsed tree is dropped (which recurses) on a thread with a stack sized for any statement.
+//! set operation counts one level. The walk stops at the first level past the limit, on a
+//! thread of its own; a tree that deep is leaked rather than dropped, which would recurse.
 
 use std::ops::ControlFlow;
 
@@ -21,9 +21,9 @@ use datafusion::sql::sqlparser::parser::Parser;
 /// levels; a sum of a few hundred columns written as one chain still fits.
 pub const MAX_DEPTH: usize = 500;
 
-/// The stack of the thread that parses and drops a statement: a tree of any depth a parser
-/// makes from a statement of up to a few hundred MB drops within it.
-const STACK_BYTES: usize = 1 << 30;
+/// The stack of the thread that parses and walks a statement: the walk stops one level past
+/// [`MAX_DEPTH`], and a tree deeper than that is never dropped.
+const STACK_BYTES: usize = 64 << 20;
 
 /// Refuses `sql` when its expressions or set operations nest deeper than [`MAX_DEPTH`].
 /// SQL that does not parse passes: DataFusion names its error.
@@ -54,7 +54,10 @@ fn deepest(sql: &str) -> Option<usize> {
     let mut depth = Depth::default();
     for statement in &statements {
         if statement.visit(&mut depth).is_break() {
-            break;
+            // Dropping a tree recurses as deep as it is: a refused statement's tree is
+            // leaked instead, once, as the price of the statement that made it.
+            std::mem::forget(statements);
+            return Some(depth.deepest);
         }
     }
     Some(depth.deepest)
