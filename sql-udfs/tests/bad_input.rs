@@ -255,6 +255,14 @@ async fn options_out_of_range_are_named() {
     ] {
         fails(&m, &model(options), &["case.sql:2", expected]).await;
     }
+    // A topic model's holdout without the words column (round 4, finding 14).
+    fails(
+        &m,
+        "CREATE TABLE h AS SELECT 1 AS doc;\nCREATE MODEL lda OPTIONS (kind = 'lda', topics = 2, \
+         dim = 4, holdout = 'h') AS SELECT 1 AS doc, [0, 1] AS words;",
+        &["case.sql:2", "holdout table 'h'", "\"words\""],
+    )
+    .await;
     fails(
         &m,
         "CREATE MODEL e OPTIONS (dim = 2) AS SELECT 1.0 AS y, [0] AS idx WHERE false;",

@@ -1,7 +1,9 @@
 //! [`Holdout`]: an epoch's figures on the holdout table, scored with the model's own SQL
 //! functions (`ps_loss`, `ps_predict`, and the metrics its kind names).
 
-use crate::error::Result;
+use arrow::array::RecordBatch;
+
+use crate::error::{Error, Result};
 use crate::kinds::Metric;
 use crate::model::{Engine, ModelKind};
 
@@ -40,12 +42,30 @@ pub async fn evaluate(engine: &dyn Engine) -> Result<Holdout> {
         metric(Metric::Accuracy, "ps_accuracy(y, p)"),
         metric(Metric::Rmse, "ps_rmse(y, p)"),
     );
-    let answer = engine.answer(&sql).await?;
+    let answer = answer_on(engine, holdout, &format!("{label}, {features}"), &sql).await?;
     Ok(Holdout {
         loss: first_number(&answer, 0)?,
         auc: first_number(&answer, 1)?,
         accuracy: first_number(&answer, 2)?,
         rmse: first_number(&answer, 3)?,
+    })
+}
+
+/// The answer of `sql`, which reads holdout table `holdout` with the training query's
+/// `columns`: an error names the table and those columns, which the engine's own (`No field
+/// named words`) does not.
+pub async fn answer_on(
+    engine: &dyn Engine,
+    holdout: &str,
+    columns: &str,
+    sql: &str,
+) -> Result<Vec<RecordBatch>> {
+    engine.answer(sql).await.map_err(|e| match e {
+        Error::Engine(e) => Error::Input(format!(
+            "scoring holdout table '{holdout}', which needs the training query's columns \
+             ({columns}): {e}"
+        )),
+        e => e,
     })
 }
 

@@ -19,6 +19,7 @@ use super::stored::StoredTopics;
 use crate::driver::answers::first_number;
 use crate::driver::engine::Watch;
 use crate::driver::epoch_table::{self, Column};
+use crate::driver::holdout;
 use crate::driver::progress::bar;
 use crate::driver::traffic::{push_traffic, traffic};
 use crate::error::Result;
@@ -122,7 +123,8 @@ pub async fn train(engine: &dyn Engine, lda: &Lda) -> Result<RecordBatch> {
 async fn perplexity(engine: &dyn Engine, holdout: &str) -> Result<f64> {
     let (name, inputs) = (engine.model(), &engine.query().inputs);
     let sql = format!("SELECT ps_perplexity('{name}', {inputs}) FROM {holdout}");
-    Ok(first_number(&engine.answer(&sql).await?, 0)?.unwrap_or(f64::NAN))
+    let answer = holdout::answer_on(engine, holdout, inputs, &sql).await?;
+    Ok(first_number(&answer, 0)?.unwrap_or(f64::NAN))
 }
 
 /// One round's figures.
