@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use angel_client::PsClient;
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::{Job, StatementReport};
 use datafusion::arrow::array::AsArray;
@@ -155,6 +156,45 @@ async fn diverging_training_fails_naming_the_epoch_and_saves_nothing() {
     );
 }
 
+/// A `CREATE MODEL` that fails after it created its matrices (here: at its first holdout
+/// scoring) drops them, the model and its kind's companions (a boosted model's sketch, cuts,
+/// histograms and totals; a topic model's tokens), so the same statement runs again without
+/// `OR REPLACE` (round 4, finding 11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_create_model_leaves_nothing_and_runs_again() {
+    let service = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let m = service.master_addr();
+    let client = PsClient::connect(&m).await.unwrap();
+    let tables = "CREATE TABLE r AS SELECT (value % 2)::double AS label, \
+                  [value % 4, 4 + value % 3] AS idx, [1.0, 2.0] AS val FROM range(200);\n\
+                  CREATE TABLE h AS SELECT 1.0 AS label;\n";
+    let rows = "SELECT label, idx, val FROM r";
+    let words = "SELECT value AS doc, [value % 4, 4 + value % 3] AS words FROM range(50)";
+    for (model, options, query) in [
+        ("g", "kind = 'gbdt', dim = 8, trees = 2, depth = 2", rows),
+        ("t", "kind = 'lda', dim = 8, topics = 2", words),
+        ("l", "kind = 'logistic', dim = 8", rows),
+    ] {
+        let statement = |more: &str| {
+            format!("{tables}CREATE MODEL {model} OPTIONS ({options}{more}) AS {query};")
+        };
+        fails(&m, &statement(", holdout = 'h'"), &["holdout table 'h'"]).await;
+        let status = client.status().await.unwrap();
+        let left: Vec<String> = (status.map.unwrap().matrices.into_iter())
+            .map(|meta| meta.name)
+            .filter(|name| name == model || name.starts_with(&format!("{model}.")))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{model}: the failed statement left {left:?}"
+        );
+        run(&m, &statement(""))
+            .await
+            .unwrap_or_else(|e| panic!("{model}: {e}"));
+        assert!(client.matrix(model).await.is_ok(), "{model} trained");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indices_must_lie_inside_the_model() {
     let service = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
@@ -245,6 +285,10 @@ async fn options_out_of_range_are_named() {
         ),
         ("dim = 2, optimizer = 'lbfgs', memory = 0", "memory = '0'"),
         (
+            "dim = 1073741824, kind = 'kmeans', k = 2",
+            "past the 134217728 (1 GiB of doubles) a worker keeps dense",
+        ),
+        (
             "dim = 2, kind = 'kmeans', k = 2, algorithm = 'elkan'",
             "algorithm = 'elkan' is not allowed",
         ),
@@ -275,9 +319,10 @@ async fn options_out_of_range_are_named() {
         &["argument 2 (label) must be a number, got Utf8"],
     )
     .await;
+    run(&m, &model("dim = 2")).await.unwrap();
     fails(
         &m,
-        "SELECT ps_predict('s', [1.5, 2.0]);",
+        "SELECT ps_predict('x', [1.5, 2.0]);",
         &["argument 2 (indices) must be a list of integers"],
     )
     .await;

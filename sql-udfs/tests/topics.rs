@@ -593,26 +593,32 @@ async fn a_saved_topic_model_reads_and_loads_back_the_same() {
     assert!(!before.is_empty());
     assert_eq!(before, after);
 
-    // A damaged copy (laid out by hand, without versions): every count made negative.
-    let bad = dir.path().join("bad");
-    job.execute(&format!(
-        "COPY (SELECT feature, index, topic, CAST(-1 AS BIGINT) AS count FROM \
-         read_model('{}')) TO '{}/counts.parquet'",
-        path.display(),
-        bad.display()
-    ))
-    .await
-    .unwrap();
-    std::fs::copy(path.join("v000001/model.json"), bad.join("model.json")).unwrap();
-    let said = (job
-        .execute(&format!("LOAD MODEL broken FROM '{}'", bad.display()))
-        .await)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        said.contains("counts.parquet") && said.contains("row 1"),
-        "{said}"
-    );
+    // Damaged copies (laid out by hand, without versions): every count made negative;
+    // counts whose topic totals would overflow (round 4, finding 13).
+    for (copy, count, expected) in [
+        ("negative", "CAST(-1 AS BIGINT)", "row 1"),
+        ("overflowing", "CAST(4611686018427387904 AS BIGINT)", "2^53"),
+    ] {
+        let bad = dir.path().join(copy);
+        job.execute(&format!(
+            "COPY (SELECT feature, index, topic, {count} AS count FROM read_model('{}')) TO \
+             '{}/counts.parquet'",
+            path.display(),
+            bad.display()
+        ))
+        .await
+        .unwrap();
+        std::fs::copy(path.join("v000001/model.json"), bad.join("model.json")).unwrap();
+        let said = (job
+            .execute(&format!("LOAD MODEL broken FROM '{}'", bad.display()))
+            .await)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            said.contains("counts.parquet") && said.contains(expected),
+            "{copy}: {said}"
+        );
+    }
 }
 
 /// What a topic model cannot do is refused with the option, the row or the function named.

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use angel_client::{MatrixSpec, NodeSplit, PsClient, ValueType};
+use angel_client::{MatrixSpec, NodeSplit, PsClient, StorageKind, ValueType};
 use angel_ps_service::psf::best_split::SplitRule;
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
@@ -514,6 +514,59 @@ async fn early_stopping_keeps_the_trees_of_the_best_holdout_loss() {
     );
 }
 
+/// A model of many trees (100,000 of depth 6: 100 million values reserved) is kept sparse on
+/// the servers, holding only the nodes its trees grew, and grows, stops and scores as the
+/// same model of 60 trees kept dense (round 4, finding 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_of_many_trees_is_kept_sparse_and_grows_as_a_dense_one() {
+    let (service, job) = generated_job().await;
+    let client = PsClient::connect(&service.master_addr()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut runs, mut saved) = (Vec::new(), Vec::new());
+    for trees in [60, 100_000] {
+        let sql = create("many", "squared", ", early_stopping_rounds = 2")
+            .replace("trees = 4", &format!("trees = {trees}"))
+            .replace("depth = 3", "depth = 6")
+            .replace("learning_rate = 0.3", "learning_rate = 1");
+        let table = job.execute(&sql).await.unwrap();
+        client.refresh().await.unwrap();
+        let storage = client.matrix("many").await.unwrap().meta.storage();
+        let scored = job
+            .execute("SELECT avg(ps_loss('many', label, idx, val)) AS loss FROM test")
+            .await
+            .unwrap();
+        let holdout = column(&table[0], "holdout_loss");
+        let path = dir.path().join(trees.to_string());
+        let path = path.display();
+        job.execute(&format!("SAVE MODEL many TO '{path}'"))
+            .await
+            .unwrap();
+        let nodes = job
+            .execute(&format!(
+                "SELECT CAST(tree * 10000 + node AS DOUBLE) AS at, coalesce(CAST(value AS \
+                 DOUBLE), CAST(threshold AS DOUBLE)) AS v FROM read_model('{path}') \
+                 ORDER BY tree, node"
+            ))
+            .await
+            .unwrap();
+        let nodes = concat_batches(&nodes[0].schema(), &nodes).unwrap();
+        saved.push((column(&nodes, "at"), column(&nodes, "v")));
+        runs.push((storage, holdout, column(&scored[0], "loss")[0]));
+    }
+    assert!(!saved[0].0.is_empty());
+    assert_eq!(saved[0], saved[1], "the same trees saved");
+    let [(dense, few, a), (sparse, many, b)] = <[_; 2]>::try_from(runs).unwrap();
+    assert_eq!((dense, sparse), (StorageKind::Dense, StorageKind::Sparse));
+    assert!(few.len() < 60, "early stopping ended both: {few:?}");
+    assert_eq!(few.len(), many.len(), "{few:?} vs {many:?}");
+    for (x, y) in few.iter().zip(&many).chain([(&a, &b)]) {
+        assert!(
+            (x - y).abs() <= 1e-12 * x.abs(),
+            "{few:?} vs {many:?}; {a} vs {b}"
+        );
+    }
+}
+
 /// A saved boosted model reads back (`read_model`) as the trees on the service, node for node,
 /// and as each feature's importance, which a plain count over those trees gives; loaded
 /// again, it predicts exactly what it predicted; a damaged copy is refused with the file and
@@ -639,28 +692,58 @@ async fn a_saved_model_reads_as_its_trees_and_predicts_the_same_after_a_reload()
     assert_eq!(column(&compared[0], "rows"), [1000.0]);
     assert_eq!(column(&compared[0], "same"), [1000.0]);
 
-    // A damaged copy (laid out by hand, without versions): tree 0 without its node 2.
-    let bad = dir.path().join("bad");
-    job.execute(&format!(
-        "COPY (SELECT * FROM read_model('{path}') WHERE tree <> 0 OR node <> 2) TO \
-         '{}/trees.parquet'",
-        bad.display()
-    ))
-    .await
-    .unwrap();
-    for file in ["model.json", "importance.parquet"] {
-        let from = dir.path().join("gb/v000001").join(file);
-        std::fs::copy(from, bad.join(file)).unwrap();
+    // Damaged copies (laid out by hand, without versions): tree 0 without its node 2; a
+    // whole tree missing, a split after a bin past the cuts, children not the split's own
+    // (round 4, finding 13).
+    let columns = "tree, node, feature, index, bin, threshold, default_left, left, right, \
+                   value, cover, gain";
+    let u32 = |e: &str| format!("arrow_cast({e}, 'UInt32')");
+    for (copy, select, expected) in [
+        (
+            "node",
+            format!("{columns} FROM read_model('{path}') WHERE tree <> 0 OR node <> 2"),
+            vec!["tree 0", "[2"],
+        ),
+        (
+            "tree",
+            format!("{columns} FROM read_model('{path}') WHERE tree <> 1"),
+            vec!["tree 1 is missing"],
+        ),
+        (
+            "bin",
+            columns.replace("bin,", &format!("{} AS bin,", u32("bin + 1000")))
+                + &format!(" FROM read_model('{path}')"),
+            vec!["splits after bin 10", "15 cuts of 16 bins"],
+        ),
+        (
+            "children",
+            columns.replace(
+                "left, right",
+                &format!("{} AS left, right", u32("left + 1")),
+            ) + &format!(" FROM read_model('{path}')"),
+            vec!["a split's children are nodes"],
+        ),
+    ] {
+        let bad = dir.path().join(copy);
+        job.execute(&format!(
+            "COPY (SELECT {select}) TO '{}/trees.parquet'",
+            bad.display()
+        ))
+        .await
+        .unwrap();
+        for file in ["model.json", "importance.parquet"] {
+            let from = dir.path().join("gb/v000001").join(file);
+            std::fs::copy(from, bad.join(file)).unwrap();
+        }
+        let said = (job
+            .execute(&format!("LOAD MODEL broken FROM '{}'", bad.display()))
+            .await)
+            .unwrap_err()
+            .to_string();
+        for e in expected.iter().chain(&["trees.parquet"]) {
+            assert!(said.contains(e), "{copy}: '{e}' not in {said}");
+        }
     }
-    let said = (job
-        .execute(&format!("LOAD MODEL broken FROM '{}'", bad.display()))
-        .await)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        said.contains("trees.parquet") && said.contains("tree 0") && said.contains("[2"),
-        "{said}"
-    );
 }
 
 /// XGBoost's holdout AUC on a9a's test split with the options below (tree_method = 'hist',

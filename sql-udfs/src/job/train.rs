@@ -50,7 +50,25 @@ pub async fn create_model(
     if replace {
         client.drop_matrix_if_any(name).await.map_err(ps_error)?;
     }
+    let created: Vec<String> = std::iter::once(name.to_string())
+        .chain(plan.spec.kind.companions(name))
+        .collect();
     plan.spec.create(&client, name).await.map_err(train_error)?;
+    let trained = train_created((ctx, binding), name, plan, rows).await;
+    if trained.is_err() {
+        drop_created(&client, &created).await;
+    }
+    trained
+}
+
+/// Starts, draws and trains model `name`, just created for `plan`, on `rows`.
+async fn train_created(
+    (ctx, binding): (&SessionContext, &Binding),
+    name: &str,
+    plan: Plan,
+    rows: Rows,
+) -> Result<RecordBatch> {
+    let client = binding.client()?;
     let engine = SessionEngine::new((ctx, binding), name, plan, rows)?;
     (engine.plan().spec.kind.start(&engine).await).map_err(train_error)?;
     (engine
@@ -60,6 +78,17 @@ pub async fn create_model(
         .await)
         .map_err(train_error)?;
     drive(ctx, engine).await
+}
+
+/// Drops what a failed `CREATE MODEL` created (the model and its kind's companions), so the
+/// statement can run again without `OR REPLACE`: a half-trained model is nobody's. A drop
+/// that fails too (the service is unreachable) is logged; the statement's own error stands.
+async fn drop_created(client: &angel_client::PsClient, created: &[String]) {
+    for matrix in created {
+        if let Err(e) = client.drop_matrix_if_any(matrix).await {
+            tracing::warn!(matrix, error = %e, "could not drop what a failed CREATE MODEL created");
+        }
+    }
 }
 
 /// Trains the statement's model on `engine` by its kind's driver; returns the epoch table,

@@ -42,6 +42,15 @@ use crate::task_pass::{TaskContext, TaskPass};
 /// Dimensions up to this are stored densely; larger ones (hashing) sparsely.
 pub(crate) const MAX_DENSE_DIM: u64 = 1 << 26;
 
+/// A matrix of `rows` rows of `dim` columns and the intercept's: dense up to
+/// [`MAX_DENSE_DIM`] columns, sparse above (hashed features).
+pub(crate) fn weights_matrix(name: &str, rows: u64, dim: u64) -> MatrixSpec {
+    match dim < MAX_DENSE_DIM {
+        true => MatrixSpec::dense(name, rows, dim + 1),
+        false => MatrixSpec::sparse(name, rows, dim + 1),
+    }
+}
+
 /// One kind of model, as training sees it: its options, its matrix's shape, its inputs, its
 /// predictions, and how it trains ([`Trains`]). A model of `dim` features has
 /// [`ModelKind::weight_rows`] rows of `dim + 1` columns (the last one the intercept's, or the
@@ -140,10 +149,7 @@ pub trait ModelKind: Trains + KindBox + fmt::Debug + Send + Sync + 'static {
     /// optimizer's state rows) of its `dim` columns and the intercept's; dense up to 2^26
     /// columns, sparse above (hashed features).
     fn matrix(&self, name: &str, rows: u64, dim: u64) -> Result<MatrixSpec> {
-        Ok(match dim < MAX_DENSE_DIM {
-            true => MatrixSpec::dense(name, rows, dim + 1),
-            false => MatrixSpec::sparse(name, rows, dim + 1),
-        })
+        Ok(weights_matrix(name, rows, dim))
     }
 
     /// How it reads the rows it scores when its gradient does not (k-means: points);
@@ -188,6 +194,14 @@ pub trait ModelKind: Trains + KindBox + fmt::Debug + Send + Sync + 'static {
     /// model grows all its trees in the statement that creates it).
     fn refuses_more_epochs(&self) -> Option<&'static str> {
         None
+    }
+
+    /// The matrices its statements create beside model `model` (the boosted model's sketch,
+    /// cuts, histograms and totals; the topic model's token topics), which a failed
+    /// `CREATE MODEL` drops with the model so that running it again starts clean.
+    fn companions(&self, model: &str) -> Vec<String> {
+        let _ = model;
+        Vec::new()
     }
 
     /// Whether its workers must get the same rows every round where a statement reads them

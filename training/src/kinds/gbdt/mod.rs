@@ -18,6 +18,7 @@
 //! - [`grower`]: the statement's side: histograms, splits and leaves, layer by layer;
 //! - [`driver`]: the statement's rounds and trees, the epoch table;
 //! - [`saved`]: its saved format, `trees.parquet` and `importance.parquet`;
+//! - [`grown`]: the rows of a model's matrix that hold its trees;
 //! - [`predict`]: the margins of rows under the trees (`ps_predict`);
 //! - [`importance`]: each feature's splits, gain and cover over the trees;
 //! - [`sample`]: the rows and features each tree samples.
@@ -25,6 +26,7 @@
 pub mod binned;
 pub mod driver;
 pub mod grower;
+pub mod grown;
 pub mod importance;
 pub mod partition;
 pub mod predict;
@@ -50,12 +52,16 @@ use crate::rows::SparseRows;
 use crate::saved::{ReadBack, Saved, SavedTable};
 use crate::task_pass::{TaskContext, TaskPass};
 
-/// The deepest trees allowed: a tree is one dense row of `2^(depth + 1) - 1` nodes.
+/// The deepest trees allowed: a tree is one row of `2^(depth + 1) - 1` nodes.
 pub const MAX_DEPTH: u64 = 10;
 /// Most bins a feature's histogram may have.
 pub const MAX_BINS: u64 = 256;
 /// Most trees a model may have.
 pub const MAX_TREES: u64 = 100_000;
+/// Most values of a model's trees kept dense: 2^23 (64 MiB). A larger model (many deep trees)
+/// is kept sparse, each tree holding only the nodes it grew, so its size on the servers is
+/// what the trees hold, never trees x nodes reserved up front.
+const MAX_DENSE_TREES: u64 = 1 << 23;
 
 /// See the module documentation.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,9 +191,13 @@ impl ModelKind for Gbdt {
     }
 
     /// A row per tree, of its nodes ([`tree::columns`]), in f64: the trees keep no
-    /// optimizer state.
+    /// optimizer state. Dense up to [`MAX_DENSE_TREES`] values, sparse above.
     fn matrix(&self, name: &str, rows: u64, _dim: u64) -> Result<MatrixSpec> {
-        let spec = MatrixSpec::dense(name, rows, tree::columns(self.depth));
+        let cols = tree::columns(self.depth);
+        let spec = match rows.saturating_mul(cols) <= MAX_DENSE_TREES {
+            true => MatrixSpec::dense(name, rows, cols),
+            false => MatrixSpec::sparse(name, rows, cols),
+        };
         Ok(spec.value_type(angel_client::ValueType::F64))
     }
 
@@ -196,6 +206,11 @@ impl ModelKind for Gbdt {
             "a boosted model grows all its trees in the statement that creates it; grow more \
              with CREATE OR REPLACE MODEL and a larger trees option",
         )
+    }
+
+    fn companions(&self, model: &str) -> Vec<String> {
+        let names = grower::Names::of(model);
+        vec![names.sketch, names.cuts, names.histograms, names.totals]
     }
 
     fn margins_of(&self, model: &Model, _function: &str, rows: &SparseRows) -> Result<Vec<f64>> {

@@ -3,6 +3,7 @@
 
 use angel_client::runtime::block_on;
 
+use super::grown;
 use super::tree::Tree;
 use crate::error::Result;
 use crate::model::Model;
@@ -10,7 +11,8 @@ use crate::rows::SparseRows;
 
 /// The margin of every row of `rows` under model `model`'s trees, after one pull of them.
 pub fn margins(model: &Model, rows: &SparseRows) -> Result<Vec<f64>> {
-    let ids = model.weight_row_ids();
+    let mut ids = model.weight_row_ids();
+    ids.truncate(block_on(grown::rows(model.client(), &model.name))? as usize);
     let pulled = block_on(model.client().pull_rows::<f64>(&model.name, &ids))?;
     let trees: Vec<Tree> = pulled
         .iter()

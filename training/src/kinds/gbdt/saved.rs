@@ -21,7 +21,7 @@
 //! model a query can evaluate; `LOAD MODEL` pushes the same trees back, and predictions are
 //! identical after a reload.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use angel_client::PsClient;
@@ -31,6 +31,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Float64Type, Schema, SchemaRef, UInt32Type, UInt64Type};
 
 use super::Gbdt;
+use super::grown;
 use super::importance::importance;
 use super::tree::{self, Node, Tree};
 use crate::error::{Result, input_err};
@@ -111,8 +112,8 @@ fn importance_schema() -> SchemaRef {
 /// The saved form of boosted model `name`, its features named by `features`: its trees, their
 /// features' importance and its base margin.
 pub async fn save(client: &PsClient, name: &str, features: &HashMap<u64, String>) -> Result<Saved> {
-    let meta = client.matrix(name).await?.meta.clone();
-    let (rows, per_pull) = (meta.rows, meta.cols);
+    let per_pull = client.matrix(name).await?.meta.cols;
+    let rows = grown::rows(client, name).await?;
     let mut trees = Vec::with_capacity(rows as usize);
     let per_pull = (PULL_VALUES / per_pull.max(1)).max(1);
     for first in (0..rows).step_by(per_pull as usize) {
@@ -232,40 +233,30 @@ fn importance_batch(trees: &[Tree], features: &HashMap<u64, String>) -> Result<R
     )?)
 }
 
-/// Reads `trees.parquet` (`batches`, from `path`) of a model of `gbdt` over `dim` features
-/// into its trees (a tree not saved is left incomplete), refusing what would predict wrong
-/// with the file and row named: a missing or mistyped column, a NULL where the node needs a
-/// value, a tree or node outside the model, a feature outside `dim`, a value not finite, a
-/// node given twice, and a tree whose saved nodes are not exactly those its splits reach.
-fn read_trees(path: &str, batches: &[RecordBatch], gbdt: &Gbdt, dim: u64) -> Result<Vec<Tree>> {
+/// The saved nodes of each tree, tree after tree: only the nodes the file holds, so what is
+/// read takes memory of the file's rows, never of the trees x nodes the options allow.
+type SavedTrees = Vec<BTreeMap<usize, Node>>;
+
+/// Reads `trees.parquet` (`batches`, from `path`) of model `gbdt` of `dim` features, refusing
+/// what would load wrong with the file and row named: a node outside the trees or given
+/// twice, a NULL or non-finite value, a split on a feature outside `dim`, after a bin past
+/// the model's cuts or naming other children than its own, a tree whose splits do not reach
+/// exactly its saved nodes, a tree missing between saved ones.
+fn read_trees(path: &str, batches: &[RecordBatch], gbdt: &Gbdt, dim: u64) -> Result<SavedTrees> {
     let room = tree::nodes(gbdt.depth);
-    let empty = Tree {
-        done: false,
-        offset: 0.0,
-        nodes: vec![
-            Node::Leaf {
-                value: 0.0,
-                cover: 0.0
-            };
-            room
-        ],
-    };
-    let mut trees = vec![empty; gbdt.trees];
-    let mut saved: Vec<HashSet<usize>> = vec![HashSet::new(); gbdt.trees];
+    let mut trees: BTreeMap<usize, BTreeMap<usize, Node>> = BTreeMap::new();
     let mut row = 0;
     for batch in batches {
         let column = |n: &str, t: &DataType| column_as(path, batch, n, t);
-        let [t, n, bin] = ["tree", "node", "bin"].map(|c| column(c, &DataType::UInt32));
-        let (t, n, bin) = (t?, n?, bin?);
-        let (t, n, bin) = (
-            t.as_primitive::<UInt32Type>(),
-            n.as_primitive::<UInt32Type>(),
-            bin.as_primitive::<UInt32Type>(),
-        );
+        let [t, n, bin, left, right] =
+            ["tree", "node", "bin", "left", "right"].map(|c| column(c, &DataType::UInt32));
+        let (t, n, bin, left, right) = (t?, n?, bin?, left?, right?);
+        let [t, n, bin, left, right] =
+            [&t, &n, &bin, &left, &right].map(|c| c.as_primitive::<UInt32Type>());
         let index = column("index", &DataType::UInt64)?;
         let index = index.as_primitive::<UInt64Type>();
-        let left = column("default_left", &DataType::Boolean)?;
-        let left = left.as_boolean();
+        let default_left = column("default_left", &DataType::Boolean)?;
+        let default_left = default_left.as_boolean();
         let [threshold, value, cover, gain] =
             ["threshold", "value", "cover", "gain"].map(|c| column(c, &DataType::Float64));
         let (threshold, value, cover, gain) = (threshold?, value?, cover?, gain?);
@@ -285,9 +276,6 @@ fn read_trees(path: &str, batches: &[RecordBatch], gbdt: &Gbdt, dim: u64) -> Res
                     gbdt.trees, gbdt.depth
                 )));
             }
-            if !saved[tr].insert(node) {
-                return Err(at(format!("tree {tr} node {node} a second time")));
-            }
             let finite = |c: &Float64Array, name: &str| match c.is_valid(r) {
                 true if c.value(r).is_finite() => Ok(c.value(r)),
                 true => Err(at(format!(
@@ -297,7 +285,8 @@ fn read_trees(path: &str, batches: &[RecordBatch], gbdt: &Gbdt, dim: u64) -> Res
                 false => Err(at(format!("tree {tr} node {node}: {name} is NULL"))),
             };
             let c = finite(cover, "cover")?;
-            trees[tr].nodes[node] = match index.is_valid(r) {
+            let children = [left, right].map(|c| c.is_valid(r).then(|| c.value(r) as usize));
+            let parsed = match index.is_valid(r) {
                 true => {
                     let feature = index.value(r);
                     if feature >= dim {
@@ -306,32 +295,68 @@ fn read_trees(path: &str, batches: &[RecordBatch], gbdt: &Gbdt, dim: u64) -> Res
                              model's dim {dim}"
                         )));
                     }
-                    if bin.is_null(r) || left.is_null(r) {
+                    if bin.is_null(r) || default_left.is_null(r) {
                         return Err(at(format!(
                             "tree {tr} node {node}: a split's bin or default_left is NULL"
                         )));
                     }
+                    let after = bin.value(r) as usize;
+                    if after + 1 >= gbdt.bins {
+                        return Err(at(format!(
+                            "tree {tr} node {node} splits after bin {after}, past the model's \
+                             {} cuts of {} bins",
+                            gbdt.bins - 1,
+                            gbdt.bins
+                        )));
+                    }
+                    if children != [Some(2 * node + 1), Some(2 * node + 2)] {
+                        return Err(at(format!(
+                            "tree {tr} node {node}: a split's children are nodes {} and {}, \
+                             not left {:?} and right {:?}",
+                            2 * node + 1,
+                            2 * node + 2,
+                            children[0],
+                            children[1]
+                        )));
+                    }
                     Node::Split {
                         feature,
-                        bin: bin.value(r) as usize,
+                        bin: after,
                         threshold: finite(threshold, "threshold")?,
-                        default_left: left.value(r),
+                        default_left: default_left.value(r),
                         cover: c,
                         gain: finite(gain, "gain")?,
                     }
+                }
+                false if children != [None, None] => {
+                    return Err(at(format!(
+                        "tree {tr} node {node}: a leaf has children (left {:?}, right {:?})",
+                        children[0], children[1]
+                    )));
                 }
                 false => Node::Leaf {
                     value: finite(value, "value")?,
                     cover: c,
                 },
             };
-            trees[tr].done = true;
+            if trees.entry(tr).or_default().insert(node, parsed).is_some() {
+                return Err(at(format!("tree {tr} node {node} a second time")));
+            }
         }
     }
-    for (t, (tree, saved)) in trees.iter().zip(&saved).enumerate() {
+    for (expected, (&t, nodes)) in trees.iter().enumerate() {
+        if t != expected {
+            return input_err(format!(
+                "{path}: tree {expected} is missing: the file has trees up to {} without it \
+                 (trees are numbered from 0, each a row per node a row can reach)",
+                trees.keys().last().copied().unwrap_or_default()
+            ));
+        }
+        let tree = whole(nodes);
         let reached: HashSet<usize> = tree.reachable().into_iter().collect();
-        if tree.done && reached != *saved {
-            let mut odd: Vec<usize> = reached.symmetric_difference(saved).copied().collect();
+        let saved: HashSet<usize> = nodes.keys().copied().collect();
+        if reached != saved {
+            let mut odd: Vec<usize> = reached.symmetric_difference(&saved).copied().collect();
             odd.sort_unstable();
             return input_err(format!(
                 "{path}: tree {t}: its splits reach nodes that are not saved, or saved nodes no \
@@ -341,7 +366,28 @@ fn read_trees(path: &str, batches: &[RecordBatch], gbdt: &Gbdt, dim: u64) -> Res
             ));
         }
     }
-    Ok(trees)
+    Ok(trees.into_values().collect())
+}
+
+/// The complete tree of saved `nodes`: its nodes up to the last saved one, those not saved
+/// leaves of value 0.
+fn whole(nodes: &BTreeMap<usize, Node>) -> Tree {
+    let room = nodes.keys().last().map_or(0, |&n| n + 1);
+    let mut tree = Tree {
+        done: true,
+        offset: 0.0,
+        nodes: vec![
+            Node::Leaf {
+                value: 0.0,
+                cover: 0.0
+            };
+            room
+        ],
+    };
+    for (&n, &node) in nodes {
+        tree.nodes[n] = node;
+    }
+    tree
 }
 
 /// Reads the dictionary's (feature, index) pairs from `importance.parquet` (`batches`, from
@@ -368,13 +414,15 @@ fn read_dictionary(path: &str, batches: &[RecordBatch]) -> Result<Vec<(String, u
 async fn push_trees(
     client: &PsClient,
     name: &str,
-    mut trees: Vec<Tree>,
+    trees: SavedTrees,
     base_margin: f64,
 ) -> Result<()> {
-    if let Some(first) = trees.first_mut() {
-        first.offset = base_margin;
-    }
-    for (t, tree) in trees.iter().enumerate() {
+    // Without a complete tree, row 0 still holds the base margin.
+    for t in 0..trees.len().max(1) {
+        let mut tree = trees.get(t).map_or_else(Tree::default, whole);
+        if t == 0 {
+            tree.offset = base_margin;
+        }
         let (cols, values): (Vec<u64>, Vec<f64>) = tree.fields().into_iter().unzip();
         if !cols.is_empty() {
             client

@@ -23,6 +23,7 @@ use arrow::array::{ArrayData, ArrayRef};
 
 use super::Gbdt;
 use super::grower::{Names, ROUND_ROW, histogram_row};
+use super::grown;
 use super::resident;
 use super::sketch::Cuts;
 use super::tree::Tree;
@@ -160,8 +161,9 @@ impl TreeTask {
     /// may have run elsewhere, or run again after its executor died. The draws of the samples
     /// follow the rows' content, so it is the same worker whichever task held them.
     fn bring_forward(&self, found: Option<TreeWorker>, rows: SparseRows) -> Result<TreeWorker> {
-        let trees: Vec<u64> = (0..self.gbdt.trees as u64).collect();
         let client = self.model.client();
+        let grown = block_on(grown::rows(client, &self.names.trees))?;
+        let trees: Vec<u64> = (0..grown.min(self.gbdt.trees as u64)).collect();
         let values = block_on(client.pull_rows::<f64>(&self.names.trees, &trees))?;
         let trees: Vec<Tree> = values.iter().map(|r| Tree::from_row(r)).collect();
         let growing = trees.iter().position(|t| !t.done);

@@ -64,7 +64,7 @@ pub enum Node {
 }
 
 /// See the module documentation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tree {
     pub done: bool,
     pub offset: f64,

@@ -34,12 +34,12 @@ pub mod task;
 
 use std::collections::HashMap;
 
-use angel_client::PsClient;
+use angel_client::{MatrixSpec, PsClient};
 use arrow::array::{ArrayRef, RecordBatch};
 
 use crate::error::{Result, option_err};
 use crate::kinds::{Gradient, Inputs};
-use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains};
+use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains, weights_matrix};
 use crate::options::OptionValue;
 use crate::rows::SparseRows;
 use crate::saved::{ReadBack, Saved, SavedTable, weights};
@@ -47,6 +47,11 @@ use crate::task_pass::{TaskContext, TaskPass};
 
 /// Most centres a model may have.
 pub const MAX_CENTRES: u64 = 1 << 16;
+
+/// Most values a model's centres may hold (k x dim): 2^27, 1 GiB of doubles. A worker keeps
+/// its centres and their sums dense (a mean of points has every feature any of them has), so
+/// their size is the options' alone and is refused before anything is allocated.
+pub const MAX_CENTRE_VALUES: u64 = 1 << 27;
 
 /// The rows' squared distance per coordinate under which the centres' summed squared move
 /// in an iteration ends training (option `tolerance`), as scikit-learn's `tol`.
@@ -186,6 +191,20 @@ impl ModelKind for KMeans {
 
     fn weight_rows(&self) -> usize {
         2 * self.k
+    }
+
+    /// The default matrix, refused when its centres are past [`MAX_CENTRE_VALUES`].
+    fn matrix(&self, name: &str, rows: u64, dim: u64) -> Result<MatrixSpec> {
+        let values = (self.k as u64).saturating_mul(dim);
+        if values > MAX_CENTRE_VALUES {
+            return option_err(format!(
+                "model '{name}': a kmeans model's {} centres of dim = {dim} hold {values} \
+                 values, past the {MAX_CENTRE_VALUES} (1 GiB of doubles) a worker keeps dense; \
+                 hash the features into a smaller dim or use fewer centres",
+                self.k
+            ));
+        }
+        Ok(weights_matrix(name, rows, dim))
     }
 
     fn inputs(&self) -> Inputs {

@@ -7,8 +7,11 @@ use arrow::array::ArrayRef;
 use crate::error::{Result, input_err};
 use crate::rows::SparseRows;
 
-/// Most tokens one (word, count) pair may stand for.
-const MAX_COUNT: f64 = 1e9;
+/// Most tokens a corpus (a worker's documents, or one call's) may hold: 2^28, about 3 GB of
+/// a worker's state at 12 bytes a token (its word, its place in its slice, its topic). Counts
+/// are checked against it before they are expanded, so a bag of words asking for more fails
+/// naming its row instead of allocating what its counts say.
+pub const MAX_TOKENS: usize = 1 << 28;
 
 /// A seed drawn from `seed` and the tokens `words`: a chain's or a folding-in's draws follow
 /// its model's seed and its documents, so the same job or document always draws the same.
@@ -42,39 +45,55 @@ impl Corpus {
     pub fn read(
         function: &str,
         model: &str,
-        (words, counts): (&ArrayRef, Option<&ArrayRef>),
+        columns: (&ArrayRef, Option<&ArrayRef>),
         vocabulary: u64,
     ) -> Result<Self> {
-        let rows = SparseRows::from_arrays(function, None, words, counts)?;
-        rows.check(function, model, vocabulary)?;
         let mut corpus = Corpus::default();
-        for r in 0..rows.len() {
-            for (at, &word) in rows.keys(r).iter().enumerate() {
-                let count = rows.value(r, at);
-                if !(count >= 0.0 && count.fract() == 0.0 && count <= MAX_COUNT) {
-                    return input_err(format!(
-                        "{function}: row {r} of the batch counts word {word} {count} times; a \
-                         count must be a whole number from 0 to {MAX_COUNT}"
-                    ));
-                }
-                let word = word as u32;
-                (0..count as usize).for_each(|_| corpus.words.push(word));
-            }
-            corpus.offsets.push(corpus.words.len());
-        }
+        corpus.read_more(function, model, columns, vocabulary)?;
         Ok(corpus)
     }
 
-    /// The documents of `parts`, one after the other.
-    pub fn concat(parts: Vec<Corpus>) -> Corpus {
-        let mut all = Corpus::default();
-        for part in parts {
-            for d in 0..part.docs() {
-                all.words.extend_from_slice(part.doc(d));
-                all.offsets.push(all.words.len());
+    /// Adds the documents of `words` and `counts` after those held, as [`Corpus::read`]
+    /// reads them; refuses, before expanding any count, a batch that would take the corpus
+    /// past [`MAX_TOKENS`].
+    pub fn read_more(
+        &mut self,
+        function: &str,
+        model: &str,
+        (words, counts): (&ArrayRef, Option<&ArrayRef>),
+        vocabulary: u64,
+    ) -> Result<()> {
+        let rows = SparseRows::from_arrays(function, None, words, counts)?;
+        rows.check(function, model, vocabulary)?;
+        let mut tokens = self.words.len() as f64;
+        for r in 0..rows.len() {
+            for (at, &word) in rows.keys(r).iter().enumerate() {
+                let count = rows.value(r, at);
+                if !(count >= 0.0 && count.fract() == 0.0) {
+                    return input_err(format!(
+                        "{function}: row {r} of the batch counts word {word} {count} times; a \
+                         count must be a whole number, 0 or more"
+                    ));
+                }
+                tokens += count;
+            }
+            if tokens > MAX_TOKENS as f64 {
+                return input_err(format!(
+                    "{function}: model '{model}': row {r} of the batch takes the documents to \
+                     {tokens} tokens, past the {MAX_TOKENS} one worker or call holds; give the \
+                     statement more workers (target_partitions), or fewer tokens per document"
+                ));
             }
         }
-        all
+        self.words.reserve(tokens as usize - self.words.len());
+        for r in 0..rows.len() {
+            for (at, &word) in rows.keys(r).iter().enumerate() {
+                let count = rows.value(r, at) as usize;
+                self.words.extend(std::iter::repeat_n(word as u32, count));
+            }
+            self.offsets.push(self.words.len());
+        }
+        Ok(())
     }
 
     /// The same documents in an order of their content alone (by a hash of each document's
@@ -147,7 +166,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(bag.words, [1, 1, 2]);
-        let both = Corpus::concat(vec![corpus, bag]);
+        let mut both = corpus;
+        let bag = (&list(&[&[1, 2]]), Some(&counts(&[&[2.0, 1.0]])));
+        both.read_more("f", "m", bag, 4).unwrap();
         assert_eq!((both.docs(), both.doc(3)), (4, &[1, 1, 2][..]));
     }
 
@@ -155,7 +176,6 @@ mod tests {
     fn no_documents_make_an_empty_corpus() {
         let empty = Corpus::default();
         assert_eq!((empty.docs(), empty.canonical().0), (0, Corpus::default()));
-        assert_eq!(Corpus::concat(Vec::new()), empty);
     }
 
     #[test]
@@ -189,5 +209,32 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("row 0") && err.contains("2.5"), "{err}");
+    }
+
+    #[test]
+    fn counts_past_the_tokens_a_corpus_holds_are_refused_before_they_are_expanded() {
+        let huge = counts(&[&[1.0], &[1e9]]);
+        let err = Corpus::read("f", "m", (&list(&[&[0], &[1]]), Some(&huge)), 4)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row 1") && err.contains("268435456"), "{err}");
+        // The limit is the corpus's: a batch that fits alone may not fit after others.
+        let half = (MAX_TOKENS / 2 + 1) as f64;
+        let mut corpus = Corpus::default();
+        let one = counts(&[&[0.0]]);
+        corpus
+            .read_more("f", "m", (&list(&[&[0]]), Some(&one)), 4)
+            .unwrap();
+        let err = corpus
+            .read_more(
+                "f",
+                "m",
+                (&list(&[&[0], &[1]]), Some(&counts(&[&[half], &[half]]))),
+                4,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row 1"), "{err}");
+        assert_eq!(corpus.docs(), 1, "nothing of the refused batch was added");
     }
 }

@@ -151,6 +151,10 @@ impl ModelKind for Lda {
         true
     }
 
+    fn companions(&self, model: &str) -> Vec<String> {
+        vec![stored::StoredTopics::name_of(model)]
+    }
+
     fn answers_instead(&self) -> &'static str {
         " and predicts no label; ps_topics infers a document's topics"
     }

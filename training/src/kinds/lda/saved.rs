@@ -149,6 +149,10 @@ fn batch(p: &Priors, counts: &[Count], features: &HashMap<u64, String>) -> Resul
     )?)
 }
 
+/// Most tokens the counts of a saved model may add up to: 2^53, so that every topic's and
+/// word's total, and their sum, is exact in the doubles the likelihood is computed in.
+const MAX_SAVED_TOKENS: i64 = 1 << 53;
+
 /// What `counts.parquet` holds: per topic, its words' (index, count); the dictionary's
 /// (feature, index) pairs.
 struct SavedCounts {
@@ -158,14 +162,15 @@ struct SavedCounts {
 
 /// Reads `counts.parquet` (`batches`, from `path`) of a model of `priors`, refusing what
 /// would load wrong with the file and row named: a missing or mistyped column, a topic or an
-/// index out of the model's range, a negative count, a (word, topic) given twice.
+/// index out of the model's range, a negative count, a (word, topic) given twice, counts
+/// adding up past [`MAX_SAVED_TOKENS`].
 fn read_counts(path: &str, batches: &[RecordBatch], p: &Priors) -> Result<SavedCounts> {
     let mut saved = SavedCounts {
         topics: vec![(Vec::new(), Vec::new()); p.topics],
         features: Vec::new(),
     };
     let (mut seen, mut named) = (std::collections::HashSet::new(), HashMap::new());
-    let mut row = 0;
+    let (mut row, mut tokens) = (0, 0i64);
     for batch in batches {
         let column = |n: &str, t: &DataType| column_as(path, batch, n, t);
         let feature = column("feature", &DataType::Utf8)?;
@@ -193,6 +198,14 @@ fn read_counts(path: &str, batches: &[RecordBatch], p: &Priors) -> Result<SavedC
                     "{path}: row {row}: word {i}, topic {t}, count {c}: the model has {} words \
                      and {} topics, and counts are not negative",
                     p.words, p.topics
+                ));
+            }
+            tokens = tokens.saturating_add(c);
+            if tokens > MAX_SAVED_TOKENS {
+                return input_err(format!(
+                    "{path}: row {row}: the counts add up to more than {MAX_SAVED_TOKENS} \
+                     tokens (2^53), past any corpus a model is trained on: the topic totals \
+                     would not be exact"
                 ));
             }
             if !seen.insert((i, t)) {

@@ -45,8 +45,13 @@ impl StoredTopics {
     pub fn of(client: Arc<PsClient>, model: &str) -> Self {
         StoredTopics {
             client,
-            name: format!("{model}.tokens"),
+            name: Self::name_of(model),
         }
+    }
+
+    /// The name of the matrix holding model `model`'s token topics.
+    pub fn name_of(model: &str) -> String {
+        format!("{model}.tokens")
     }
 
     /// Creates the matrix for a statement, replacing what an earlier one left.

@@ -173,17 +173,12 @@ impl TopicTask {
 
     /// The task's documents.
     fn corpus(&self) -> Result<Corpus> {
-        let read = (self.batches.iter())
-            .map(|b| {
-                Corpus::read(
-                    self.function,
-                    &self.model.name,
-                    (&b[0], b.get(1)),
-                    self.model.spec.dim,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Corpus::concat(read))
+        let mut corpus = Corpus::default();
+        for b in &self.batches {
+            let (model, dim) = (&self.model.name, self.model.spec.dim);
+            corpus.read_more(self.function, model, (&b[0], b.get(1)), dim)?;
+        }
+        Ok(corpus)
     }
 
     /// The worker of `corpus`, every token's topic drawn at random.
