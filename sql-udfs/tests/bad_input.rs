@@ -467,6 +467,34 @@ async fn a_saved_model_with_bad_weights_is_refused_naming_the_row() {
         write_weights(&weights, rows);
         fails(&m, &load(&format!("bad{i}")), expected).await;
     }
+    // Files are capped by what they can hold (round 4, finding 4): 80 MB of zeros compressed
+    // into weights.parquet (a dim-5 model's may hold 64 MiB and 384 bytes), and a model.json
+    // or _CURRENT past their own caps, are refused before they are read whole.
+    let mut bomb = zstd::Encoder::new(Vec::new(), 1).unwrap();
+    for _ in 0..80 {
+        std::io::Write::write_all(&mut bomb, &[0u8; 1 << 20]).unwrap();
+    }
+    std::fs::write(&weights, bomb.finish().unwrap()).unwrap();
+    fails(
+        &m,
+        &load("bomb"),
+        &["weights.parquet", "more than the 67109248 bytes"],
+    )
+    .await;
+    let padded = dir.path().join("padded");
+    let save = format!("SAVE MODEL five TO '{}';", padded.display());
+    run(&m, &save).await.unwrap();
+    let json = padded.join("v000001/model.json");
+    std::fs::write(&json, " ".repeat(17 << 20)).unwrap();
+    let load_padded = format!("LOAD MODEL padded FROM '{}';", padded.display());
+    fails(
+        &m,
+        &load_padded,
+        &["model.json", "more than the 16777216 bytes"],
+    )
+    .await;
+    std::fs::write(padded.join("_CURRENT"), "v".repeat(5000)).unwrap();
+    fails(&m, &load_padded, &["_CURRENT", "more than the 4096 bytes"]).await;
     // Utf8View features load, and a model.json listing the training option `epochs` too.
     write_weights(
         &weights,

@@ -42,12 +42,18 @@ pub fn open(location: &Location) -> Result<Box<dyn Read + Send>> {
     Ok(reader)
 }
 
-/// Reads the whole (decompressed) file at `location` into memory.
-pub fn read_all(location: &Location) -> Result<Vec<u8>> {
+/// Reads the whole (decompressed) file at `location` into memory, refusing one of more than
+/// `max` bytes once decompressed before it holds more: a caller bounds it by what the file
+/// can legitimately hold, so a small compressed file cannot expand into all of memory.
+pub fn read_all(location: &Location, max: u64) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    open(location)?
+    (open(location)?.take(max.saturating_add(1)))
         .read_to_end(&mut out)
         .map_err(|e| StorageError::io(location, e))?;
+    if out.len() as u64 > max {
+        let why = format!("the file holds more than the {max} bytes (decompressed) it may hold");
+        return Err(StorageError::io(location, std::io::Error::other(why)));
+    }
     Ok(out)
 }
 
@@ -164,16 +170,24 @@ mod tests {
             ("t.csv.zst", zstd::encode_all(text.as_bytes(), 3).unwrap()),
         ] {
             std::fs::write(dir.path().join(name), bytes).unwrap();
+            let max = text.len() as u64;
             assert_eq!(
-                read_all(&at(name).unwrap()).unwrap(),
+                read_all(&at(name).unwrap(), max).unwrap(),
                 text.as_bytes(),
                 "{name}"
             );
+            // A cap bounds what decompression may bring, whatever the file's own size.
+            let err = read_all(&at(name).unwrap(), max - 1)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name) && err.contains("more than the"), "{err}");
         }
         std::fs::write(dir.path().join("bad.gz"), b"not gzip").unwrap();
-        let err = read_all(&at("bad.gz").unwrap()).unwrap_err().to_string();
+        let err = read_all(&at("bad.gz").unwrap(), 64)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("bad.gz"), "{err}");
-        let err = read_all(&at("absent.csv").unwrap())
+        let err = read_all(&at("absent.csv").unwrap(), 64)
             .unwrap_err()
             .to_string();
         assert!(err.contains("absent.csv"), "{err}");

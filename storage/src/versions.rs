@@ -17,6 +17,8 @@ use crate::{Location, Result, StorageError};
 
 /// The pointer file's name.
 const CURRENT: &str = "_CURRENT";
+/// Most bytes `_CURRENT` may hold: a version's name and a newline.
+const CURRENT_BYTES: u64 = 4096;
 
 /// See the module documentation.
 #[derive(Debug, Clone)]
@@ -51,7 +53,7 @@ impl Versions {
     /// The committed version's name, if there is one.
     fn committed(&self) -> Result<Option<String>> {
         let pointer = self.dir.child(CURRENT);
-        match read_all(&pointer) {
+        match read_all(&pointer, CURRENT_BYTES) {
             Ok(text) => {
                 let name = String::from_utf8_lossy(&text).trim().to_string();
                 match version_number(&name).is_some() {
@@ -172,7 +174,7 @@ mod tests {
             .unwrap();
             pending
         };
-        let read = || read_all(&versions.current().unwrap().child("f")).unwrap();
+        let read = || read_all(&versions.current().unwrap().child("f"), 64).unwrap();
         write("one").commit().unwrap();
         assert_eq!(read(), b"one");
         // A writer that dies before committing: the old version reads, its files are gone.

@@ -48,7 +48,8 @@ mod tests {
         let file = root.child("d/x.txt");
         put(&file, Bytes::from_static(b"one")).unwrap();
         put(&file, Bytes::from_static(b"two")).unwrap();
-        assert_eq!(read_all(&file).unwrap(), b"two");
+        assert_eq!(read_all(&file, 3).unwrap(), b"two");
+        assert!(read_all(&file, 2).is_err(), "past its cap");
         put(&root.child("d/e/y.txt"), Bytes::from_static(b"y")).unwrap();
         remove_all(&root.child("d")).unwrap();
         assert!(!dir.path().join("d/x.txt").exists() && !dir.path().join("d/e/y.txt").exists());

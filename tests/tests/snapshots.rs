@@ -70,7 +70,7 @@ async fn changed_partitions_are_written_every_interval_and_read_back_as_held() {
     let snapshots = SnapshotDir::parse(&root).unwrap();
     let mut total = 0.0;
     for pid in snapshotted {
-        let snapshot = snapshots.read_partition(m.meta.id, pid).unwrap();
+        let snapshot = snapshots.read_partition(m.meta.id, pid, u64::MAX).unwrap();
         assert_eq!(snapshot.version, 1);
         let values: Vec<f32> =
             angel_proto::wire::decode_values(&snapshot.rows[0].values, "values").unwrap();

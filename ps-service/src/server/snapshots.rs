@@ -177,7 +177,8 @@ impl ServerService {
                  snapshot directory (yet: the master gives it one at registration)"
             ))
         })?;
-        match dir.read_partition(id, pid) {
+        // A partition larger than the whole memory budget could never be hosted here.
+        match dir.read_partition(id, pid, self.memory.budget()) {
             Ok(snapshot) => Ok((dir.url(), snapshot)),
             Err(PsError::NotFound(why)) => Err(PsError::DataLoss(format!(
                 "partition {pid} of '{name}' has no snapshot to restore ({why})"

@@ -54,14 +54,17 @@ impl SnapshotDir {
         )
     }
 
-    /// The newest committed snapshot of partition `partition_id` of matrix (or counter) `id`.
-    /// DATA_LOSS when there is none, or it is corrupt. Blocking.
-    pub fn read_partition(&self, id: u32, partition_id: u32) -> Result<PartitionSnapshot> {
-        read(
-            &self.partition_dir(id, partition_id),
-            PARTITION_FILE,
-            Kind::Partition,
-        )
+    /// The newest committed snapshot of partition `partition_id` of matrix (or counter) `id`,
+    /// refused past `max` bytes (what the reading server could host). DATA_LOSS when there is
+    /// none, or it is corrupt. Blocking.
+    pub fn read_partition(
+        &self,
+        id: u32,
+        partition_id: u32,
+        max: u64,
+    ) -> Result<PartitionSnapshot> {
+        let versions = self.partition_dir(id, partition_id);
+        read(&versions, PARTITION_FILE, (Kind::Partition, max))
     }
 }
 
@@ -81,7 +84,11 @@ impl SnapshotDir {
 
     /// The master's committed state; None when this directory has none yet. Blocking.
     pub fn read_master(&self) -> Result<Option<MasterSnapshot>> {
-        match read(&self.master_dir(), MASTER_FILE, Kind::Master) {
+        match read(
+            &self.master_dir(),
+            MASTER_FILE,
+            (Kind::Master, MAX_MASTER_BYTES),
+        ) {
             Ok(state) => Ok(Some(state)),
             Err(PsError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
@@ -98,11 +105,19 @@ fn write(versions: &Versions, name: &str, bytes: Bytes) -> Result<u64> {
     Ok(len)
 }
 
-/// The message in the committed version of `versions`: NOT_FOUND when there is no file,
-/// DATA_LOSS when it cannot be read whole.
-fn read<M: prost::Message + Default>(versions: &Versions, name: &str, kind: Kind) -> Result<M> {
+/// Most bytes the master's state may hold: its matrices', counters' and servers'
+/// descriptions, never their data.
+const MAX_MASTER_BYTES: u64 = 1 << 30;
+
+/// The message in the committed version of `versions`, of `kind` and at most `max` bytes:
+/// NOT_FOUND when there is no file, DATA_LOSS when it cannot be read whole.
+fn read<M: prost::Message + Default>(
+    versions: &Versions,
+    name: &str,
+    (kind, max): (Kind, u64),
+) -> Result<M> {
     let location = versions.current().map_err(unavailable)?.child(name);
-    match angel_storage::read::read_all(&location) {
+    match angel_storage::read::read_all(&location, max) {
         Ok(bytes) => file::decode(kind, &bytes, &location.to_string()),
         Err(e) if e.is_not_found() => Err(PsError::NotFound(format!("no snapshot at {location}"))),
         Err(e) => Err(unavailable(e)),

@@ -85,7 +85,7 @@ async fn off_runtime<T: Send + 'static>(
 /// default its parameters), and its columns: what `read_model` reads.
 pub fn saved_data(dir: &str, table: Option<&str>) -> Result<(Location, SchemaRef)> {
     let at = Versions::new(location(dir)?).current().map_err(storage)?;
-    let json = read_all(&at.child("model.json"))
+    let json = read_all(&at.child("model.json"), MAX_JSON_BYTES)
         .map_err(|e| io(&at, format!("cannot read the saved model: {e}")))?;
     let metadata: Metadata =
         serde_json::from_slice(&json).map_err(|e| io(&at.child("model.json"), e))?;
@@ -110,10 +110,18 @@ pub fn saved_data(dir: &str, table: Option<&str>) -> Result<(Location, SchemaRef
     }
 }
 
-/// Reads file `file` whole, off the async workers.
-async fn read_bytes(file: &Location) -> Result<Bytes> {
+/// Most bytes `model.json` may hold: options, metrics and the dimension, never parameters.
+const MAX_JSON_BYTES: u64 = 16 << 20;
+/// What a saved table may hold beyond its values' share: schemas, footers, short tables.
+const TABLE_BASE_BYTES: u64 = 64 << 20;
+/// What a saved table may hold per value of its model: the value, its index and feature
+/// name, as Parquet lays them out (uncompressed, with room to spare).
+const TABLE_VALUE_BYTES: u64 = 64;
+
+/// Reads file `file` whole, off the async workers, refusing past `max` bytes decompressed.
+async fn read_bytes(file: &Location, max: u64) -> Result<Bytes> {
     let file = file.clone();
-    off_runtime(move || Ok(Bytes::from(read_all(&file).map_err(storage)?))).await
+    off_runtime(move || Ok(Bytes::from(read_all(&file, max).map_err(storage)?))).await
 }
 
 /// Writes model `name` to directory `dir` as a new committed version.
@@ -192,7 +200,7 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let dir = location(dir)?;
     let (at, json) = off_runtime(move || {
         let at = Versions::new(dir.clone()).current().map_err(storage)?;
-        let json = read_all(&at.child("model.json"))
+        let json = read_all(&at.child("model.json"), MAX_JSON_BYTES)
             .map_err(|e| io(&dir, format!("cannot read the saved model: {e}")))?;
         Ok((at, json))
     })
@@ -205,10 +213,14 @@ pub async fn load(client: &PsClient, name: &str, dir: &str) -> Result<()> {
     let options: Vec<(String, String)> = options.into_iter().collect();
     let mut spec = ModelSpec::from_options(name, &options).map_err(train_error)?;
     spec.counter = spec.counter.map(|c| client.qualify(&c));
+    // A table's file is capped in proportion to what a model of this spec holds, so a small
+    // file cannot decompress into all of memory.
+    let values = spec.kind.saved_values(spec.dim);
+    let max = TABLE_BASE_BYTES.saturating_add(values.saturating_mul(TABLE_VALUE_BYTES));
     let mut tables = Vec::new();
     for table in spec.kind.saved_tables() {
         let file = at.child(table.file);
-        let batches = batches(&file, read_bytes(&file).await?)?;
+        let batches = batches(&file, read_bytes(&file, max).await?)?;
         tables.push(TableRead {
             path: file.to_string(),
             batches,

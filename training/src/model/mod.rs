@@ -196,6 +196,12 @@ pub trait ModelKind: Trains + KindBox + fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// Most values the saved tables of one of its models of `dim` features hold (`LOAD MODEL`
+    /// caps their files in proportion): its weight rows' by default.
+    fn saved_values(&self, dim: u64) -> u64 {
+        (self.weight_rows() as u64).saturating_mul(dim + 1)
+    }
+
     /// The matrices its statements create beside model `model` (the boosted model's sketch,
     /// cuts, histograms and totals; the topic model's token topics), which a failed
     /// `CREATE MODEL` drops with the model so that running it again starts clean.

@@ -208,6 +208,11 @@ impl ModelKind for Gbdt {
         )
     }
 
+    /// A row per node of every tree, and one per feature (its importance).
+    fn saved_values(&self, dim: u64) -> u64 {
+        (self.trees as u64 * (tree::nodes(self.depth) * tree::FIELDS) as u64).saturating_add(dim)
+    }
+
     fn companions(&self, model: &str) -> Vec<String> {
         let names = grower::Names::of(model);
         vec![names.sketch, names.cuts, names.histograms, names.totals]
