@@ -172,9 +172,32 @@ pub async fn run_job(
     args: &RunOptions,
     each: impl FnMut(&StatementReport),
 ) -> Result<Vec<StatementReport>, Box<dyn Error>> {
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| format!("cannot read job file {}: {e}", args.file.display()))?;
+    let text = read_job(&args.file)?;
     run_text(args, &text, each).await
+}
+
+/// Most bytes a job file may hold: its statements, never its data.
+const MAX_JOB_BYTES: u64 = 64 << 20;
+
+/// The text of job file `path`, refused past [`MAX_JOB_BYTES`] before it is read whole.
+fn read_job(path: &std::path::Path) -> Result<String, Box<dyn Error>> {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| format!("cannot read job file {}: {e}", path.display());
+    let mut text = String::new();
+    (std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(MAX_JOB_BYTES + 1))
+    .read_to_string(&mut text)
+    .map_err(cannot)?;
+    if text.len() as u64 > MAX_JOB_BYTES {
+        return Err(format!(
+            "job file {} holds more than the {MAX_JOB_BYTES} bytes a job file may hold; put \
+             its data in files the job reads",
+            path.display()
+        )
+        .into());
+    }
+    Ok(text)
 }
 
 /// Runs job `text` (named by `args.file` in errors) on a fresh session and, without
@@ -367,4 +390,25 @@ pub fn print_summary(reports: &[StatementReport]) {
 
 fn seconds(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_file_past_its_cap_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small.sql");
+        std::fs::write(&small, "SELECT 1;").unwrap();
+        assert_eq!(read_job(&small).unwrap(), "SELECT 1;");
+        let large = dir.path().join("large.sql");
+        let file = std::fs::File::create(&large).unwrap();
+        file.set_len(MAX_JOB_BYTES + 1).unwrap();
+        let err = read_job(&large).unwrap_err().to_string();
+        assert!(
+            err.contains("large.sql") && err.contains("67108864"),
+            "{err}"
+        );
+    }
 }

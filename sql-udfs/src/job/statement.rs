@@ -98,6 +98,22 @@ fn words(text: &str) -> impl Iterator<Item = (&str, usize)> {
 /// few hundred at most.
 const MAX_OPERATORS: usize = 2000;
 
+/// Most bytes one statement may hold: parsing and planning take memory several times a
+/// statement's size, and data belongs in files (`read_csv`, `read_parquet`), not in `VALUES`.
+pub const MAX_STATEMENT_BYTES: usize = 16 << 20;
+
+/// Refuses a statement of more than [`MAX_STATEMENT_BYTES`].
+fn check_length(text: &str) -> Result<()> {
+    match text.len() > MAX_STATEMENT_BYTES {
+        true => plan_err!(
+            "the statement holds {} bytes, over the {MAX_STATEMENT_BYTES} a statement may hold; \
+             put its data in a file and read it (read_csv, read_parquet, read_libsvm)",
+            text.len()
+        ),
+        false => Ok(()),
+    }
+}
+
 /// Refuses a statement with more than [`MAX_OPERATORS`] operators (outside quotes: `+ - * / %
 /// < > = |` and the words AND and OR; a two-character operator counts twice, which only
 /// errs on the safe side).
@@ -151,10 +167,11 @@ impl Statement {
         }
     }
 
-    /// Recognises the model statements; everything else is plain SQL. A statement with more
-    /// operators than [`MAX_OPERATORS`], or whose SQL nests deeper than
-    /// [`super::depth::MAX_DEPTH`], is refused.
+    /// Recognises the model statements; everything else is plain SQL. A statement longer
+    /// than [`MAX_STATEMENT_BYTES`], with more operators than [`MAX_OPERATORS`], or whose SQL
+    /// nests deeper than [`super::depth::MAX_DEPTH`], is refused.
     pub fn parse(text: &str) -> Result<Statement> {
+        check_length(text)?;
         check_operators(text)?;
         let statement = Self::recognise(text)?;
         if let Some(sql) = statement.query() {
@@ -328,6 +345,12 @@ mod tests {
         // Within the depth a chain may reach (job::depth): 400 links pass.
         assert!(Statement::parse(&chain(400, " + ")).is_ok());
         assert!(Statement::parse(&chain(400, " AND ")).is_ok());
+        let long = format!("SELECT '{}' AS x", "a".repeat(MAX_STATEMENT_BYTES));
+        let err = Statement::parse(&long).unwrap_err().to_string();
+        assert!(
+            err.contains("over the 16777216 a statement may hold"),
+            "{err}"
+        );
         let quoted = format!("SELECT '{}' AS x", "+".repeat(10_000));
         assert!(
             Statement::parse(&quoted).is_ok(),
