@@ -67,6 +67,11 @@ async fn a_frozen_server_woken_after_its_replacement_serves_and_writes_nothing_s
     survives(Scenario::FrozenServer).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_master_frozen_past_the_server_timeout_declares_no_server_dead_when_it_wakes() {
+    survives(Scenario::FrozenMaster).await;
+}
+
 /// The bench as a user runs it: one scenario, its row read back as JSON.
 #[test]
 fn bench_chaos_prints_one_row_per_scenario_with_runs_and_values_off() {

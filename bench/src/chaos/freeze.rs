@@ -1,5 +1,6 @@
 //! A frozen server (SIGSTOP past the timeout, then SIGCONT): replaced while frozen, fenced when
-//! it wakes, so it neither serves its stale copies nor snapshots them over the new owners'.
+//! it wakes, so it neither serves its stale copies nor snapshots them over the new owners'. A
+//! frozen master: woken, it does not count its own pause against the servers.
 
 use std::time::{Duration, Instant};
 
@@ -46,5 +47,40 @@ pub async fn frozen(lab: &Lab) -> Result<Outcome> {
     drop(c);
     servers[0].kill();
     tally = tally + probe.seal_and_tally(&fresh).await?;
+    Ok(Outcome { tally, recovery })
+}
+
+/// Freezes the master for three server timeouts with changes acknowledged and not yet
+/// snapshotted, then wakes it: it gives the servers a fresh grace period instead of declaring
+/// them dead for a silence that was its own, so nothing is recovered or replayed, and every
+/// change acknowledged before and after stays.
+pub async fn frozen_master(lab: &Lab) -> Result<Outcome> {
+    let bind = free_addr()?;
+    let master = lab.snapshotting_master(&bind, "2", "0.2")?;
+    let _servers = lab.servers(&bind, 3)?;
+    let c = connect(&bind).await?;
+    let mut probe = Probe::filled(&c, "w").await?;
+    probe.add(&c, 1.0).await?;
+    signal(&master, "STOP")?;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    signal(&master, "CONT")?;
+    let woke = Instant::now();
+    probe.add(&c, 1.0).await?;
+    let recovery = woke.elapsed();
+    // The old master declared every server dead within 10 ms of waking; a grace period ends
+    // two seconds later, and live servers heartbeat within it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = c.status().await?;
+    ensure(status.recoveries.is_empty(), || {
+        format!(
+            "the master declared servers dead for its own pause: {:?}",
+            status.recoveries
+        )
+    })?;
+    ensure(status.servers.len() == 3, || {
+        format!("{} of 3 servers listed", status.servers.len())
+    })?;
+    probe.add(&c, 1.0).await?;
+    let tally = probe.seal_and_tally(&c).await?;
     Ok(Outcome { tally, recovery })
 }

@@ -71,6 +71,8 @@ pub enum Scenario {
     FullReplayBuffer,
     /// A server frozen past the timeout, woken, then a new owner killed.
     FrozenServer,
+    /// The master frozen past three server timeouts, then woken: no server is declared dead.
+    FrozenMaster,
 }
 
 impl Scenario {
@@ -95,6 +97,7 @@ impl Scenario {
             Scenario::WriterLeft => writers::writer_left(&lab).await,
             Scenario::FullReplayBuffer => writers::full_replay_buffer(&lab).await,
             Scenario::FrozenServer => freeze::frozen(&lab).await,
+            Scenario::FrozenMaster => freeze::frozen_master(&lab).await,
         }
     }
 }

@@ -74,17 +74,30 @@ impl MasterConfig {
     }
 }
 
-/// Recovers servers silent past `timeout`, checking four times per timeout.
+/// Recovers servers silent past `timeout`, checking four times per timeout. A check that
+/// comes half a timeout late means the master itself did not run (frozen, starved, its
+/// machine suspended): the servers' silence meanwhile was its own, so they get a fresh grace
+/// period first.
 async fn watch_heartbeats(
     service: Arc<MasterService>,
     timeout: Duration,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval((timeout / 4).max(Duration::from_millis(50)));
+    let period = (timeout / 4).max(Duration::from_millis(50));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = std::time::Instant::now();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tick.tick() => service.check_heartbeats().await,
+            _ = tick.tick() => {
+                let gap = last.elapsed();
+                if gap > period + timeout / 2 {
+                    service.grace_after_pause(gap);
+                }
+                service.check_heartbeats().await;
+                last = std::time::Instant::now();
+            }
         }
     }
 }

@@ -185,6 +185,25 @@ impl MasterService {
         }
     }
 
+    /// Gives every server a fresh grace period: the master did not run for `paused`, so the
+    /// servers' silence meanwhile was its own, and the heartbeats they sent are only now
+    /// being read. A server that is really gone is declared dead a timeout later.
+    pub fn grace_after_pause(&self, paused: Duration) {
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        for server in state.servers.values_mut() {
+            server.last_seen = now;
+        }
+        for awaiting in state.awaiting.values_mut() {
+            awaiting.since = now;
+        }
+        tracing::warn!(
+            ?paused,
+            "the master did not run for a while (frozen or starved); every server gets a \
+             fresh grace period before its silence counts"
+        );
+    }
+
     /// Recovers server `id`, which stopped answering but may only be frozen or cut off, once
     /// the lease its last heartbeat (at `last_seen`) gave it has run out
     /// ([`crate::server::lease`]): until then it may still serve its copies. A heartbeat

@@ -347,11 +347,14 @@ impl Rotations {
         }
         let slice = round.slice(rank, r.step);
         let slot = round.slot(rank, slice);
-        if round.holder[slot].is_some() {
-            return Ok(None);
-        }
         let (number, reply) = (round.number, round.reply(rank));
+        let holder = round.holder[slot];
         let model = models.get_mut(&r.model).expect("found above");
+        if let Some(index) = holder {
+            // Held by this very step: a retried call whose first reply was lost.
+            let again = (model.leases.get(index)).is_some_and(|l| of_step(l, &reply, r.step));
+            return Ok(again.then_some(RotateReply { slice, ..reply }));
+        }
         model.trim_leases();
         model.leases.push(Lease {
             model: r.model.clone(),
@@ -384,7 +387,7 @@ impl Rotations {
         let slot = round.slot(rank, slice);
         let model = models.get_mut(&r.model).expect("found above");
         let round = model.round.as_mut().expect("found above");
-        let ours = |l: &Lease| (l.group, l.rank, l.step) == (reply.group, reply.rank, r.step);
+        let ours = |l: &Lease| of_step(l, &reply, r.step);
         let Some(index) = round.holder[slot].filter(|&i| model.leases.get(i).is_some_and(ours))
         else {
             if round.done[rank as usize] > r.step {
@@ -489,6 +492,11 @@ fn auto_budget(leases: &[Lease], round: u32) -> u64 {
         Some(&median) if round > 0 => ((median as f64 * AUTO_SLACK) as u64).max(1),
         _ => 0,
     }
+}
+
+/// Whether `lease` is the one of step `step` of the worker `member` answers.
+fn of_step(lease: &Lease, member: &RotateReply, step: u32) -> bool {
+    (lease.group, lease.rank, lease.step) == (member.group, member.rank, step)
 }
 
 #[cfg(test)]
@@ -746,7 +754,12 @@ mod tests {
             let joined = call(worker, RotatePhase::Join, 0).await.unwrap();
             assert_eq!(joined.first_step, 0);
         }
-        call(lost, RotatePhase::Acquire, 0).await.unwrap();
+        let first = call(lost, RotatePhase::Acquire, 0).await.unwrap();
+        let retried = call(lost, RotatePhase::Acquire, 0).await.unwrap();
+        assert!(
+            retried.ready && retried.slice == first.slice,
+            "a retried acquire holds the same lease: {retried:?}"
+        );
         call(lost, RotatePhase::Release, 0).await.unwrap();
         call(lost, RotatePhase::Release, 0)
             .await
