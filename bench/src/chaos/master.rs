@@ -115,6 +115,19 @@ pub async fn failing_store(lab: &Lab) -> Result<Outcome> {
         std::fs::write(lab.dir().join(part), "in the way")?;
     }
     probe.add(&c, 1.0).await?;
+    // A snapshot the store cannot take fails at once, naming the store (it once retried for a
+    // minute, then advised setting ANGEL_TLS_CA).
+    let asked = Instant::now();
+    let said = match c.snapshot().await {
+        Ok(reply) => format!("a snapshot taken: {reply:?}"),
+        Err(e) => e.to_string(),
+    };
+    ensure(
+        said.contains("snapshot storage cannot be written")
+            && !said.contains("TLS")
+            && asked.elapsed() < Duration::from_secs(10),
+        || format!("after {:?}: {said}", asked.elapsed()),
+    )?;
     // A server joining changes the master's state, which it cannot save.
     let _third = lab.servers(&bind, 1)?;
     let failing = |s: &StatusReply| {

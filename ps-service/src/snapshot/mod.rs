@@ -99,9 +99,9 @@ impl SnapshotDir {
 /// Writes `bytes` as a new version of `versions` and commits it; returns the bytes written.
 fn write(versions: &Versions, name: &str, bytes: Bytes) -> Result<u64> {
     let len = bytes.len() as u64;
-    let pending = versions.begin().map_err(unavailable)?;
-    angel_storage::write::put(&pending.location().child(name), bytes).map_err(unavailable)?;
-    pending.commit().map_err(unavailable)?;
+    let pending = versions.begin().map_err(unwritable)?;
+    angel_storage::write::put(&pending.location().child(name), bytes).map_err(unwritable)?;
+    pending.commit().map_err(unwritable)?;
     Ok(len)
 }
 
@@ -122,6 +122,16 @@ fn read<M: prost::Message + Default>(
         Err(e) if e.is_not_found() => Err(PsError::NotFound(format!("no snapshot at {location}"))),
         Err(e) => Err(unavailable(e)),
     }
+}
+
+/// A store that refused a write (full, read-only, a file in the way): asked again at once it
+/// would refuse the same, so the caller is told now (FAILED_PRECONDITION) rather than retrying
+/// for a minute as for a server that is away (UNAVAILABLE).
+fn unwritable(e: StorageError) -> PsError {
+    PsError::WrongState(format!(
+        "snapshot storage cannot be written: {e}; the servers keep their data and write again \
+         at the next interval: free or fix the store"
+    ))
 }
 
 fn unavailable(e: StorageError) -> PsError {
