@@ -123,11 +123,27 @@ class Client:
         """Removes the counter."""
     def status(self) -> dict[str, Any]:
         """Servers, matrices, counters, and the status as text."""
+    def make_durable(self) -> dict[str, int]:
+        """Has the servers snapshot this client's changes; waits until written."""
+    def __enter__(self) -> Client: ...
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool: ...
 
 class Standalone:
     """A master and servers in this process on 127.0.0.1."""
 
-    def __init__(self, servers: int = 2, *, token: str | None = None) -> None: ...
+    def __init__(
+        self,
+        servers: int = 2,
+        *,
+        token: str | None = None,
+        snapshot_dir: str | None = None,
+        snapshot_interval_secs: float = 10.0,
+    ) -> None: ...
     @property
     def master(self) -> str: ...
     def connect(self, *, token: str | None = None, namespace: str | None = None) -> Client: ...

@@ -318,6 +318,40 @@ impl Client {
         status::dict(py, &reply)
     }
 
+    /// Has the servers snapshot what changed of this client's namespace's matrices and
+    /// counters (every one, without a namespace) and waits until it is written: then the
+    /// changes survive the loss of a server once this writer, whose replay buffer held them,
+    /// is gone (a SQL job does it at its end). Returns ``{"partitions": n, "bytes": b}``
+    /// written; nothing is written when the service keeps no snapshots. A ``with`` block
+    /// calls it on leaving.
+    fn make_durable<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let reply = wait(py, self.client.make_durable())?.py()?;
+        let out = PyDict::new(py);
+        out.set_item("partitions", reply.partitions)?;
+        out.set_item("bytes", reply.bytes)?;
+        Ok(out)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Leaving a ``with`` block makes the client's changes durable (``make_durable``), also
+    /// when the block raised; an error of that call is raised only when the block's own
+    /// did not.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _kind: Option<Bound<'_, PyAny>>,
+        error: Option<Bound<'_, PyAny>>,
+        _traceback: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        match (self.make_durable(py), error) {
+            (Err(e), None) => Err(e),
+            _ => Ok(false),
+        }
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "angel_ps.Client(master='{}', namespace='{}')",

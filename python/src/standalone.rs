@@ -3,6 +3,7 @@
 
 use std::sync::Mutex;
 
+use angel_ps_service::snapshot::SnapshotDir;
 use angel_ps_service::standalone::{Standalone as Service, StandaloneConfig};
 use pyo3::prelude::*;
 
@@ -13,8 +14,9 @@ use crate::runtime::wait;
 
 /// A master and ``servers`` parameter servers running in this process on free ports of
 /// 127.0.0.1, without TLS; with ``token``, every call must carry it (``connect(...,
-/// token=...)``). ``master`` is the address to give ``connect`` and ``run``. Stop it with
-/// ``stop()`` or use it in a ``with`` block.
+/// token=...)``); with ``snapshot_dir`` (a path or URL) the servers snapshot what changed
+/// there every ``snapshot_interval_secs``. ``master`` is the address to give ``connect`` and
+/// ``run``. Stop it with ``stop()`` or use it in a ``with`` block.
 #[pyclass(module = "angel_ps", frozen)]
 pub struct Standalone {
     service: Mutex<Option<Service>>,
@@ -25,8 +27,14 @@ pub struct Standalone {
 impl Standalone {
     /// Starts the master and the servers; returns once every server has registered.
     #[new]
-    #[pyo3(signature = (servers = 2, *, token = None))]
-    fn new(py: Python<'_>, servers: usize, token: Option<&str>) -> PyResult<Self> {
+    #[pyo3(signature = (servers = 2, *, token = None, snapshot_dir = None, snapshot_interval_secs = 10.0))]
+    fn new(
+        py: Python<'_>,
+        servers: usize,
+        token: Option<&str>,
+        snapshot_dir: Option<&str>,
+        snapshot_interval_secs: f64,
+    ) -> PyResult<Self> {
         if servers == 0 {
             return Err(crate::errors::InvalidArgumentError::new_err(
                 "a service needs at least one server (servers=0)",
@@ -34,6 +42,16 @@ impl Standalone {
         }
         let mut config = StandaloneConfig::new(servers);
         config.security.token = access::token(token)?;
+        if let Some(dir) = snapshot_dir {
+            config.snapshots.dir = Some(SnapshotDir::parse(dir).py()?);
+        }
+        if !(snapshot_interval_secs.is_finite() && snapshot_interval_secs > 0.0) {
+            return Err(crate::errors::InvalidArgumentError::new_err(format!(
+                "snapshot_interval_secs must be a positive number of seconds, got \
+                 {snapshot_interval_secs}"
+            )));
+        }
+        config.snapshots.interval = std::time::Duration::from_secs_f64(snapshot_interval_secs);
         let service = wait(py, Service::start(config))?.py()?;
         Ok(Standalone {
             master: service.master_addr(),

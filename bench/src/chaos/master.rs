@@ -102,7 +102,8 @@ pub async fn older_state(lab: &Lab) -> Result<Outcome> {
 
 /// A store that fails (a file stands where the master's and the partitions' folders were) is
 /// shown in the status; a master restarted, once the store works again, on the state saved
-/// before it failed refuses changes and the newer data stays.
+/// before it failed refuses changes and the newer data stays; restarted once more on the same
+/// state (as its refusal once advised), it still refuses, and restores nothing.
 pub async fn failing_store(lab: &Lab) -> Result<Outcome> {
     let bind = free_addr()?;
     let mut first = lab.snapshotting_master(&bind, "10", "0.2")?;
@@ -158,10 +159,19 @@ pub async fn failing_store(lab: &Lab) -> Result<Outcome> {
         std::fs::rename(aside(part), lab.dir().join(part))?;
     }
     let fault = Instant::now();
-    let _again = lab.snapshotting_master(&bind, "10", "0.2")?;
+    let mut again = lab.snapshotting_master(&bind, "10", "0.2")?;
     let status = wait_for(&c, |s| !s.doubt.is_empty(), NOTICE).await?;
     ensure(status.doubt.contains("newer than the saved state"), || {
         status.doubt.clone()
+    })?;
+    again.kill();
+    let _third = lab.snapshotting_master(&bind, "10", "0.2")?;
+    let status = wait_for(&c, |s| !s.doubt.is_empty(), NOTICE).await?;
+    ensure(status.doubt.contains("found by an earlier run"), || {
+        format!("a second restart on the stale state: {}", status.doubt)
+    })?;
+    ensure(status.recoveries.is_empty(), || {
+        format!("restored over live data: {:?}", status.recoveries)
     })?;
     let tally = probe.tally(&c).await?;
     Ok(Outcome {

@@ -105,8 +105,9 @@ impl MasterService {
             None => Ok(()),
             Some(why) => Err(PsError::WrongState(format!(
                 "the master refuses changes to protect data its servers hold: {why}. Restart \
-                 the master with the --snapshot-dir that holds its state, or with --start-empty \
-                 to have the servers drop what they hold"
+                 the master with a --snapshot-dir holding its newest state (the same stale \
+                 state keeps this refusal), or with --start-empty to have the servers drop \
+                 what they hold"
             ))),
         }
     }
@@ -128,11 +129,16 @@ impl MasterService {
                 Ok(reply(&state))
             }
             Standing::Awaited => {
-                self.check_not_newer(&mut state, id, &seen);
-                Ok(HeartbeatReply {
+                let stale = self.check_not_newer(&mut state, id, &seen);
+                let answer = HeartbeatReply {
                     rejoin: true,
                     ..reply(&state)
-                })
+                };
+                drop(state);
+                if stale {
+                    self.persist();
+                }
+                Ok(answer)
             }
             Standing::Dead => Err(PsError::NotFound(format!(
                 "server {id} was declared dead and its partitions restored elsewhere"
@@ -151,20 +157,26 @@ impl MasterService {
         }
     }
 
-    /// Doubts the state when an awaited server has seen a newer map than the saved state's.
-    fn check_not_newer(&self, state: &mut State, id: u32, seen: &Incarnation) {
+    /// Doubts the state when an awaited server has seen a newer map than the saved state's,
+    /// and marks it stale; true when it newly did, and the state is to be saved with the mark
+    /// (once the lock is released).
+    fn check_not_newer(&self, state: &mut State, id: u32, seen: &Incarnation) -> bool {
         let Some(saved) = state.saved_epoch else {
-            return;
+            return false;
         };
-        if seen.seen_epoch > saved {
-            state.doubt(format!(
+        if seen.seen_epoch > saved && state.stale.is_none() {
+            let why = format!(
                 "server {id} at {} has seen map epoch {}, newer than the saved state this \
                  master resumed (epoch {saved}): the state is older than the service (rolled \
                  back, or not saved since); routing by it would restore old snapshots over \
                  newer data",
                 seen.addr, seen.seen_epoch
-            ));
+            );
+            state.doubt(why.clone());
+            state.stale = Some(why);
+            return true;
         }
+        false
     }
 
     /// Registers a server after checking what it sent (bounded sizes, its optimizers agree
@@ -265,7 +277,10 @@ impl MasterService {
             // Registered already: a retried rejoin whose first answer was lost.
             Standing::Registered => Ok(()),
             Standing::Awaited if awaited_here => {
-                self.check_not_newer(&mut state, id, seen);
+                if self.check_not_newer(&mut state, id, seen) {
+                    drop(state);
+                    self.persist();
+                }
                 Ok(())
             }
             Standing::Unknown if seen.held > 0 && !self.start_empty => {

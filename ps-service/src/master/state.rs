@@ -62,6 +62,10 @@ pub(super) struct State {
     /// Why the master refuses changes: a server holds data its state does not know
     /// ([`super::membership`]).
     pub(super) doubt: Option<String>,
+    /// Why the state is known to trail the service (a server saw a newer map), saved with it:
+    /// a master resumed from it doubts at once, so restarting on the same stale state never
+    /// clears the refusal and restores old snapshots over newer data.
+    pub(super) stale: Option<String>,
     /// Why the last save of this state failed; None once one succeeds.
     pub(super) state_error: Option<String>,
 }

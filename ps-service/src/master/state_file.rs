@@ -118,6 +118,7 @@ impl State {
             recoveries: self.recoveries.clone(),
             lost: self.lost.clone().into_iter().collect(),
             restoring: self.restoring.clone().into_iter().collect(),
+            stale: self.stale.clone().unwrap_or_default(),
         }
     }
 
@@ -125,11 +126,18 @@ impl State {
     /// and server sees the restart as a change of map.
     fn from_snapshot(saved: MasterSnapshot) -> Self {
         let since = Instant::now();
+        let stale = (!saved.stale.is_empty()).then_some(saved.stale);
         State {
             epoch: saved.epoch + 1,
             service: saved.service,
             saved_epoch: Some(saved.epoch),
-            doubt: None,
+            doubt: stale.as_ref().map(|why| {
+                format!(
+                    "{why} (found by an earlier run of this master, on the state it resumes \
+                     again)"
+                )
+            }),
+            stale,
             state_error: None,
             next_server: saved.next_server,
             next_matrix: saved.next_matrix,
