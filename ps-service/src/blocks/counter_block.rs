@@ -229,6 +229,31 @@ mod tests {
         assert_eq!(indexed[0].2, 10);
     }
 
+    /// A seal asked again after it finished on this partition (the master's seal failed on
+    /// another server) ranks and assigns afresh to the same indices.
+    #[test]
+    fn a_sealed_block_sealed_again_keeps_its_indices() {
+        let mut block = CounterBlock::default();
+        for (k, n) in [("a", 3), ("b", 1), ("c", 2), ("d", 5)] {
+            block.increase(k, n);
+        }
+        block.rank(2);
+        block.assign(7);
+        let first = block.indexed();
+        let mut first: Vec<_> = first
+            .into_iter()
+            .map(|(k, c, i)| (k.to_string(), c, i))
+            .collect();
+        assert_eq!(block.rank(2), 3);
+        block.assign(7);
+        let mut again: Vec<_> = (block.indexed().into_iter())
+            .map(|(k, c, i)| (k.to_string(), c, i))
+            .collect();
+        first.sort();
+        again.sort();
+        assert_eq!((block.phase(), again), (Phase::Read, first));
+    }
+
     #[test]
     fn a_block_survives_its_snapshot() {
         let mut block = CounterBlock::default();

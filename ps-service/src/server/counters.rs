@@ -73,11 +73,12 @@ impl ServerService {
             }
             CounterAdminOp::Seal => {
                 let parts = self.counter_parts(meta.id, &r.partition_ids, epoch)?;
+                // A partition sealed already is ranked afresh: the master asks again only when
+                // its seal did not finish (a reply lost, another server failing), and ranking
+                // the same counts gives the same indices. The master refuses to seal a counter
+                // its own state holds sealed.
                 for part in &parts {
                     let mut block = part.data.write();
-                    if block.phase() == Phase::Read {
-                        return Err(wrong_state(part, "is already sealed"));
-                    }
                     reply.qualifying.push(block.rank(r.min_count));
                     part.applied.lock().version += 1;
                 }
