@@ -43,6 +43,7 @@ pub mod limits;
 pub mod merge;
 pub mod namespace;
 pub mod node_split;
+pub mod nonzeros;
 pub mod pulls;
 pub mod pushes;
 pub mod routing;

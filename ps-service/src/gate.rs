@@ -1,16 +1,22 @@
 //! What a client can hold open on a node's ports: at most a set number of connections per
-//! listener (past it, new ones wait in the kernel's backlog), and a connection must send its
-//! first bytes (the HTTP/2 preface, a TLS hello, a request line) within [`GREETING_TIME`] or be
-//! closed. Without the gate, ~1,100 connections that never sent a byte used up a 1,024
-//! open-file limit and locked every client out.
+//! listener, and all listeners of the process together within its open-file limit (past
+//! either, new ones wait in the kernel's backlog); a connection must send its first bytes
+//! (the HTTP/2 preface, a TLS hello, a request line) within [`GREETING_TIME`] or be closed; and
+//! while a connection waits for a slot, the open connection that has gone longest without a
+//! request, at least [`IDLE_EVICTION`], is closed to make room. Without the gate, ~1,100
+//! connections that never sent a byte used up a 1,024 open-file limit and locked every client
+//! out; without the eviction, 4,096 idle HTTP/2 connections that answer pings held every slot.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
+use futures::task::AtomicWaker;
+use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -25,45 +31,93 @@ const GREETING_BYTES: usize = 24;
 pub const GRPC_CONNECTIONS: usize = 4096;
 /// Connections the HTTP listener (status page, `/metrics`) serves at once, at most.
 pub const HTTP_CONNECTIONS: usize = 128;
-/// Open files kept for everything but connections (snapshots, logs, the other listener).
+/// Open files kept for everything but connections (snapshots, logs, outgoing connections).
 const RESERVED_FILES: usize = 256;
+/// How long an open connection may go without a request before it is closed for one that
+/// waits for a slot (a pooled client reconnects when it needs to).
+pub const IDLE_EVICTION: Duration = Duration::from_secs(15);
+/// How often a connection waiting for a slot looks again for one idle long enough to close.
+const EVICTION_CHECK: Duration = Duration::from_secs(1);
 
-/// A listener's connection slots.
+/// A listener's connection slots, and the connections holding them.
 #[derive(Debug, Clone)]
 pub struct Gate {
     slots: Arc<Semaphore>,
+    /// Every listener's connections of this process: its open-file budget.
+    process: Arc<Semaphore>,
     greeting: Duration,
+    idle: Duration,
+    open: Arc<Mutex<Vec<Weak<Activity>>>>,
 }
 
 impl Gate {
-    /// A gate of `wanted` slots, fewer if this process's open-file limit (raised to its hard
-    /// limit first) leaves less than that for connections.
+    /// A gate of `wanted` slots, within the process's budget of connections over all its
+    /// listeners: half of what its open-file limit (raised to its hard limit first) leaves,
+    /// the other half kept for its outgoing connections.
     pub fn new(wanted: usize) -> Gate {
-        let files = raise_open_files().saturating_sub(RESERVED_FILES);
-        let slots = wanted.min(files / 2).max(16);
+        Gate::with(wanted, GREETING_TIME, IDLE_EVICTION)
+    }
+
+    fn with(wanted: usize, greeting: Duration, idle: Duration) -> Gate {
         Gate {
-            slots: Arc::new(Semaphore::new(slots)),
-            greeting: GREETING_TIME,
+            slots: Arc::new(Semaphore::new(wanted)),
+            process: process_slots(),
+            greeting,
+            idle,
+            open: Default::default(),
         }
     }
 
-    /// The next connection of `listener`, once a slot is free. Accept errors (the open-file
-    /// limit reached, a peer gone before it was accepted) are waited out, never returned: a
-    /// listener that stopped on them would lock every client out for good.
+    /// The next connection of `listener`, once a slot is free (in the listener's and in the
+    /// process's). Accept errors (the open-file limit reached, a peer gone before it was
+    /// accepted) are waited out, never returned: a listener that stopped on them would lock
+    /// every client out for good.
     pub async fn accept(&self, listener: &TcpListener) -> Gated {
-        let permit = self.slots.clone().acquire_owned().await;
-        let permit = permit.expect("the gate's semaphore is never closed");
+        let slots = [self.slot(&self.slots).await, self.slot(&self.process).await];
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    return Gated::new(stream, permit, self.greeting);
+                    let activity = Arc::new(Activity::new());
+                    let mut open = self.open.lock();
+                    open.retain(|a| a.strong_count() > 0);
+                    open.push(Arc::downgrade(&activity));
+                    return Gated::new(stream, slots, activity, self.greeting);
                 }
                 Err(e) => {
                     tracing::debug!("accepting a connection failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
+        }
+    }
+
+    /// A slot of `slots`: at once if one is free, else once one is, closing meanwhile the
+    /// connection of this gate idle longest past its idle time, if any.
+    async fn slot(&self, slots: &Arc<Semaphore>) -> OwnedSemaphorePermit {
+        loop {
+            if let Ok(slot) = slots.clone().try_acquire_owned() {
+                return slot;
+            }
+            self.close_idlest();
+            let waited = tokio::time::timeout(EVICTION_CHECK, slots.clone().acquire_owned());
+            if let Ok(slot) = waited.await {
+                return slot.expect("the gate's semaphores are never closed");
+            }
+        }
+    }
+
+    /// Closes the connection with no request in hand that has gone longest without one, if
+    /// that is at least the gate's idle time.
+    fn close_idlest(&self) {
+        let open = self.open.lock();
+        let idlest = (open.iter().filter_map(Weak::upgrade))
+            .filter(|a| !a.closing.load(Ordering::Relaxed) && a.idle_for() >= self.idle)
+            .max_by_key(|a| a.idle_for());
+        if let Some(idlest) = idlest {
+            tracing::debug!(idle = ?idlest.idle_for(), "closing an idle connection for a new one");
+            idlest.closing.store(true, Ordering::Relaxed);
+            idlest.reader.wake();
         }
     }
 
@@ -77,6 +131,13 @@ impl Gate {
             Some((Ok(next), (gate, listener)))
         })
     }
+}
+
+/// The process's connection slots over all its listeners, sized once from its open-file limit.
+fn process_slots() -> Arc<Semaphore> {
+    static SLOTS: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    let files = || raise_open_files().saturating_sub(RESERVED_FILES);
+    (SLOTS.get_or_init(|| Arc::new(Semaphore::new((files() / 2).max(16))))).clone()
 }
 
 /// Raises this process's soft open-file limit to its hard limit (once is enough; again is
@@ -104,23 +165,105 @@ fn raise_open_files() -> usize {
     usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX)
 }
 
-/// An accepted connection holding its slot until dropped, closed with an error if its first
-/// [`GREETING_BYTES`] do not arrive within the gate's greeting time.
+/// When a connection last served a request and how many it serves now, as the layer around
+/// a node's services ([`ActivityLayer`]) or its HTTP handler records them; and the gate's
+/// word that it be closed.
+#[derive(Debug)]
+pub struct Activity {
+    opened: Instant,
+    /// Milliseconds after `opened` when a request last started or ended.
+    last_ms: AtomicU64,
+    in_hand: AtomicU32,
+    closing: AtomicBool,
+    /// The connection's reader, woken to close it.
+    reader: AtomicWaker,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            opened: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            in_hand: AtomicU32::new(0),
+            closing: AtomicBool::new(false),
+            reader: AtomicWaker::new(),
+        }
+    }
+
+    /// How long since a request last started or ended (or the connection opened); zero while
+    /// one is in hand.
+    fn idle_for(&self) -> Duration {
+        if self.in_hand.load(Ordering::Relaxed) > 0 {
+            return Duration::ZERO;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.opened.elapsed().saturating_sub(last)
+    }
+
+    fn touch(&self) {
+        let now = self.opened.elapsed().as_millis() as u64;
+        self.last_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Marks a request started; the guard marks it ended when dropped.
+    pub fn request(self: &Arc<Self>) -> InHand {
+        self.touch();
+        self.in_hand.fetch_add(1, Ordering::Relaxed);
+        InHand(self.clone())
+    }
+}
+
+/// A request a connection serves: see [`Activity::request`].
+#[derive(Debug)]
+pub struct InHand(Arc<Activity>);
+
+impl Drop for InHand {
+    fn drop(&mut self) {
+        self.0.in_hand.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+/// What a gated connection tells its requests (tonic's connect info): its peer, and its
+/// [`Activity`].
+#[derive(Debug, Clone)]
+pub struct GateInfo {
+    /// The peer's and the local address.
+    pub tcp: TcpConnectInfo,
+    /// Where its requests are recorded.
+    pub activity: Arc<Activity>,
+}
+
+/// An accepted connection holding its slots until dropped, closed with an error if its first
+/// [`GREETING_BYTES`] do not arrive within the gate's greeting time, or when the gate closes
+/// it for a waiting connection.
 pub struct Gated {
     stream: TcpStream,
-    _slot: OwnedSemaphorePermit,
+    _slots: [OwnedSemaphorePermit; 2],
+    activity: Arc<Activity>,
     greeting: Option<Pin<Box<Sleep>>>,
     read: usize,
 }
 
 impl Gated {
-    fn new(stream: TcpStream, slot: OwnedSemaphorePermit, greeting: Duration) -> Gated {
+    fn new(
+        stream: TcpStream,
+        slots: [OwnedSemaphorePermit; 2],
+        activity: Arc<Activity>,
+        greeting: Duration,
+    ) -> Gated {
         Gated {
             stream,
-            _slot: slot,
+            _slots: slots,
+            activity,
             greeting: Some(Box::pin(tokio::time::sleep(greeting))),
             read: 0,
         }
+    }
+
+    /// Where the connection's requests are to be recorded.
+    pub fn activity(&self) -> Arc<Activity> {
+        self.activity.clone()
     }
 }
 
@@ -130,6 +273,11 @@ impl AsyncRead for Gated {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        self.activity.reader.register(cx.waker());
+        if self.activity.closing.load(Ordering::Relaxed) {
+            let why = "closed after idling, for a connection waiting for a slot";
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, why)));
+        }
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
         match polled {
@@ -186,10 +334,13 @@ impl AsyncWrite for Gated {
 }
 
 impl Connected for Gated {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = GateInfo;
 
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
+    fn connect_info(&self) -> GateInfo {
+        GateInfo {
+            tcp: self.stream.connect_info(),
+            activity: self.activity.clone(),
+        }
     }
 }
 
@@ -202,10 +353,7 @@ mod tests {
     /// A gate of `slots` whose connections must greet within 300 ms, on a listener of
     /// 127.0.0.1.
     async fn gate(slots: usize) -> (Gate, TcpListener) {
-        let gate = Gate {
-            slots: Arc::new(Semaphore::new(slots)),
-            greeting: Duration::from_millis(300),
-        };
+        let gate = Gate::with(slots, Duration::from_millis(300), Duration::from_secs(600));
         (gate, TcpListener::bind("127.0.0.1:0").await.unwrap())
     }
 
@@ -256,5 +404,35 @@ mod tests {
             5,
             "past the greeting time"
         );
+    }
+
+    #[tokio::test]
+    async fn a_full_gate_closes_the_idlest_connection_never_a_busy_one() {
+        let idle = Duration::from_millis(200);
+        let gate = Gate::with(2, Duration::from_secs(600), idle);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _peers = [
+            TcpStream::connect(addr).await.unwrap(),
+            TcpStream::connect(addr).await.unwrap(),
+            TcpStream::connect(addr).await.unwrap(),
+        ];
+        let mut idler = gate.accept(&listener).await;
+        let busy = gate.accept(&listener).await;
+        let in_hand = busy.activity().request();
+        // The idler's reader, as a server's connection task runs it: closed, it frees its slot.
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 8];
+            idler.read(&mut buf).await
+        });
+        let third = tokio::time::timeout(Duration::from_secs(5), gate.accept(&listener));
+        let _third = third.await.expect("the idle connection made room");
+        let closed = reader.await.unwrap().expect_err("closed");
+        assert_eq!(closed.kind(), io::ErrorKind::ConnectionAborted, "{closed}");
+        assert!(
+            !busy.activity.closing.load(Ordering::Relaxed),
+            "a connection with a request in hand stays"
+        );
+        drop(in_hand);
     }
 }

@@ -14,7 +14,9 @@
 //! - [`registry`]: named extensions (PS functions, optimizers) and the NOT_FOUND that lists them.
 //! - [`standalone`]: master and servers in one process on 127.0.0.1.
 //! - [`net`]: listeners, tonic settings and signal handling shared by master and servers.
-//! - [`gate`]: the connection cap and greeting timeout on every listener.
+//! - [`gate`]: the connection caps (per listener and per process), greeting timeout and
+//!   idle eviction on every listener, with [`request_activity`] recording each connection's
+//!   requests.
 //! - [`telemetry`]: Prometheus metrics and the `--http` listener that serves them.
 //! - [`security`]: [`Security`](security::Security), a node's token, namespace tokens and TLS,
 //!   shared by the master, server and standalone configurations.
@@ -39,6 +41,7 @@ pub mod net;
 pub mod optim;
 pub mod psf;
 pub mod registry;
+pub mod request_activity;
 pub mod security;
 pub mod server;
 pub mod snapshot;

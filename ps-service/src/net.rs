@@ -13,11 +13,13 @@ use tower_layer::{Identity, Stack};
 
 use crate::auth::AuthLayer;
 use crate::gate::{GRPC_CONNECTIONS, Gate};
+use crate::request_activity::ActivityLayer;
 use crate::telemetry::RpcMetricsLayer;
 
-/// The layers around a node's services: metrics outside (refused requests count too), then
-/// the token check.
-type Layers = Stack<AuthLayer, Stack<RpcMetricsLayer, Identity>>;
+/// The layers around a node's services: each request recorded on its connection (so a full
+/// gate closes idle connections only), metrics (refused requests count too), then the token
+/// check.
+type Layers = Stack<AuthLayer, Stack<RpcMetricsLayer, Stack<ActivityLayer, Identity>>>;
 /// A node's gRPC server: tonic's, with every RPC counted for `/metrics` and its token checked.
 pub type GrpcServer = tonic::transport::Server<Layers>;
 /// [`GrpcServer`] with its services added.
@@ -84,6 +86,7 @@ pub fn grpc_server(
         .http2_keepalive_interval(Some(KEEPALIVE.0))
         .http2_keepalive_timeout(Some(KEEPALIVE.1))
         .http2_max_header_list_size(Some(MAX_HEADERS))
+        .layer(ActivityLayer)
         .layer(metrics)
         .layer(auth))
 }

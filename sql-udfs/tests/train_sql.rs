@@ -481,6 +481,86 @@ async fn a_loaded_model_trains_on_exactly_where_it_stopped() {
     fresh.shutdown().await.unwrap();
 }
 
+/// `SAVE MODEL` of a hashed model far wider than any dense pull (2^40 columns, once
+/// unsaveable past 2^28) saves exactly the keys its servers hold, page by page (over 2^18 a
+/// block, so each block takes two pages, with the weights' and the state's keys apart), and
+/// `LOAD MODEL` into a fresh service gives back every weight and state value bit for bit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hashed_model_saves_the_keys_it_holds_and_loads_back_exact() {
+    let dim = 1u64 << 40;
+    let session = || {
+        let ctx = SessionContext::new();
+        ctx.register_batch("rows", linear_rows(200)).unwrap();
+        ctx
+    };
+    let first = Standalone::start(StandaloneConfig::new(1)).await.unwrap();
+    let job = Job::new(session(), &first.master_addr());
+    job.execute(&format!(
+        "CREATE MODEL wide OPTIONS (kind = 'logistic', dim = {dim}, optimizer = 'adagrad', \
+         epochs = 1) AS SELECT CASE WHEN label > 0 THEN 1.0 ELSE 0.0 END AS label, idx, val \
+         FROM rows"
+    ))
+    .await
+    .unwrap();
+    // Keys spread over the whole width: the weights' and the state's sets overlap in part.
+    let client = PsClient::connect(&first.master_addr()).await.unwrap();
+    let spread = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 24) % dim;
+    let weights: Vec<u64> = (0..1_200_000).map(spread).collect();
+    let state: Vec<u64> = (600_000..1_500_000).map(spread).collect();
+    let value = |k: u64| ((k % 1000) as f32 - 499.5) / 64.0;
+    for (row, keys) in [(0, &weights), (1, &state)] {
+        for chunk in keys.chunks(200_000) {
+            let values: Vec<f32> = chunk.iter().map(|&k| value(k)).collect();
+            client.push_keys("wide", row, chunk, &values).await.unwrap();
+        }
+    }
+    let mut every: Vec<u64> = weights.iter().chain(&state).copied().collect();
+    every.extend(0..=8);
+    every.push(dim);
+    every.sort_unstable();
+    every.dedup();
+    let held = |master: String, keys: Vec<u64>| async move {
+        let client = PsClient::connect(&master).await.unwrap();
+        let mut rows = Vec::new();
+        for row in 0..2 {
+            rows.push(client.pull_keys::<f32>("wide", row, &keys).await.unwrap());
+        }
+        rows
+    };
+    let before = held(first.master_addr(), every.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().display();
+    job.execute(&format!("SAVE MODEL wide TO '{path}'"))
+        .await
+        .unwrap();
+    first.shutdown().await.unwrap();
+
+    let fresh = Standalone::start(StandaloneConfig::new(2)).await.unwrap();
+    let job = Job::new(session(), &fresh.master_addr());
+    let saved = job
+        .execute(&format!("SELECT count(*) AS n FROM read_model('{path}')"))
+        .await
+        .unwrap();
+    let stored = (0..every.len())
+        .filter(|&i| before[0][i] != 0.0 || before[1][i] != 0.0 || every[i] == dim)
+        .count();
+    let n = saved[0].column(0).as_primitive::<Int64Type>().value(0);
+    assert_eq!(
+        n as usize, stored,
+        "one row per key held, and the intercept"
+    );
+    assert!(n > 1_400_000, "the keys pushed: {n}");
+    job.execute(&format!("LOAD MODEL wide FROM '{path}'"))
+        .await
+        .unwrap();
+    let after = held(fresh.master_addr(), every).await;
+    assert!(
+        before == after,
+        "every weight and state value loads back exact"
+    );
+    fresh.shutdown().await.unwrap();
+}
+
 /// The linear SVM from SQL, against the hyperplane that labelled the rows (a closed-form
 /// reference: it separates them all). Hinge loss keeps pushing the margin past 1, so the
 /// learnt sign agrees with the generating one on nearly every holdout row; tolerance 2% of

@@ -11,6 +11,7 @@
 //! - [`read`]: a file as a blocking stream of its (decompressed) bytes, for the parsers.
 //! - [`list`]: the files a path names: one file, a directory's, or a glob's.
 //! - [`write`]: whole files written at once, and directories removed.
+//! - [`upload`]: a file written as a stream of parts, published whole at the end.
 //! - [`versions`]: a directory that changes only by whole, committed versions.
 //! - `runtime`: the one runtime every store's I/O runs on, apart from any caller's.
 //!
@@ -21,6 +22,7 @@ pub mod location;
 pub mod read;
 mod runtime;
 pub mod stores;
+pub mod upload;
 pub mod versions;
 pub mod write;
 

@@ -437,3 +437,41 @@ async fn connections_that_hold_a_port_without_a_request_are_closed() {
     }
     c.pull_keys::<f32>("w", 0, &[1]).await.unwrap();
 }
+
+/// Idle HTTP/2 connections that answer the master's pings and never send a request (tonic
+/// channels left unused) fill every slot of its gate (under an open-file limit of 1,024: 384
+/// slots for all its listeners); a new client is still served, once the connection idle
+/// longest has idled past the gate's idle time (15 s) and is closed to make room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_answering_pings_do_not_lock_a_client_out() {
+    let binary = angel_tests::binary();
+    let args = ["--nofile=1024:1024", binary.to_str().unwrap()];
+    let master = angel_tests::Node::spawn(
+        std::path::Path::new("prlimit"),
+        &[&args[..], &["master", "--bind", "127.0.0.1:0"]].concat(),
+    )
+    .unwrap();
+    let url = format!("http://{}", master.addr);
+    let connect = |_: usize| {
+        let endpoint = tonic::transport::Endpoint::from_shared(url.clone()).unwrap();
+        async move {
+            let endpoint = endpoint.connect_timeout(Duration::from_secs(3));
+            tokio::time::timeout(Duration::from_secs(5), endpoint.connect()).await
+        }
+    };
+    let tasks: Vec<_> = (0..420).map(|i| tokio::spawn(connect(i))).collect();
+    let mut idle = Vec::new();
+    for task in tasks {
+        idle.push(task.await.unwrap());
+    }
+    let held = idle.iter().filter(|c| matches!(c, Ok(Ok(_)))).count();
+    assert!(held >= 384, "the idle connections took every slot: {held}");
+    let asked = async {
+        let mut client = MasterClient::new(connect(0).await.unwrap().unwrap());
+        client.status(angel_proto::StatusRequest::default()).await
+    };
+    let status = tokio::time::timeout(Duration::from_secs(60), asked).await;
+    let status = status.expect("a new client is served within a minute");
+    status.unwrap();
+    drop(idle);
+}

@@ -22,7 +22,7 @@ use crate::lbfgs::task::GradientTask;
 use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains};
 use crate::rotation::RotationTask;
 use crate::rows::MiniBatches;
-use crate::saved::{ReadBack, Saved, SavedTable, weights};
+use crate::saved::{ReadBack, Saved, SavedTable, TableSink, weights};
 use crate::task::TrainTask;
 use crate::task_pass::{Progress, TaskContext, TaskPass, Trained};
 
@@ -52,8 +52,9 @@ impl<T: ModelKind + Gradient> Trains for T {
         client: &PsClient,
         (name, spec): (&str, &ModelSpec),
         features: &HashMap<u64, String>,
+        sink: &mut dyn TableSink,
     ) -> Result<Saved> {
-        weights::save(client, name, spec, features).await
+        weights::save(client, name, spec, features, sink).await
     }
 
     async fn load(

@@ -1,6 +1,7 @@
 //! The data verbs: pull and push keys or whole rows of a matrix (a training worker's at its
 //! clock, gradients through the matrix's optimizer), and PS functions.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use angel_proto::merge::{finish, merge_into};
+use angel_proto::nonzeros;
 
 use super::PsClient;
 use super::scatter::SliceOp;
@@ -320,6 +322,20 @@ impl PsClient {
             merge_into(merge, &mut acc, partial);
         }
         Ok(finish(merge, acc))
+    }
+
+    /// The elements of row `row` of matrix `name` that are not zero within columns `cols`,
+    /// as (column, value) pairs, through the PS function `nonzeros`: at most `most` per
+    /// block (its lowest columns; 0: all), each block's ascending, the blocks' one after the
+    /// other. A reader pages through a block by asking again from past its last column.
+    pub async fn nonzeros(
+        &self,
+        (name, row): (&str, u64),
+        cols: Range<u64>,
+        most: u64,
+    ) -> Result<Vec<(u64, f64)>> {
+        let answer = (self.psf("nonzeros", &[(name, row)], &nonzeros::args(cols, most))).await?;
+        nonzeros::pairs(&answer)
     }
 
     async fn typed_matrix<T: Element>(&self, name: &str) -> Result<Arc<Matrix>> {

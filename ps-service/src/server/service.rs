@@ -675,11 +675,10 @@ impl ServerService {
 /// what a PS function may grow, measured again once it ran.
 fn sparse_rows(resolved: &[Vec<(Arc<Partition>, u64)>]) -> Vec<(Arc<Partition>, u64, u64)> {
     let mut rows: Vec<(Arc<Partition>, u64, u64)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (part, row) in resolved.iter().flatten() {
-        let seen = rows
-            .iter()
-            .any(|(p, r, _)| Arc::ptr_eq(p, part) && r == row);
-        if part.matrix.storage() != StorageKind::Dense && !seen {
+        let sparse = part.matrix.storage() != StorageKind::Dense;
+        if sparse && seen.insert((Arc::as_ptr(part), *row)) {
             let bytes = with_block!(&*part.data.read(), b => b.rows_bytes(&[*row]));
             rows.push((part.clone(), *row, bytes));
         }

@@ -94,9 +94,15 @@ async fn accept(listener: TcpListener, router: Router, shutdown: CancellationTok
             connection = gate.accept(&listener) => connection,
             () = shutdown.cancelled() => return,
         };
-        let router = router.clone();
+        let (router, activity) = (router.clone(), connection.activity());
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            router.clone().call(request)
+            let in_hand = activity.request();
+            let answer = router.clone().call(request);
+            async move {
+                let answer = answer.await;
+                drop(in_hand);
+                answer
+            }
         });
         let served = http.serve_connection(TokioIo::new(connection), service);
         let shutdown = shutdown.clone();

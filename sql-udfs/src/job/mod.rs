@@ -14,7 +14,8 @@
 //!   (keeping batches and workers across epochs), [`progress`] (the bar moved as tasks
 //!   report), [`answers`] (one-row answers), [`epoch_table`] (the epoch table registered).
 //! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`: the files of the tables each kind saves, their
-//!   versions and the JSON metadata, with [`parquet_file`] for the Parquet files.
+//!   versions and the JSON metadata, with [`table_files`] writing the tables as the kind
+//!   reads them and [`parquet_file`] reading them back.
 
 mod answers;
 mod caching;
@@ -28,6 +29,7 @@ pub mod saved;
 pub mod script;
 mod session_engine;
 pub mod statement;
+mod table_files;
 pub mod train;
 mod train_rows;
 

@@ -42,7 +42,8 @@ use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::prelude::SessionContext;
 use serde::{Deserialize, Serialize};
 
-use super::parquet_file::{batches, io, parquet_bytes};
+use super::parquet_file::{batches, io};
+use super::table_files::TableFiles;
 use crate::bridge::{ps_error, train_error};
 
 /// The contents of `model.json`.
@@ -140,10 +141,24 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
             features.insert(index, key);
         }
     }
-    let saved = (spec.kind.save(client, (name, &spec), &features).await).map_err(train_error)?;
-    let files = (spec.kind.saved_tables().iter().zip(&saved.tables))
-        .map(|(table, batch)| Ok((table.file, parquet_bytes(batch)?)))
-        .collect::<Result<Vec<(&str, Bytes)>>>()?;
+    let pending = off_runtime(move || Versions::new(dir).begin().map_err(storage)).await?;
+    let mut files = TableFiles::open(pending.location().clone(), spec.kind.saved_tables());
+    let saved = (spec.kind.save(client, (name, &spec), &features, &mut files)).await;
+    // A writer that failed is why the kind could not write: its error comes first.
+    let written = files.finish(saved.is_ok()).await;
+    let saved = match (written, saved) {
+        (Ok(()), Ok(saved)) => saved,
+        (written, saved) => {
+            // The unfinished version is removed as it drops, off the async workers.
+            off_runtime(move || {
+                drop(pending);
+                Ok(())
+            })
+            .await?;
+            written?;
+            return saved.map(drop).map_err(train_error);
+        }
+    };
     let metadata = Metadata {
         name: name.to_string(),
         kind: spec.kind.name().to_string(),
@@ -155,12 +170,8 @@ pub async fn save(ctx: &SessionContext, client: &PsClient, name: &str, dir: &str
         metrics: last_epoch(ctx, name).await,
         base_margin: saved.base_margin,
     };
-    let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(&dir, e))?;
+    let json = serde_json::to_string_pretty(&metadata).map_err(|e| io(pending.location(), e))?;
     off_runtime(move || {
-        let pending = Versions::new(dir).begin().map_err(storage)?;
-        for (file, bytes) in files {
-            put(&pending.location().child(file), bytes).map_err(storage)?;
-        }
         put(&pending.location().child("model.json"), json.into()).map_err(storage)?;
         pending.commit().map_err(storage)
     })

@@ -35,7 +35,7 @@ use crate::kinds::{Gradient, Inputs, Ranking, Rotating};
 use crate::lbfgs::solver::Solver;
 use crate::options::OptionValue;
 use crate::rows::SparseRows;
-use crate::saved::{ReadBack, Saved, SavedTable};
+use crate::saved::{ReadBack, Saved, SavedTable, TableSink};
 use crate::sync::SyncSpec;
 use crate::task_pass::{TaskContext, TaskPass};
 
@@ -253,14 +253,16 @@ pub trait Trains {
     /// (`weights.parquet` for a kind trained by gradients).
     fn saved_tables(&self) -> Vec<SavedTable>;
 
-    /// The saved form of model `name` of `spec` (of this kind): a batch per table of
-    /// [`Trains::saved_tables`], its features named by `features` (its counter's keys by
-    /// index).
+    /// Saves model `name` of `spec` (of this kind): writes the rows of each table of
+    /// [`Trains::saved_tables`] to `sink` as it reads them from the servers, its features
+    /// named by `features` (its counter's keys by index), and answers what `model.json`
+    /// keeps beside them.
     async fn save(
         &self,
         client: &PsClient,
         (name, spec): (&str, &ModelSpec),
         features: &HashMap<u64, String>,
+        sink: &mut dyn TableSink,
     ) -> Result<Saved>;
 
     /// Checks the saved model `read` back and loads it onto the service as model `name` of

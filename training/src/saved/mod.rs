@@ -26,12 +26,19 @@ pub struct SavedTable {
     pub schema: SchemaRef,
 }
 
-/// What a kind saves of a model: a batch per table of `Trains::saved_tables`, in
-/// order, and what `model.json` keeps beside them.
-#[derive(Debug)]
+/// Where a kind writes the tables of a model it saves, batch by batch as it reads them from
+/// the servers: the SQL layer streams each table to its file, so a model larger than the
+/// client's memory saves in bounded memory.
+#[async_trait::async_trait]
+pub trait TableSink: Send {
+    /// Adds `batch` to table `table` (its position in `Trains::saved_tables`), after the
+    /// table's batches written before.
+    async fn write(&mut self, table: usize, batch: RecordBatch) -> Result<()>;
+}
+
+/// What `model.json` keeps of a saved model beside its tables.
+#[derive(Debug, Default)]
 pub struct Saved {
-    /// Each table's rows.
-    pub tables: Vec<RecordBatch>,
     /// A boosted model's margin before its trees.
     pub base_margin: Option<f64>,
 }

@@ -6,17 +6,20 @@
 //! optimizer state is loaded too, so a loaded model trains on (`TRAIN MODEL`) where it
 //! stopped; a model saved before the state was kept trains on with fresh state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
 use angel_client::PsClient;
+use angel_proto::Layout;
 use arrow::array::{
     Array, AsArray, Float32Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
 use arrow::datatypes::{DataType, Field, Float32Type, Schema, SchemaRef, UInt32Type, UInt64Type};
+use futures::future::try_join_all;
 
 use super::dictionary::{check_counter_size, check_features, restore_counter};
-use super::{ReadBack, Saved, SavedTable, file_error};
+use super::{ReadBack, Saved, SavedTable, TableSink, file_error};
 use crate::error::{Result, input_err};
 use crate::model::ModelSpec;
 
@@ -29,21 +32,151 @@ pub fn table() -> SavedTable {
     }
 }
 
-/// The saved form of model `name` of `spec`, its features named by `features`: every row of
-/// its matrix.
+/// Saves model `name` of `spec` to `sink`, its features named by `features`: every row of
+/// its matrix, read block by block and page by page from the servers (sparse rows as the
+/// keys they hold), so that what the client holds at once is a page, whatever the model's
+/// dimension.
 pub async fn save(
     client: &PsClient,
     name: &str,
     spec: &ModelSpec,
     features: &HashMap<u64, String>,
+    sink: &mut dyn TableSink,
 ) -> Result<Saved> {
-    let rows = client.matrix(name).await?.meta.rows;
-    let all: Vec<u64> = (0..rows).collect();
-    let values: Vec<Vec<f32>> = client.pull_rows(name, &all).await?;
-    Ok(Saved {
-        tables: vec![weights_batch((name, spec), &values, features)?],
-        base_margin: None,
-    })
+    let matrix = client.matrix(name).await?;
+    let all = matrix.meta.rows as usize;
+    let group = (all / spec.kind.weight_rows().max(1)).max(1);
+    // A full-batch model's history is worth nothing without the job's record of it.
+    let kept = match spec.solver.method {
+        Some(_) => 1,
+        None => group,
+    };
+    let mut dictionary: Vec<u64> = features.keys().copied().collect();
+    dictionary.sort_unstable();
+    for output in 0..all / group {
+        let rows: Vec<u64> = (output * group..output * group + kept)
+            .map(|r| r as u64)
+            .collect();
+        for cols in blocks(&matrix.layout, &rows)? {
+            let mut from = cols.start;
+            while from < cols.end {
+                let page = Page::read(client, (name, &rows), from..cols.end).await?;
+                from = page.cols.end;
+                let batch = page.batch((name, spec, output), &dictionary, features)?;
+                if batch.num_rows() > 0 {
+                    sink.write(0, batch).await?;
+                }
+            }
+        }
+    }
+    Ok(Saved::default())
+}
+
+/// Pairs a page reads of each row of a block at most: about 6 MB on the wire.
+const PAGE_PAIRS: u64 = 1 << 18;
+
+/// The column ranges within which each of `rows` lies in one block of `layout`: the blocks
+/// of their bands, cut where any of them is.
+fn blocks(layout: &Layout, rows: &[u64]) -> Result<Vec<Range<u64>>> {
+    let mut cuts = BTreeSet::new();
+    for &row in rows {
+        let band = layout.band(row)?;
+        for pos in 0..band.len() {
+            cuts.insert(band.cols(pos).start);
+            cuts.insert(band.cols(pos).end);
+        }
+    }
+    let cuts: Vec<u64> = cuts.into_iter().collect();
+    Ok(cuts.windows(2).map(|w| w[0]..w[1]).collect())
+}
+
+/// What a page read of a model's rows in some columns: each column where a row is not zero,
+/// with every row's value there.
+struct Page {
+    /// The columns the page covers completely.
+    cols: Range<u64>,
+    values: BTreeMap<u64, Vec<f32>>,
+}
+
+impl Page {
+    /// The next page of rows `rows` of matrix `name` from the start of `cols` (within one
+    /// block of each row): each row answers at most `PAGE_PAIRS` pairs, its lowest columns,
+    /// so the page ends where the first row's full answer does.
+    async fn read(
+        client: &PsClient,
+        (name, rows): (&str, &[u64]),
+        cols: Range<u64>,
+    ) -> Result<Page> {
+        let asked = rows
+            .iter()
+            .map(|&r| client.nonzeros((name, r), cols.clone(), PAGE_PAIRS));
+        let answers = try_join_all(asked).await?;
+        let end = (answers.iter())
+            .filter(|a| a.len() as u64 >= PAGE_PAIRS)
+            .filter_map(|a| a.last().map(|p| p.0 + 1))
+            .min()
+            .unwrap_or(cols.end);
+        let mut values = BTreeMap::new();
+        for (j, answer) in answers.iter().enumerate() {
+            for &(col, value) in answer.iter().take_while(|p| p.0 < end) {
+                let at = values.entry(col).or_insert_with(|| vec![0.0; rows.len()]);
+                at[j] = value as f32;
+            }
+        }
+        Ok(Page {
+            cols: cols.start..end,
+            values,
+        })
+    }
+
+    /// The rows of `weights.parquet` this page holds of output `output` of model `name` (of
+    /// `spec`): every index where a weight or state is not zero, every feature of the
+    /// dictionary (`dictionary`, ascending, named by `features`), and the intercept. A NaN or
+    /// infinite value (the training diverged) is refused, naming the model: LOAD MODEL would
+    /// refuse the file.
+    fn batch(
+        mut self,
+        (name, spec, output): (&str, &ModelSpec, usize),
+        dictionary: &[u64],
+        features: &HashMap<u64, String>,
+    ) -> Result<RecordBatch> {
+        let width = self.values.values().next().map_or(1, Vec::len);
+        let first = dictionary.partition_point(|&i| i < self.cols.start);
+        let named = dictionary[first..]
+            .iter()
+            .take_while(|&&i| i < self.cols.end);
+        let intercept = Some(spec.dim).filter(|d| self.cols.contains(d));
+        for &index in named.chain(intercept.as_ref()) {
+            self.values.entry(index).or_insert_with(|| vec![0.0; width]);
+        }
+        let (mut index, mut weight, mut state) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, values) in self.values {
+            if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
+                return input_err(format!(
+                    "model '{name}' cannot be saved: its weight or optimizer state of index \
+                     {i} (output {output}) is {bad}; its training diverged (LOAD MODEL would \
+                     refuse the file)"
+                ));
+            }
+            index.push(i);
+            weight.push(values[0]);
+            state.push(Some(
+                values[1..].iter().map(|v| Some(*v)).collect::<Vec<_>>(),
+            ));
+        }
+        let feature: StringArray = index.iter().map(|i| features.get(i).cloned()).collect();
+        let outputs = UInt32Array::from(vec![output as u32; index.len()]);
+        Ok(RecordBatch::try_new(
+            weights_schema(),
+            vec![
+                Arc::new(feature),
+                Arc::new(UInt64Array::from(index)),
+                Arc::new(outputs),
+                Arc::new(Float32Array::from(weight)),
+                Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(state)),
+            ],
+        )?)
+    }
 }
 
 /// Loads the weights read back in `read` onto the service as model `name` of `spec`.
@@ -69,54 +202,6 @@ fn weights_schema() -> SchemaRef {
             true,
         ),
     ]))
-}
-
-/// The rows of `weights.parquet` from the matrix's rows `values` (per output: the weights,
-/// then the optimizer's state rows): every weight or state that is not zero, every feature
-/// of the dictionary `features`, and every intercept. A NaN or infinite value (the training
-/// diverged) is refused, naming model `name`: LOAD MODEL would refuse the file.
-fn weights_batch(
-    (name, spec): (&str, &ModelSpec),
-    values: &[Vec<f32>],
-    features: &HashMap<u64, String>,
-) -> Result<RecordBatch> {
-    let group = values.len() / spec.kind.weight_rows().max(1);
-    let (mut index, mut output, mut weight) = (Vec::new(), Vec::new(), Vec::new());
-    let mut state: Vec<Option<Vec<Option<f32>>>> = Vec::new();
-    for (o, rows) in values.chunks(group.max(1)).enumerate() {
-        // A full-batch model's history is worth nothing without the job's record of it.
-        let rows = match spec.solver.method {
-            Some(_) => &rows[..1],
-            None => rows,
-        };
-        for i in 0..rows[0].len() {
-            if let Some(bad) = rows.iter().map(|r| r[i]).find(|v| !v.is_finite()) {
-                return input_err(format!(
-                    "model '{name}' cannot be saved: its weight or optimizer state of index \
-                     {i} (output {o}) is {bad}; its training diverged (LOAD MODEL would refuse \
-                     the file)"
-                ));
-            }
-            let kept = |r: &Vec<f32>| r[i] != 0.0;
-            if rows.iter().any(kept) || features.contains_key(&(i as u64)) || i as u64 == spec.dim {
-                index.push(i as u64);
-                output.push(o as u32);
-                weight.push(rows[0][i]);
-                state.push(Some(rows[1..].iter().map(|r| Some(r[i])).collect()));
-            }
-        }
-    }
-    let feature: StringArray = index.iter().map(|i| features.get(i).cloned()).collect();
-    Ok(RecordBatch::try_new(
-        weights_schema(),
-        vec![
-            Arc::new(feature),
-            Arc::new(UInt64Array::from(index)),
-            Arc::new(UInt32Array::from(output)),
-            Arc::new(Float32Array::from(weight)),
-            Arc::new(ListArray::from_iter_primitive::<Float32Type, _, _>(state)),
-        ],
-    )?)
 }
 
 /// Pushes `saved` weights of the model saved at `at` onto the service as model `name` of

@@ -164,14 +164,13 @@ impl Grower {
         let (mut first, mut features) = (0, SKETCH_FEATURES_PER_CALL);
         while first < self.dim {
             let last = first.saturating_add(features).min(self.dim);
-            let columns = [first, last].map(|f| (f * sketch::BUCKETS) as f64);
+            let columns = first * sketch::BUCKETS..last * sketch::BUCKETS;
             // Only the buckets some row fell in: a feature's values fill few of its buckets.
             let answer = (self.client)
-                .psf("nonzeros", &[(&self.names.sketch, 0)], &columns)
+                .nonzeros((&self.names.sketch, 0), columns, 0)
                 .await?;
-            let mut pairs: Vec<(u64, i64)> = (answer.chunks_exact(2))
-                .map(|p| (p[0] as u64, p[1] as i64))
-                .collect();
+            let mut pairs: Vec<(u64, i64)> =
+                answer.into_iter().map(|(c, n)| (c, n as i64)).collect();
             pairs.sort_unstable_by_key(|p| p.0);
             let mut pairs_left = pairs.iter().peekable();
             for feature in first..last {

@@ -49,7 +49,7 @@ use crate::linear_loss::Linear;
 use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains};
 use crate::options::OptionValue;
 use crate::rows::SparseRows;
-use crate::saved::{ReadBack, Saved, SavedTable};
+use crate::saved::{ReadBack, Saved, SavedTable, TableSink};
 use crate::task_pass::{TaskContext, TaskPass};
 
 /// The deepest trees allowed: a tree is one row of `2^(depth + 1) - 1` nodes.
@@ -246,8 +246,9 @@ impl Trains for Gbdt {
         client: &PsClient,
         (name, _): (&str, &ModelSpec),
         features: &HashMap<u64, String>,
+        sink: &mut dyn TableSink,
     ) -> Result<Saved> {
-        saved::save(client, name, features).await
+        saved::save(client, name, features, sink).await
     }
 
     async fn load(

@@ -37,7 +37,7 @@ use super::tree::{self, Node, Tree};
 use crate::error::{Result, input_err};
 use crate::model::ModelSpec;
 use crate::saved::dictionary::{check_counter_size, check_features, restore_counter};
-use crate::saved::{ReadBack, Saved, SavedTable, column_as, file_error};
+use crate::saved::{ReadBack, Saved, SavedTable, TableSink, column_as, file_error};
 
 /// Tree values one pull brings: 8 MB.
 const PULL_VALUES: u64 = 1 << 20;
@@ -109,9 +109,14 @@ fn importance_schema() -> SchemaRef {
     ]))
 }
 
-/// The saved form of boosted model `name`, its features named by `features`: its trees, their
-/// features' importance and its base margin.
-pub async fn save(client: &PsClient, name: &str, features: &HashMap<u64, String>) -> Result<Saved> {
+/// Saves boosted model `name` to `sink`, its features named by `features`: its trees, their
+/// features' importance, and its base margin for `model.json`.
+pub async fn save(
+    client: &PsClient,
+    name: &str,
+    features: &HashMap<u64, String>,
+    sink: &mut dyn TableSink,
+) -> Result<Saved> {
     let per_pull = client.matrix(name).await?.meta.cols;
     let rows = grown::rows(client, name).await?;
     let mut trees = Vec::with_capacity(rows as usize);
@@ -121,13 +126,10 @@ pub async fn save(client: &PsClient, name: &str, features: &HashMap<u64, String>
         let pulled = client.pull_rows::<f64>(name, &ids).await?;
         trees.extend(pulled.iter().map(|row| Tree::from_row(row)));
     }
-    let base_margin = trees.iter().map(|t| t.offset).sum();
+    sink.write(0, trees_batch(&trees, features)?).await?;
+    sink.write(1, importance_batch(&trees, features)?).await?;
     Ok(Saved {
-        tables: vec![
-            trees_batch(&trees, features)?,
-            importance_batch(&trees, features)?,
-        ],
-        base_margin: Some(base_margin),
+        base_margin: Some(trees.iter().map(|t| t.offset).sum()),
     })
 }
 

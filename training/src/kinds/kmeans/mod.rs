@@ -42,7 +42,7 @@ use crate::kinds::{Gradient, Inputs};
 use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains, weights_matrix};
 use crate::options::OptionValue;
 use crate::rows::SparseRows;
-use crate::saved::{ReadBack, Saved, SavedTable, weights};
+use crate::saved::{ReadBack, Saved, SavedTable, TableSink, weights};
 use crate::task_pass::{TaskContext, TaskPass};
 
 /// Most centres a model may have.
@@ -266,8 +266,9 @@ impl Trains for KMeans {
         client: &PsClient,
         (name, spec): (&str, &ModelSpec),
         features: &HashMap<u64, String>,
+        sink: &mut dyn TableSink,
     ) -> Result<Saved> {
-        weights::save(client, name, spec, features).await
+        weights::save(client, name, spec, features, sink).await
     }
 
     async fn load(

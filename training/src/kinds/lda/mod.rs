@@ -40,7 +40,7 @@ use crate::error::{Result, option_err};
 use crate::kinds::{Gradient, Inputs};
 use crate::model::{Engine, Model, ModelKind, ModelSpec, Trains};
 use crate::options::OptionValue;
-use crate::saved::{ReadBack, Saved, SavedTable};
+use crate::saved::{ReadBack, Saved, SavedTable, TableSink};
 use crate::task_pass::{TaskContext, TaskPass};
 
 /// Most topics a model may have.
@@ -184,8 +184,9 @@ impl Trains for Lda {
         client: &PsClient,
         (name, spec): (&str, &ModelSpec),
         features: &HashMap<u64, String>,
+        sink: &mut dyn TableSink,
     ) -> Result<Saved> {
-        saved::save(client, name, (self, spec), features).await
+        saved::save(client, name, (self, spec), features, sink).await
     }
 
     async fn load(

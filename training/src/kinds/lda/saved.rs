@@ -25,7 +25,7 @@ use super::{Lda, Priors};
 use crate::error::{Result, input_err};
 use crate::model::ModelSpec;
 use crate::saved::dictionary::{check_counter_size, restore_counter};
-use crate::saved::{ReadBack, Saved, SavedTable, column_as};
+use crate::saved::{ReadBack, Saved, SavedTable, TableSink, column_as};
 
 /// Counts one pull brings (topics x words): a pull of 8 MB.
 const PULL_VALUES: u64 = 1 << 20;
@@ -39,18 +39,18 @@ pub fn table() -> SavedTable {
     }
 }
 
-/// The saved form of topic model `name` (`lda` of `spec`), its words named by `features`.
+/// Saves topic model `name` (`lda` of `spec`) to `sink`, its words named by `features`.
 pub async fn save(
     client: &PsClient,
     name: &str,
     (lda, spec): (&Lda, &ModelSpec),
     features: &HashMap<u64, String>,
+    sink: &mut dyn TableSink,
 ) -> Result<Saved> {
     let priors = lda.priors(spec.dim);
-    Ok(Saved {
-        tables: vec![counts_batch(client, name, &priors, features).await?],
-        base_margin: None,
-    })
+    sink.write(0, counts_batch(client, name, &priors, features).await?)
+        .await?;
+    Ok(Saved::default())
 }
 
 /// Loads the counts read back in `read` onto the service as topic model `name` (`lda` of
