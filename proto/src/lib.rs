@@ -17,6 +17,8 @@
 //! - [`counter_keys`]: the stable hash counter keys route by, and how string keys are packed.
 //! - [`merge`]: how per-partition results of a PS function combine.
 //! - [`node_split`]: [`NodeSplit`], a tree node's split as the PS function `best_split` answers.
+//! - [`nonzeros`]: the arguments and answer of the PS function `nonzeros`, columns as exact
+//!   32-bit halves.
 //! - [`training`]: reading a model's [`Training`] description (optimizer defaults, codec,
 //!   when its workers wait).
 //! - [`pushes`]: per-client push counters, summed the same way by servers and readers.
