@@ -9,7 +9,8 @@
 //! - `run`: a SQL job file on embedded DataFusion or a Ballista cluster (`angel_runner::run`).
 //! - `scheduler`, `executor`: a Ballista cluster that runs our functions ([`scheduler`],
 //!   [`executor`]); the scheduler's [`stall_watchdog`] cancels jobs it stopped scheduling,
-//!   and it tells jobs the executors' task slots ([`cluster_slots`]).
+//!   its [`executor_probe`] removes an executor whose process is gone at once, and it tells
+//!   jobs the executors' task slots ([`cluster_slots`]).
 //! - `demo`: the CTR job on generated click logs (`angel_runner::demo`).
 //! - [`access`]: the token and TLS flags of the service roles.
 //! - `bench ps`, `bench e2e`, `bench codec`, ...: benchmark tables (`angel_bench`).
@@ -18,6 +19,7 @@ pub mod access;
 pub mod cluster_slots;
 pub mod drop;
 pub mod executor;
+pub mod executor_probe;
 pub mod scheduler;
 pub mod service;
 pub mod snapshot;

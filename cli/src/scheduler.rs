@@ -27,7 +27,7 @@ use tonic::service::RoutesBuilder;
 use angel_ps_service::net;
 
 use crate::cluster_slots::ClusterSlots;
-use crate::stall_watchdog;
+use crate::{executor_probe, stall_watchdog};
 
 /// Flags of `angel-ps scheduler`.
 #[derive(Debug, Args)]
@@ -105,6 +105,7 @@ pub async fn run(args: SchedulerArgs) -> Result<(), Box<dyn Error>> {
             shutdown.clone(),
         ));
     }
+    tokio::spawn(executor_probe::watch(scheduler.clone(), shutdown.clone()));
     println!("angel-ps scheduler listening on df://{addr}");
     let timeout = Duration::from_secs(args.executor_timeout_secs);
     serve(listener, scheduler, timeout, shutdown.clone()).await?;

@@ -894,3 +894,40 @@ fn cluster_flags(cluster: &LocalCluster) -> [&str; 4] {
         &cluster.master.addr,
     ]
 }
+
+/// A killed executor is noticed by its data port refusing connections, not after the heartbeat
+/// timeout (an hour here): the scheduler removes it within seconds, and its task slots stop
+/// counting. Before the scheduler probed its executors, the slots stayed for the whole timeout
+/// and a killed executor's tasks waited for it (a job stalled ~10.5 s under a 10 s timeout).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_executor_is_removed_before_its_heartbeat_timeout() {
+    let options = Options {
+        scheduler_args: ["--executor-timeout-secs", "3600"]
+            .map(String::from)
+            .to_vec(),
+        ..Options::default()
+    };
+    let mut cluster = LocalCluster::start_with(&binary(), 1, 2, 1, &options).unwrap();
+    let url = cluster.scheduler.addr.clone();
+    let executors = || async { angel_sql::ballista::live_slots(&url).await.unwrap().0 };
+    assert_eq!(executors().await, 2);
+    // The probe trusts a refusal only from a port it has seen open (every 0.5 s).
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    cluster.executors[1].kill();
+    let killed = Instant::now();
+    loop {
+        let live = executors().await;
+        if live == 1 {
+            break;
+        }
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(30),
+            "the killed executor still counts 30 s later ({live} executors live)"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "the killed executor was removed after {:?}",
+        killed.elapsed()
+    );
+}
