@@ -29,7 +29,7 @@
 //! - [`namespace`]: how a name says its namespace (`NAMESPACE/name`).
 //! - [`tls`]: TLS certificates a node serves with and the CA its callers trust.
 //! - [`error`]: [`PsError`], one typed error per gRPC status the service uses, both ways.
-//! - [`limits`]: HTTP/2 window and frame sizes both sides set.
+//! - [`limits`]: HTTP/2 window and frame sizes both sides set, and the lease of a job's run.
 //! - [`grpc_codec`]: the services' gRPC codec (prost, each message written once).
 //!
 //! Servers (`angel-ps`) and clients (`angel-client`) both build on this crate and on nothing

@@ -137,6 +137,13 @@ impl Job {
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Kills the job's process (SIGKILL) and waits for it, as a crash or `kill -9` would end
+    /// it.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Starts `angel-ps run --output json args...` with `env` added, its output piped.

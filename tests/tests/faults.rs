@@ -72,6 +72,16 @@ async fn a_master_frozen_past_the_server_timeout_declares_no_server_dead_when_it
     survives(Scenario::FrozenMaster).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_master_killed_mid_rotation_resumes_the_round_and_every_step_trains_once() {
+    survives(Scenario::MasterKilledMidRotation).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_master_frozen_mid_rotation_wakes_and_every_step_trains_once() {
+    survives(Scenario::MasterFrozenMidRotation).await;
+}
+
 /// The bench as a user runs it: one scenario, its row read back as JSON.
 #[test]
 fn bench_chaos_prints_one_row_per_scenario_with_runs_and_values_off() {

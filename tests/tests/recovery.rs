@@ -345,6 +345,126 @@ fn ctr_job(master: &str, data: &std::path::Path) -> Job {
     start_job(&[&args[..], &["--var", &data]].concat(), &[])
 }
 
+/// The CTR example's arguments for `epochs` epochs in `namespace` against the service at
+/// `master`.
+fn ctr_args(master: &str, data: &std::path::Path, namespace: &str, epochs: u32) -> Vec<String> {
+    let job = repo("examples/ctr/job.sql");
+    let args = [
+        job.to_str().unwrap(),
+        "--master",
+        master,
+        "--namespace",
+        namespace,
+        "--var",
+        &format!("epochs={epochs}"),
+        "--var",
+        &format!("data={}", data.display()),
+    ];
+    args.map(String::from).to_vec()
+}
+
+/// `args` as the `&str`s a job takes.
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// The epochs of the job's epoch table, in order.
+fn epochs_of(stdout: &str) -> Vec<u64> {
+    let lines = angel_tests::json_lines(stdout);
+    (lines.iter())
+        .filter(|l| l["kind"] == "epoch")
+        .filter_map(|l| l["epoch"].as_u64())
+        .collect()
+}
+
+/// Waits until model `model` (namespaced) has completed `epochs` epochs, as its job reported.
+async fn wait_for_epochs(c: &PsClient, model: &str, epochs: u32) {
+    let request = angel_proto::StatusRequest {
+        epochs: true,
+        ..Default::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let status = c.status_with(request).await.unwrap();
+        let done = (status.epochs.iter())
+            .filter(|e| e.model == model)
+            .map(|e| e.epoch)
+            .max();
+        if done >= Some(epochs) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{model} never completed {epochs} epochs"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A killed job resumes (Angel's worker recovery). The CTR job runs on a service for 12 epochs
+/// and is killed (SIGKILL) once its model has completed 2. Run again at once in the same
+/// namespace, it waits for the killed run's hold to lapse, redoes its tables and its counter,
+/// trains only the epochs after the last one completed, on the model the servers hold, and
+/// ends with the AUC of a run never killed; run once more, it runs whole. Before, a killed job
+/// started over from zero. And one run at a time: a run of a job whose run lives (a long one
+/// in another namespace) waits for it, then fails naming the job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_job_run_again_resumes_after_its_last_completed_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("ctr.csv");
+    angel_datagen::ctr_data::generate(&data, 100_000, 7).unwrap();
+    let cluster = Cluster::start(2);
+    let c = cluster.client().await;
+    let master = &cluster.master.addr;
+    let all: Vec<u64> = (1..=12).collect();
+    let whole = finished(start_job(&strs(&ctr_args(master, &data, "whole", 12)), &[]));
+    assert_eq!(epochs_of(&whole), all);
+    let expected = holdout_auc(&whole);
+
+    let first = start_job(&strs(&ctr_args(master, &data, "resumed", 12)), &[]);
+    wait_for_epochs(&c, "resumed/ctr", 2).await;
+    first.kill();
+    let resumed = finished(start_job(
+        &strs(&ctr_args(master, &data, "resumed", 12)),
+        &[],
+    ));
+    let epochs = epochs_of(&resumed);
+    assert!(
+        // Killed between an epoch's report and its record, the run redoes that epoch.
+        epochs.first() >= Some(&2) && epochs.last() == Some(&12),
+        "the resumed run trained epochs {epochs:?}"
+    );
+    let auc = holdout_auc(&resumed);
+    assert!(
+        (auc - expected).abs() < SAME_AUC,
+        "AUC {auc} resumed, {expected} never killed"
+    );
+    let from = epochs.first();
+    eprintln!("resumed at epoch {from:?}: holdout AUC {auc:.4}, {expected:.4} never killed");
+    let again = finished(start_job(
+        &strs(&ctr_args(master, &data, "resumed", 12)),
+        &[],
+    ));
+    assert_eq!(
+        epochs_of(&again),
+        all,
+        "the job ended: run again, it runs whole"
+    );
+
+    let long = ctr_args(master, &data, "held", 10_000);
+    let mut holder = start_job(&strs(&long), &[]);
+    wait_for_epochs(&c, "held/ctr", 1).await;
+    let (_, second) = angel_tests::run_job(&strs(&long), &[]);
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(holder.running(), "the first run lived through the second");
+    assert!(
+        !second.status.success(),
+        "a second run while the first lives"
+    );
+    assert!(said.contains("is running already"), "{said}");
+    holder.kill();
+}
+
 /// The holdout AUC of the job's evaluation (a result; the epoch rows are not results).
 fn holdout_auc(stdout: &str) -> f64 {
     result_value(stdout, "holdout_auc")
@@ -455,9 +575,11 @@ const SAME_RMSE: f64 = 0.005;
 
 /// Model rotation survives a killed server as the linear models do: its slices' changes since
 /// the last snapshot are replayed to the restored partitions, none is lost, and the job ends
-/// with the holdout RMSE of a run without the kill.
+/// with the holdout RMSE of a run without the kill. It survives the master killed mid-round and
+/// started again on its address and directory too: the master resumes the round from its saved
+/// state (before, every later call failed "has no round running; join first").
 #[tokio::test(flavor = "multi_thread")]
-async fn a_rotation_job_ends_with_the_same_model_when_a_server_is_killed() {
+async fn a_rotation_job_ends_with_the_same_model_when_a_server_or_the_master_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let spec = angel_datagen::ratings_data::RatingsSpec::small();
     let (train, test) = (dir.path().join("train.csv"), dir.path().join("test.csv"));
@@ -484,6 +606,40 @@ async fn a_rotation_job_ends_with_the_same_model_when_a_server_is_killed() {
     let (replayed, lost) = (said["replayed"].as_u64(), said["lost"].as_u64());
     assert!(replayed > Some(0) && lost == Some(0), "{said}");
     eprintln!("holdout RMSE {rmse:.6} with a server killed mid-rotation, {expected:.6} without");
+
+    let (bind, master_args) = restartable_master(&dir.path().join("master"));
+    let master_args: Vec<&str> = master_args.iter().map(String::as_str).collect();
+    let mut master = spawn(&master_args);
+    let server = ["server", "--master", &bind, "--heartbeat-ms", "200"];
+    let _servers = [spawn(&server), spawn(&server)];
+    let job = mf_job(&bind, dir.path());
+    let c = PsClient::connect(&bind).await.unwrap();
+    wait_for(&c, has_taken("mf/recs", 100), Duration::from_secs(300)).await;
+    master.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _master = spawn(&master_args);
+    let stdout = finished(job);
+    let rmse = result_value(&stdout, "holdout_rmse");
+    assert!(
+        (rmse - expected).abs() < SAME_RMSE,
+        "holdout RMSE {rmse} with the master killed and restarted, {expected} without"
+    );
+    // The restarted master's record: the round it resumed and every later one, each step of
+    // each rank handed back exactly once.
+    let request = angel_proto::StatusRequest {
+        leases: true,
+        ..Default::default()
+    };
+    let leases = c.status_with(request).await.unwrap().leases;
+    let mut steps = std::collections::HashMap::new();
+    for l in &leases {
+        assert!(l.end_us > 0, "a lease never handed back: {l:?}");
+        *steps.entry((l.round, l.group, l.rank, l.step)).or_insert(0) += 1;
+    }
+    let twice: Vec<_> = steps.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "steps leased twice: {twice:?}");
+    let rounds: std::collections::BTreeSet<u32> = leases.iter().map(|l| l.round).collect();
+    eprintln!("holdout RMSE {rmse:.6} with the master restarted; it recorded rounds {rounds:?}");
 }
 
 /// A topic model survives a killed server: the topics example (rotation, 60 sweeps) on a

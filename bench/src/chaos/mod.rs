@@ -10,13 +10,14 @@
 //!
 //! - [`lab`]: processes, waits and checks.
 //! - [`probe`]: the data written and read back.
-//! - [`master`], [`kills`], [`freeze`], [`writers`]: the scenarios.
+//! - [`master`], [`kills`], [`freeze`], [`writers`], [`rotation`]: the scenarios.
 
 pub mod freeze;
 pub mod kills;
 pub mod lab;
 pub mod master;
 pub mod probe;
+pub mod rotation;
 pub mod writers;
 
 use std::error::Error;
@@ -73,6 +74,12 @@ pub enum Scenario {
     FrozenServer,
     /// The master frozen past three server timeouts, then woken: no server is declared dead.
     FrozenMaster,
+    /// The master killed in the middle of a rotation round and started again on its state:
+    /// every step of every round trained once.
+    MasterKilledMidRotation,
+    /// The master frozen 3 s in the middle of a rotation round, then woken: every step of
+    /// every round trained once.
+    MasterFrozenMidRotation,
 }
 
 impl Scenario {
@@ -98,6 +105,8 @@ impl Scenario {
             Scenario::FullReplayBuffer => writers::full_replay_buffer(&lab).await,
             Scenario::FrozenServer => freeze::frozen(&lab).await,
             Scenario::FrozenMaster => freeze::frozen_master(&lab).await,
+            Scenario::MasterKilledMidRotation => rotation::master_killed(&lab).await,
+            Scenario::MasterFrozenMidRotation => rotation::master_frozen(&lab).await,
         }
     }
 }

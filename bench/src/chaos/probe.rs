@@ -35,7 +35,7 @@ impl Add for Tally {
 
 impl Tally {
     /// The tally of `found` values against `expected`.
-    fn of<T: PartialOrd + Copy>(found: &[T], expected: T) -> Tally {
+    pub(super) fn of<T: PartialOrd + Copy>(found: &[T], expected: T) -> Tally {
         let below = found.iter().filter(|v| **v < expected).count();
         let above = found.iter().filter(|v| **v > expected).count();
         Tally {

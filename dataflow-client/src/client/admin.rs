@@ -1,5 +1,6 @@
 //! The calls a client makes to the master: matrices (create, drop, describe, look up),
-//! optimizers, status, clocks and epoch reports, each retried while the master restarts.
+//! optimizers, status, clocks, epoch reports and jobs' runs, each retried while the master
+//! restarts.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,9 +8,9 @@ use std::time::{Duration, Instant};
 use angel_proto::credential::AuthChannel;
 use angel_proto::master_client::MasterClient;
 use angel_proto::{
-    ClockReply, ClockRequest, DescribeMatrixRequest, DropMatrixRequest, EpochReport, OptimizerInfo,
-    PsError, Result, RotatePhase, RotateReply, RotateRequest, StatusReply, StatusRequest,
-    TrainedRowsReport,
+    ClockReply, ClockRequest, DescribeMatrixRequest, DropMatrixRequest, EpochReport, JobReply,
+    JobRequest, OptimizerInfo, PsError, Result, RotatePhase, RotateReply, RotateRequest,
+    StatusReply, StatusRequest, TrainedRowsReport,
 };
 
 use angel_proto::namespace;
@@ -259,6 +260,17 @@ impl PsClient {
             )
             .await?;
         Ok((reply.rows, reply.loss))
+    }
+
+    /// A job run's call to the master (start, renew, progress, end: see
+    /// [`angel_proto::JobPhase`]), its job named in this client's namespace.
+    pub async fn job(&self, request: JobRequest) -> Result<JobReply> {
+        let request = JobRequest {
+            job: self.qualify(&request.job),
+            ..request
+        };
+        self.on_master(request, |mut m, r| async move { m.job(r).await })
+            .await
     }
 
     /// Tells the master a model finished an epoch, for the curves of its status page.

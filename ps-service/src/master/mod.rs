@@ -8,6 +8,8 @@
 //!   master's doubt about a state older than its servers' data.
 //! - [`clocks`]: training workers' clocks: BSP, SSP and ASP, and slow-worker flags.
 //! - [`rotation`]: model rotation: each round's schedule of slices and its exclusive leases.
+//! - [`jobs`]: jobs' runs (one at a time per job) and how far each got, so a killed job
+//!   resumes.
 //! - [`counters`]: distributed counters: create, the two-phase seal, clean.
 //! - [`quota`]: what the names of one namespace may hold together.
 //! - [`optimizers`]: the optimizers the servers report, and the layout a model needs.
@@ -23,6 +25,7 @@
 
 pub mod clocks;
 pub mod counters;
+pub mod jobs;
 pub mod membership;
 mod metrics;
 pub mod node;

@@ -12,18 +12,19 @@ use angel_proto::{
     ClockReply, ClockRequest, CounterMeta, CounterRequest, CreateMatrixRequest,
     CreatePartitionsRequest, DescribeMatrixRequest, DropCounterReply, DropMatrixReply,
     DropMatrixRequest, DropPartitionsRequest, EpochReport, EpochReportReply,
-    GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, Layout, MatrixMeta, Partition,
-    PartitionMap, PsError, RegisterServerReply, RegisterServerRequest, ReplayReport,
-    ReplayReportReply, ReportUnreachableRequest, Result, RotateReply, RotateRequest,
-    SealCounterRequest, ServerStatus, SnapshotReply, SnapshotRequest, StatsRequest, StatusReply,
-    StatusRequest, StorageKind, Sync, TrainedRowsReply, TrainedRowsReport, ValueType,
-    WriteSnapshotRequest,
+    GetPartitionMapRequest, HeartbeatReply, HeartbeatRequest, JobPhase, JobReply, JobRequest,
+    Layout, MatrixMeta, Partition, PartitionMap, PsError, RegisterServerReply,
+    RegisterServerRequest, ReplayReport, ReplayReportReply, ReportUnreachableRequest, Result,
+    RotatePhase, RotateReply, RotateRequest, SealCounterRequest, ServerStatus, SnapshotReply,
+    SnapshotRequest, StatsRequest, StatusReply, StatusRequest, StorageKind, Sync, TrainedRowsReply,
+    TrainedRowsReport, ValueType, WriteSnapshotRequest,
 };
 use parking_lot::Mutex;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::clocks::Clocks;
+use super::jobs::Jobs;
 use super::progress::Progress;
 use super::quota::Quotas;
 use super::rotation::Rotations;
@@ -70,8 +71,12 @@ impl Default for Snapshots {
 /// The master's gRPC service.
 pub struct MasterService {
     pub(super) state: Mutex<State>,
-    /// Held while the state is written, so writes never interleave.
-    pub(super) persisting: Mutex<()>,
+    /// Held while the state is written, so writes never interleave; holds the last change
+    /// ([`Self::state_changes`]) a completed write covers.
+    pub(super) persisting: Mutex<u64>,
+    /// Changes made to the state so far, each counted once made (`state_file`'s group
+    /// commit).
+    pub(super) state_changes: std::sync::atomic::AtomicU64,
     /// Serialises creation and counter sealing so names, ids and indices are decided once.
     pub(super) creating: tokio::sync::Mutex<()>,
     partitioners: BTreeMap<String, Arc<dyn Partitioner>>,
@@ -82,6 +87,8 @@ pub struct MasterService {
     pub(super) clocks: Clocks,
     /// Rotating models' rounds and leases.
     pub(super) rotations: Rotations,
+    /// Jobs' runs and how far each job got.
+    pub(super) jobs: Jobs,
     /// Finished epochs per model, for the status page.
     pub(super) progress: Progress,
     /// Rows trained per model so far, for jobs' progress bars.
@@ -117,12 +124,14 @@ impl MasterService {
                 service: rand::random::<u64>().max(1),
                 ..State::default()
             }),
-            persisting: Mutex::new(()),
+            persisting: Mutex::new(0),
+            state_changes: Default::default(),
             creating: tokio::sync::Mutex::new(()),
             server_timeout,
             snapshots,
             clocks: Clocks::new(quotas.workers),
             rotations: Rotations::default(),
+            jobs: Jobs::default(),
             progress: Progress::default(),
             trained_rows: TrainedRows::default(),
             credential,
@@ -649,7 +658,28 @@ impl Master for MasterService {
                 request.model
             )));
         }
-        answer(self.rotations.rotate(&request, &sync).await)
+        let reply = self.rotations.rotate(&request, &sync).await;
+        // A round's progress is saved before its worker hears of it, so a master restarted on
+        // its snapshot directory resumes the round (an acquire still waiting changed nothing).
+        let waited = request.phase() == RotatePhase::Acquire;
+        if reply.as_ref().is_ok_and(|r| r.ready || !waited) {
+            self.persist();
+        }
+        answer(reply)
+    }
+
+    async fn job(
+        &self,
+        request: Request<JobRequest>,
+    ) -> std::result::Result<Response<JobReply>, Status> {
+        Access::allows(&request, "job", &request.get_ref().job)?;
+        let request = request.into_inner();
+        let reply = self.jobs.handle(&request);
+        // A renewal changes no progress; every other phase is saved before it is answered.
+        if reply.is_ok() && request.phase() != JobPhase::Renew {
+            self.persist();
+        }
+        answer(reply)
     }
 
     async fn report_epoch(

@@ -1,6 +1,7 @@
 //! The master's own durability: its state (servers, matrices and their partition map,
-//! counters, the map's epoch, recoveries) is written to `<snapshot dir>/master/` after every
-//! change, and a master started with a directory holding one resumes from it.
+//! counters, the map's epoch, recoveries, rotation rounds, jobs' progress) is written to
+//! `<snapshot dir>/master/` after every change, and a master started with a directory
+//! holding one resumes from it.
 //!
 //! A restarted master does not know its servers' credentials, so it waits for them: their
 //! partitions stay routed to them (clients keep pulling and pushing), their heartbeats are
@@ -12,6 +13,7 @@
 //! never trails what its servers saw unless it is stale: that is how a restarted master tells
 //! (see [`super::membership`]). A save that fails is shown in the status until one succeeds.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use angel_proto::{MasterSnapshot, PsError, Result, ServerRecord};
@@ -33,13 +35,27 @@ impl MasterService {
         }
     }
 
+    /// Writes the state once it holds the caller's change. Group commit: callers that queue
+    /// while a write runs are all covered by the next write, which takes the state after
+    /// every one of their changes, so concurrent changes (the workers of a rotation round)
+    /// share writes.
     fn try_persist(&self) -> Result<()> {
         let Some(dir) = &self.snapshots.dir else {
             return Ok(());
         };
-        let _one_writer = self.persisting.lock();
-        let snapshot = self.state.lock().to_snapshot();
+        let change = self.state_changes.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut written = self.persisting.lock();
+        if *written >= change {
+            return Ok(());
+        }
+        let covered = self.state_changes.load(Ordering::Acquire);
+        let mut snapshot = self.state.lock().to_snapshot();
+        snapshot.rotations = self.rotations.records();
+        snapshot.jobs = self.jobs.records();
+        // A dropped model's schedule has nothing to resume.
+        (snapshot.rotations).retain(|r| snapshot.matrices.iter().any(|m| m.name == r.model));
         dir.write_master(&snapshot)?;
+        *written = covered;
         self.state.lock().state_error = None;
         Ok(())
     }
@@ -67,7 +83,12 @@ impl MasterService {
             false => dir.read_master()?,
         };
         let resumed = saved.is_some();
-        if let Some(saved) = saved {
+        if let Some(mut saved) = saved {
+            self.jobs.resume(std::mem::take(&mut saved.jobs));
+            let rotations = std::mem::take(&mut saved.rotations);
+            self.rotations.resume(rotations).map_err(|e| {
+                PsError::DataLoss(format!("the master's state in {}: {e}", dir.url()))
+            })?;
             let mut state = self.state.lock();
             *state = State::from_snapshot(saved);
             tracing::info!(
@@ -119,6 +140,9 @@ impl State {
             lost: self.lost.clone().into_iter().collect(),
             restoring: self.restoring.clone().into_iter().collect(),
             stale: self.stale.clone().unwrap_or_default(),
+            // Kept beside the state, not in it: the writer adds them.
+            rotations: Vec::new(),
+            jobs: Vec::new(),
         }
     }
 

@@ -13,6 +13,8 @@
 //!   options), [`train_rows`] (its rows and where each epoch reads them), [`caching`]
 //!   (keeping batches and workers across epochs), [`progress`] (the bar moved as tasks
 //!   report), [`answers`] (one-row answers), [`epoch_table`] (the epoch table registered).
+//! - [`resume`]: a run's hold on its job at the master, and what an earlier run that was
+//!   killed completed, so the job resumes after it.
 //! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`: the files of the tables each kind saves, their
 //!   versions and the JSON metadata, with [`table_files`] writing the tables as the kind
 //!   reads them and [`parquet_file`] reading them back.
@@ -25,6 +27,7 @@ mod epoch_table;
 mod parquet_file;
 mod plan;
 mod progress;
+pub mod resume;
 pub mod saved;
 pub mod script;
 mod session_engine;
@@ -54,6 +57,8 @@ use crate::bridge::ps_error;
 use crate::reports::Reports;
 use crate::spilling_table::SpillingTable;
 use crate::storage_level::{StorageLevel, TableStorage};
+use resume::{Resume, Step};
+use train::Training;
 use train_rows::RowReading;
 
 /// What one statement did.
@@ -183,20 +188,49 @@ impl Job {
     }
 
     /// Runs the job text (after substituting `vars`), calling `each` after every statement.
-    /// An error names the file and line of the statement that failed.
+    /// An error names the file and line of the statement that failed. The run holds the job
+    /// on the service while it runs, and resumes where an earlier run of it that was killed
+    /// stopped ([`resume`]).
     pub async fn run(
         &self,
         file: &str,
         text: &str,
         vars: &HashMap<String, String>,
-        mut each: impl FnMut(&StatementReport),
+        each: impl FnMut(&StatementReport),
     ) -> Result<Vec<StatementReport>> {
         let text = script::substitute(text, vars)?;
+        let resume = Resume::start(self.binding.client()?, &text)
+            .await
+            .map_err(|e| DataFusionError::Context(file.to_string(), Box::new(e)))?;
+        if resume.earlier() != (0, 0) {
+            let (statements, epochs) = resume.earlier();
+            tracing::info!(
+                statements,
+                epochs,
+                "an earlier run of this job stopped; resuming after what it completed"
+            );
+        }
+        let ran = self.run_statements(file, &text, &resume, each).await;
+        resume.end().await;
+        ran
+    }
+
+    /// The statements of `text` under `resume`'s hold, then the job's end.
+    async fn run_statements(
+        &self,
+        file: &str,
+        text: &str,
+        resume: &Resume,
+        mut each: impl FnMut(&StatementReport),
+    ) -> Result<Vec<StatementReport>> {
         let mut reports = Vec::new();
-        for (line, sql) in script::statements(&text) {
+        for (index, (line, sql)) in script::statements(text).into_iter().enumerate() {
+            resume.check()?;
             let started = Instant::now();
             let replays_before = self.replay_counts().await;
-            let output = self.execute(&sql).await.map_err(|e| {
+            let step = resume.step(index);
+            let ran = self.execute_step(&sql, step, Some(resume)).await;
+            let ran = ran.map_err(|e| {
                 let e = if self.stage.is_some() {
                     crate::ballista::explain(e)
                 } else {
@@ -210,9 +244,18 @@ impl Job {
                 };
                 DataFusionError::Context(format!("{file}:{line}"), Box::new(e))
             })?;
+            // None: the statement wrote a model an earlier run completed.
+            let (output, earlier) = match ran {
+                Some(output) => (output, false),
+                None => (Vec::new(), true),
+            };
+            resume.statement_done(index).await?;
             let report = StatementReport {
                 line,
-                label: label(&sql),
+                label: match earlier {
+                    true => format!("{} (done by an earlier run)", label(&sql)),
+                    false => label(&sql),
+                },
                 took: started.elapsed(),
                 output,
                 sql,
@@ -258,7 +301,35 @@ impl Job {
     /// Runs one statement and collects its result. A counter it counts into that this run
     /// has not yet is replaced first ([`counters`]).
     pub async fn execute(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        let ran = self.execute_step(sql, Step::Run, None).await?;
+        Ok(ran.unwrap_or_default())
+    }
+
+    /// Runs one statement as `step` says, recording its epochs with `resume`; None for a
+    /// statement writing a model that an earlier run completed, which is skipped.
+    async fn execute_step(
+        &self,
+        sql: &str,
+        step: Step,
+        resume: Option<&Resume>,
+    ) -> Result<Option<Vec<RecordBatch>>> {
         let statement = Statement::parse(sql)?;
+        let writes_model = matches!(
+            statement,
+            Statement::CreateModel { .. }
+                | Statement::TrainModel { .. }
+                | Statement::LoadModel { .. }
+        );
+        if step == Step::Done && writes_model {
+            return Ok(None);
+        }
+        let training = Training {
+            resume,
+            done_epochs: match step {
+                Step::Resume(epochs) => Some(epochs),
+                Step::Run | Step::Done => None,
+            },
+        };
         if let Some(query) = statement.query() {
             self.start_counters(query).await?;
         }
@@ -268,7 +339,7 @@ impl Job {
             stream_rows: self.stage.is_some() || self.spill.is_some(),
             scheduler: self.scheduler.as_deref(),
         };
-        match statement {
+        let output = match statement {
             Statement::Sql(sql) => self.ctx.sql(&sql).await?.collect().await,
             Statement::CreateTable {
                 name,
@@ -287,12 +358,11 @@ impl Job {
                 query,
             } => {
                 let table = train::create_model(
-                    &self.ctx,
-                    &self.binding,
+                    (&self.ctx, &self.binding),
                     (&name, replace),
                     &options,
                     &query,
-                    reading,
+                    (reading, training),
                 )
                 .await?;
                 Ok(vec![table])
@@ -302,9 +372,14 @@ impl Job {
                 options,
                 query,
             } => {
-                let table =
-                    train::train_model(&self.ctx, &self.binding, &name, &options, &query, reading)
-                        .await?;
+                let table = train::train_model(
+                    (&self.ctx, &self.binding),
+                    &name,
+                    &options,
+                    &query,
+                    (reading, training),
+                )
+                .await?;
                 Ok(vec![table])
             }
             Statement::SaveModel { name, path } => {
@@ -321,7 +396,8 @@ impl Job {
                 let reply = self.binding.client()?.snapshot().await.map_err(ps_error)?;
                 Ok(vec![snapshot_table(&reply)?])
             }
-        }
+        };
+        output.map(Some)
     }
 }
 

@@ -17,6 +17,7 @@ use datafusion::prelude::SessionContext;
 use super::answers::{first_row, float};
 use super::caching::Caching;
 use super::progress::watch;
+use super::resume::Resume;
 use super::train_rows::Rows;
 use crate::binding::Binding;
 use crate::bridge::engine_error;
@@ -31,6 +32,8 @@ pub(super) struct SessionEngine<'a> {
     rows: Rows,
     /// On while the statement's rows are held in memory.
     caching: Option<Caching<'a>>,
+    /// The job's run, which records each completed epoch.
+    resume: Option<&'a Resume>,
 }
 
 impl<'a> SessionEngine<'a> {
@@ -51,7 +54,13 @@ impl<'a> SessionEngine<'a> {
             plan,
             rows,
             caching,
+            resume: None,
         })
+    }
+
+    /// The same engine, recording each completed epoch with the job's run `resume`.
+    pub(super) fn recording(self, resume: Option<&'a Resume>) -> Self {
+        SessionEngine { resume, ..self }
     }
 }
 
@@ -108,5 +117,12 @@ impl Engine for SessionEngine<'_> {
 
     fn kept(&self) -> &Kept {
         self.binding.kept()
+    }
+
+    async fn epoch_done(&self, epoch: usize) -> Result<(), TrainError> {
+        match self.resume {
+            Some(resume) => resume.epoch_done(epoch).await.map_err(engine_error),
+            None => Ok(()),
+        }
     }
 }

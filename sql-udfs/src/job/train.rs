@@ -13,19 +13,29 @@ use datafusion::prelude::SessionContext;
 use super::answers::float;
 use super::epoch_table;
 use super::plan::plan;
+use super::resume::Resume;
 use super::session_engine::SessionEngine;
 use super::train_rows::{RowReading, Rows};
 use crate::binding::Binding;
 use crate::bridge::{ps_error, train_error};
 
+/// How a training statement goes with the job's run.
+#[derive(Clone, Copy, Default)]
+pub struct Training<'a> {
+    /// The job's run, which records each completed epoch.
+    pub resume: Option<&'a Resume>,
+    /// Some when an earlier run of the job stopped in this statement: the epochs it
+    /// completed, after which training goes on on the model the servers hold.
+    pub done_epochs: Option<usize>,
+}
+
 /// Runs `CREATE MODEL`; see the module documentation.
 pub async fn create_model(
-    ctx: &SessionContext,
-    binding: &Binding,
+    (ctx, binding): (&SessionContext, &Binding),
     (name, replace): (&str, bool),
     options: &[(String, String)],
     query: &str,
-    reading: RowReading<'_>,
+    (reading, training): (RowReading<'_>, Training<'_>),
 ) -> Result<RecordBatch> {
     let mut plan = plan(binding, options).await?;
     // Stored qualified: the model finds its dictionary whichever namespace reads it.
@@ -47,29 +57,41 @@ pub async fn create_model(
             .map_err(train_error)?;
     }
     let client = binding.client()?;
-    if replace {
-        client.drop_matrix_if_any(name).await.map_err(ps_error)?;
-    }
     let created: Vec<String> = std::iter::once(name.to_string())
         .chain(plan.spec.kind.companions(name))
         .collect();
+    match training.done_epochs {
+        // An earlier run of the job trained this model for some epochs: go on after them,
+        // with the weights and optimizer state the servers hold.
+        Some(done) if done > 0 && client.matrix(name).await.is_ok() => {
+            plan.done_epochs = done.min(plan.epochs);
+            let engine = SessionEngine::new((ctx, binding), name, plan, rows)?;
+            return drive(ctx, engine.recording(training.resume)).await;
+        }
+        // It stopped before an epoch was complete: what it made is nobody's.
+        Some(_) => drop_created(&client, &created).await,
+        None if replace => client.drop_matrix_if_any(name).await.map_err(ps_error)?,
+        None => {}
+    }
     plan.spec.create(&client, name).await.map_err(train_error)?;
-    let trained = train_created((ctx, binding), name, plan, rows).await;
+    let trained = train_created((ctx, binding), name, plan, rows, training.resume).await;
     if trained.is_err() {
         drop_created(&client, &created).await;
     }
     trained
 }
 
-/// Starts, draws and trains model `name`, just created for `plan`, on `rows`.
+/// Starts, draws and trains model `name`, just created for `plan`, on `rows`, recording its
+/// epochs with the job's run `resume`.
 async fn train_created(
     (ctx, binding): (&SessionContext, &Binding),
     name: &str,
     plan: Plan,
     rows: Rows,
+    resume: Option<&Resume>,
 ) -> Result<RecordBatch> {
     let client = binding.client()?;
-    let engine = SessionEngine::new((ctx, binding), name, plan, rows)?;
+    let engine = SessionEngine::new((ctx, binding), name, plan, rows)?.recording(resume);
     (engine.plan().spec.kind.start(&engine).await).map_err(train_error)?;
     (engine
         .plan()
@@ -124,12 +146,11 @@ async fn label_mean(ctx: &SessionContext, query: &str, label: &str) -> Result<f6
 /// for more epochs (`epochs`, 1 by default), on the rows of `query`, with its own options; the
 /// result is an epoch table as `CREATE MODEL`'s.
 pub async fn train_model(
-    ctx: &SessionContext,
-    binding: &Binding,
+    (ctx, binding): (&SessionContext, &Binding),
     name: &str,
     options: &[(String, String)],
     query: &str,
-    reading: RowReading<'_>,
+    (reading, training): (RowReading<'_>, Training<'_>),
 ) -> Result<RecordBatch> {
     let client = binding.client()?;
     client.refresh().await.map_err(ps_error)?;
@@ -160,5 +181,8 @@ pub async fn train_model(
     if rows.query.rows == 0 {
         return plan_err!("TRAIN MODEL {name}: the training query returned no rows");
     }
-    drive(ctx, SessionEngine::new((ctx, binding), name, plan, rows)?).await
+    // An earlier run of the job stopped in this statement after some epochs: the rest.
+    plan.done_epochs = training.done_epochs.unwrap_or(0).min(plan.epochs);
+    let engine = SessionEngine::new((ctx, binding), name, plan, rows)?;
+    drive(ctx, engine.recording(training.resume)).await
 }

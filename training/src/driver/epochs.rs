@@ -17,13 +17,18 @@ use crate::error::Result;
 use crate::kinds::Metric;
 use crate::model::Engine;
 
-/// Trains the statement's model for its epochs; returns the epoch table.
+/// Trains the statement's model for its epochs (those after [`Plan::done_epochs`], which an
+/// earlier run completed); returns the epoch table of the epochs trained.
+///
+/// [`Plan::done_epochs`]: crate::Plan::done_epochs
 pub async fn train(engine: &dyn Engine) -> Result<RecordBatch> {
     let (name, plan, client) = (engine.model(), engine.plan(), engine.client());
     let id = client.matrix(name).await?.meta.id;
-    let bar = bar(engine.query().rows * plan.epochs as u64, "rows");
+    let first = plan.done_epochs + 1;
+    let left = (plan.epochs + 1).saturating_sub(first);
+    let bar = bar(engine.query().rows * left as u64, "rows");
     let mut table = Vec::new();
-    for epoch in 1..=plan.epochs {
+    for epoch in first..=plan.epochs {
         let started = Instant::now();
         let before = push_traffic(&client.status().await?, &[id]);
         let watch = Watch {
@@ -46,6 +51,7 @@ pub async fn train(engine: &dyn Engine) -> Result<RecordBatch> {
             &holdout,
         )
         .await?;
+        engine.epoch_done(epoch).await?;
         // Half the squared error is the loss of the kinds that report RMSE.
         let rmse = (metrics(&*plan.spec.kind).contains(&Metric::Rmse))
             .then(|| passed.mean.map(|l| (2.0 * l).sqrt()))

@@ -14,6 +14,7 @@ impl Plan {
             epochs,
             holdout: None,
             fail_on_divergence: true,
+            done_epochs: 0,
         }
     }
 

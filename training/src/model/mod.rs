@@ -398,6 +398,10 @@ pub struct Plan {
     /// Whether a figure that goes NaN or infinite fails the statement (`on_divergence =
     /// 'fail'`, the default) rather than training on (`'continue'`).
     pub fail_on_divergence: bool,
+    /// Epochs an earlier run of the statement completed on the model the servers hold (a
+    /// killed job run again): training goes on after them. Only drivers that report their
+    /// epochs ([`Engine::epoch_done`]) are ever given more than 0.
+    pub done_epochs: usize,
 }
 
 /// What the engine running a statement offers its kind's driver.
@@ -429,4 +433,8 @@ pub trait Engine: Sync {
 
     /// What the statement's workers keep from round to round in this process.
     fn kept(&self) -> &Kept;
+
+    /// Epoch `epoch` is complete on the servers: recorded with the job's run, so the job
+    /// killed after it resumes after it ([`Plan::done_epochs`]).
+    async fn epoch_done(&self, epoch: usize) -> Result<()>;
 }

@@ -24,8 +24,14 @@
 //! fails its acquisitions with an error saying so (fewer task slots than workers). Every
 //! lease is recorded (round, step, group, rank, slice, start, end, rows and time trained) for
 //! the status and the tests.
+//!
+//! - [`record`]: the schedules as the master's saved state holds them, so a restarted master
+//!   resumes the rounds its workers are in.
+
+mod record;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use angel_proto::{Lease, PsError, Result, RotatePhase, RotateReply, RotateRequest, Sync};
@@ -52,8 +58,11 @@ const MAX_LEASES: usize = 100_000;
 pub struct Rotations {
     models: Mutex<HashMap<String, Model>>,
     changed: Notify,
-    /// When the master started: lease times count from it.
+    /// When the master started: lease times count from it, after `base_us`.
     epoch: Instant,
+    /// The latest lease time of the saved state this master resumed (0 without one), so lease
+    /// times go on from it.
+    base_us: AtomicU64,
 }
 
 impl Default for Rotations {
@@ -62,6 +71,7 @@ impl Default for Rotations {
             models: Mutex::default(),
             changed: Notify::new(),
             epoch: Instant::now(),
+            base_us: AtomicU64::new(0),
         }
     }
 }
@@ -468,7 +478,8 @@ impl Rotations {
     }
 
     fn now_us(&self) -> u64 {
-        self.epoch.elapsed().as_micros().max(1) as u64
+        let since_start = self.epoch.elapsed().as_micros().max(1) as u64;
+        self.base_us.load(Ordering::Relaxed) + since_start
     }
 }
 
@@ -506,7 +517,7 @@ mod tests {
 
     use super::*;
 
-    fn request(worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
+    pub(super) fn request(worker: u64, phase: RotatePhase, step: u32) -> RotateRequest {
         RotateRequest {
             model: "m".into(),
             worker,
@@ -518,7 +529,7 @@ mod tests {
         }
     }
 
-    fn sync(workers: u32) -> Sync {
+    pub(super) fn sync(workers: u32) -> Sync {
         Sync {
             workers,
             rotation_slices: 2 * workers,
