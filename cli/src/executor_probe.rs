@@ -44,8 +44,12 @@ pub async fn watch(scheduler: Scheduler, shutdown: CancellationToken) {
         };
         let listed: HashSet<&String> = executors.iter().map(|(m, _, _)| &m.id).collect();
         seen_open.retain(|id| listed.contains(id));
-        for (metadata, _, _) in &executors {
-            match probe(&metadata.host, metadata.port).await {
+        // Probed at once, so an executor that does not answer delays no other.
+        let probes: Vec<_> = (executors.iter())
+            .map(|(m, _, _)| tokio::spawn(probe(m.host.clone(), m.port)))
+            .collect();
+        for ((metadata, _, _), probed) in executors.iter().zip(probes) {
+            match probed.await.unwrap_or(Port::Unknown) {
                 Port::Open => {
                     seen_open.insert(metadata.id.clone());
                 }
@@ -76,8 +80,8 @@ async fn remove(scheduler: &Scheduler, id: &str, reason: String) {
 }
 
 /// Connects to `host:port` and lets go at once.
-async fn probe(host: &str, port: u16) -> Port {
-    let connect = tokio::net::TcpStream::connect((host, port));
+async fn probe(host: String, port: u16) -> Port {
+    let connect = tokio::net::TcpStream::connect((host.as_str(), port));
     match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
         Ok(Ok(_)) => Port::Open,
         Ok(Err(e)) if e.kind() == ErrorKind::ConnectionRefused => Port::Refused,
@@ -94,8 +98,9 @@ mod tests {
     async fn a_port_is_open_while_listened_on_and_refused_after() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        assert!(matches!(probe("127.0.0.1", port).await, Port::Open));
+        let here = || "127.0.0.1".to_string();
+        assert!(matches!(probe(here(), port).await, Port::Open));
         drop(listener);
-        assert!(matches!(probe("127.0.0.1", port).await, Port::Refused));
+        assert!(matches!(probe(here(), port).await, Port::Refused));
     }
 }

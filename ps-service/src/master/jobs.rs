@@ -23,6 +23,9 @@ pub use angel_proto::limits::JOB_LEASE as LEASE;
 /// Records kept per namespace: a new job past it drops the record of the namespace's killed
 /// run unheard longest.
 const MAX_PER_NAMESPACE: usize = 1_024;
+/// Records kept in all: a new job past it drops the record of the killed run unheard
+/// longest (runs without `--namespace` get a fresh namespace each).
+const MAX_JOBS: usize = 65_536;
 /// Longest job name.
 const MAX_NAME: usize = 256;
 
@@ -152,16 +155,17 @@ impl Jobs {
     }
 
     /// Makes room for a new record of `job`: past [`MAX_PER_NAMESPACE`] records in its
-    /// namespace, the record of the killed run unheard longest goes; when every run is alive,
-    /// the job is refused.
+    /// namespace (or [`MAX_JOBS`] in all), the record of the killed run unheard longest there
+    /// goes; when every run is alive, the job is refused.
     fn make_room(&self, records: &mut BTreeMap<String, Record>, job: &str) -> Result<()> {
         let space = namespace::split(job).0;
         let same = |name: &String| namespace::split(name).0 == space;
-        if records.keys().filter(|name| same(name)).count() < MAX_PER_NAMESPACE {
+        let full_here = records.keys().filter(|name| same(name)).count() >= MAX_PER_NAMESPACE;
+        if !full_here && records.len() < MAX_JOBS {
             return Ok(());
         }
         let oldest = (records.iter())
-            .filter(|(name, r)| same(name) && r.heard.elapsed() >= self.lease)
+            .filter(|(name, r)| (!full_here || same(name)) && r.heard.elapsed() >= self.lease)
             .min_by_key(|(_, r)| r.heard)
             .map(|(name, _)| name.clone());
         match oldest {
@@ -170,7 +174,9 @@ impl Jobs {
                 Ok(())
             }
             None => Err(PsError::TooLarge(format!(
-                "job '{job}': {MAX_PER_NAMESPACE} jobs of its namespace are running"
+                "job '{job}': {} jobs are running (at most {MAX_PER_NAMESPACE} a namespace, \
+                 {MAX_JOBS} in all)",
+                records.len()
             ))),
         }
     }

@@ -661,9 +661,11 @@ impl Master for MasterService {
         let reply = self.rotations.rotate(&request, &sync).await;
         // A round's progress is saved before its worker hears of it, so a master restarted on
         // its snapshot directory resumes the round (an acquire still waiting changed nothing).
+        // A state that cannot be saved fails the call, which the worker asks again (and is
+        // answered the same), rather than hear what a restart would forget.
         let waited = request.phase() == RotatePhase::Acquire;
         if reply.as_ref().is_ok_and(|r| r.ready || !waited) {
-            self.persist();
+            self.persist_or_fail()?;
         }
         answer(reply)
     }
@@ -677,7 +679,7 @@ impl Master for MasterService {
         let reply = self.jobs.handle(&request);
         // A renewal changes no progress; every other phase is saved before it is answered.
         if reply.is_ok() && request.phase() != JobPhase::Renew {
-            self.persist();
+            self.persist_or_fail()?;
         }
         answer(reply)
     }

@@ -26,13 +26,19 @@ impl MasterService {
     /// shown in the status, not returned: the change it records already happened on the
     /// servers, and a restart from the older state is refused (module documentation).
     pub(super) fn persist(&self) {
-        if let Err(e) = self.try_persist() {
+        let _shown = self.persist_or_fail();
+    }
+
+    /// Writes the state as [`Self::persist`] does, and returns the failure too: for an
+    /// answer that must not be given unless the state holds it (model rotation's, jobs').
+    pub(super) fn persist_or_fail(&self) -> Result<()> {
+        self.try_persist().inspect_err(|e| {
             tracing::error!("cannot save the master's state: {e}");
             self.state.lock().state_error = Some(format!(
                 "{e} (a master restarted now would find its state older than its servers' data \
                  and refuse changes)"
             ));
-        }
+        })
     }
 
     /// Writes the state once it holds the caller's change. Group commit: callers that queue

@@ -13,7 +13,8 @@
 //!   start afresh each run and are filled again, to the same indices);
 //! - the statement that was running resumes: a model trained by epochs goes on after its last
 //!   completed epoch with the weights and optimizer state the servers hold; one trained
-//!   otherwise (L-BFGS, trees, topics, clusters) is trained again from the start.
+//!   otherwise (L-BFGS, trees, topics, clusters) is trained again from the start (a
+//!   `CREATE MODEL` dropping first the model it made, known by its training description).
 //!
 //! A run that ends, succeeded or failed on a statement's error, forgets the job: running it
 //! again runs it whole.
@@ -45,6 +46,10 @@ pub struct Resume {
     earlier: (usize, usize),
     /// The statements this run has completed.
     statements: AtomicU32,
+    /// Whether the master holds the job for this run: not when the run's token may not name
+    /// it (a token limited to namespaces, and a job in none of them), which then runs
+    /// without a hold, as before jobs had one.
+    held: bool,
     renewer: JoinHandle<()>,
     /// Why this run lost its hold on the job, once it has.
     lost: Arc<Mutex<Option<String>>>,
@@ -72,8 +77,12 @@ impl Resume {
             .unwrap_or_default();
         let run = xxh3_64(format!("{}:{}", std::process::id(), now.as_nanos()).as_bytes()).max(1);
         let asked = Instant::now();
-        let reply = loop {
+        let (held, reply) = loop {
             match client.job(request(&job, run, JobPhase::Start)).await {
+                Err(PsError::PermissionDenied(why)) => {
+                    tracing::debug!(job, "the job runs without a hold: {why}");
+                    break (false, Default::default());
+                }
                 Err(PsError::AlreadyExists(_)) if asked.elapsed() < JOB_LEASE + HELD_MARGIN => {
                     tracing::info!(
                         job,
@@ -81,17 +90,21 @@ impl Resume {
                     );
                     tokio::time::sleep(JOB_LEASE / 20).await;
                 }
-                reply => break reply.map_err(ps_error)?,
+                reply => break (true, reply.map_err(ps_error)?),
             }
         };
         let lost = Arc::new(Mutex::new(None));
-        let renewer = tokio::spawn(renew(client.clone(), job.clone(), run, lost.clone()));
+        let renewer = match held {
+            true => tokio::spawn(renew(client.clone(), job.clone(), run, lost.clone())),
+            false => tokio::spawn(async {}),
+        };
         Ok(Resume {
             client,
             job,
             run,
             earlier: (reply.statements as usize, reply.epochs as usize),
             statements: AtomicU32::new(0),
+            held,
             renewer,
             lost,
         })
@@ -133,13 +146,22 @@ impl Resume {
     }
 
     async fn progress(&self, statements: u32, epochs: u32) -> Result<()> {
+        if !self.held {
+            return Ok(());
+        }
         let request = JobRequest {
             statements,
             epochs,
             ..request(&self.job, self.run, JobPhase::Progress)
         };
-        self.client.job(request).await.map_err(ps_error)?;
-        Ok(())
+        match self.client.job(request).await {
+            Ok(_) => Ok(()),
+            Err(PsError::WrongState(why)) => {
+                *self.lost.lock() = Some(why.clone());
+                Err(DataFusionError::Execution(why))
+            }
+            Err(e) => Err(ps_error(e)),
+        }
     }
 
     /// Ends the run, succeeded or failed: the job is forgotten, and running it again runs it
@@ -147,6 +169,9 @@ impl Resume {
     /// next run resumes as after a kill.
     pub async fn end(&self) {
         self.renewer.abort();
+        if !self.held {
+            return;
+        }
         let request = request(&self.job, self.run, JobPhase::End);
         if let Err(e) = self.client.job(request).await {
             tracing::warn!(job = self.job, "the master did not hear the job's end: {e}");

@@ -63,22 +63,34 @@ pub async fn create_model(
     match training.done_epochs {
         // An earlier run of the job trained this model for some epochs: go on after them,
         // with the weights and optimizer state the servers hold.
-        Some(done) if done > 0 && client.matrix(name).await.is_ok() => {
+        Some(done) if done > 0 && made_for(&client, name, &plan.spec).await => {
             plan.done_epochs = done.min(plan.epochs);
             let engine = SessionEngine::new((ctx, binding), name, plan, rows)?;
             return drive(ctx, engine.recording(training.resume)).await;
         }
-        // It stopped before an epoch was complete: what it made is nobody's.
-        Some(_) => drop_created(&client, &created).await,
-        None if replace => client.drop_matrix_if_any(name).await.map_err(ps_error)?,
-        None => {}
+        // It stopped before an epoch was complete: what it made is nobody's. A model of
+        // another description is not what it made, and is left to fail as without a kill.
+        Some(_) if made_for(&client, name, &plan.spec).await => {
+            drop_created(&client, &created).await
+        }
+        _ if replace => client.drop_matrix_if_any(name).await.map_err(ps_error)?,
+        _ => {}
     }
     plan.spec.create(&client, name).await.map_err(train_error)?;
     let trained = train_created((ctx, binding), name, plan, rows, training.resume).await;
-    if trained.is_err() {
+    // A run that lost the job to a later one leaves the model to it.
+    let still_held = training.resume.is_none_or(|r| r.check().is_ok());
+    if trained.is_err() && still_held {
         drop_created(&client, &created).await;
     }
     trained
+}
+
+/// Whether model `name` is on the service with the training description of `spec`: what an
+/// earlier run of the same statement made.
+async fn made_for(client: &angel_client::PsClient, name: &str, spec: &ModelSpec) -> bool {
+    let made = client.matrix(name).await;
+    made.is_ok_and(|m| m.meta.training.as_ref() == Some(&spec.to_training()))
 }
 
 /// Starts, draws and trains model `name`, just created for `plan`, on `rows`, recording its

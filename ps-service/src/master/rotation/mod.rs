@@ -50,6 +50,10 @@ const AUTO_SLACK: f64 = 1.25;
 pub const JOIN_GRACE: Duration = Duration::from_secs(10);
 /// The longest one ACQUIRE waits; the worker then asks again, so calls stay bounded.
 const MAX_WAIT: Duration = Duration::from_secs(10);
+/// A full round none of whose workers called for this long is abandoned when a new worker
+/// asks to join ([`Rotation::abandoned_for`]): the lease of a job's run, after which a job
+/// run again takes the killed run's place.
+const ABANDONED_AFTER: Duration = angel_proto::limits::JOB_LEASE;
 /// Leases kept per model: the last rounds' (a round has W x S of them).
 const MAX_LEASES: usize = 100_000;
 
@@ -131,6 +135,8 @@ struct Rotation {
     done: Vec<u32>,
     left: Vec<bool>,
     started: Instant,
+    /// When one of its workers last called (or the round was resumed).
+    heard: Instant,
     /// Per group: the slices in this round's order.
     order: Vec<Vec<u32>>,
     /// Per group and slice (`group * slices + slice`): the index in `leases` of its current
@@ -162,11 +168,22 @@ impl Rotation {
             done: Vec::new(),
             left: Vec::new(),
             started: Instant::now(),
+            heard: Instant::now(),
             order,
             holder: vec![None; (groups * slices) as usize],
             failed: false,
             budget_us: 0,
         }
+    }
+
+    /// Whether a new worker `worker` asking to join finds this round abandoned: every worker
+    /// joined, and none has called for [`ABANDONED_AFTER`]. Its statement's job was killed
+    /// (its run lost its hold on the job after the same silence): the job run again starts a
+    /// round of its own instead of being refused a place in the dead one.
+    fn abandoned_for(&self, worker: u64) -> bool {
+        self.joined.len() >= self.workers as usize
+            && !self.joined.contains(&worker)
+            && self.heard.elapsed() >= ABANDONED_AFTER
     }
 
     fn slices(&self) -> u32 {
@@ -250,7 +267,9 @@ impl Rotations {
         }
         let running = model.round.as_ref().is_some_and(|round| {
             let waiting = round.joined.len() < round.workers as usize;
-            !round.failed && (waiting || round.left.iter().any(|left| !left))
+            !round.failed
+                && (waiting || round.left.iter().any(|left| !left))
+                && !round.abandoned_for(r.worker)
         });
         if !running {
             let budget_us = match sync.rotation_step_ms {
@@ -258,7 +277,7 @@ impl Rotations {
                 ms if ms > 0 => ms as u64 * 1000,
                 _ => auto_budget(&model.leases, model.rounds),
             };
-            model.rounds += 1;
+            model.rounds = model.rounds.saturating_add(1);
             let groups = sync.rotation_groups.clamp(1, workers);
             let slices = match sync.rotation_slices {
                 0 => 2 * (workers / groups).max(1),
@@ -272,6 +291,7 @@ impl Rotations {
             });
         }
         let round = model.round.as_mut().expect("made above");
+        round.heard = Instant::now();
         if let Some(rank) = round.joined.iter().position(|&id| id == r.worker) {
             if round.runs[rank] == r.run {
                 // The same run asking again (its reply was lost).
@@ -412,7 +432,7 @@ impl Rotations {
         };
         round.holder[slot] = None;
         let done = &mut round.done[rank as usize];
-        *done = (*done).max(r.step + 1);
+        *done = (*done).max(r.step.saturating_add(1));
         if let Some(lease) = model.leases.get_mut(index) {
             lease.end_us = now.max(lease.start_us);
             lease.rows = r.rows;
@@ -458,7 +478,10 @@ impl Rotations {
                  this run stops",
                 r.worker, r.model
             ))),
-            Some(rank) => Ok((round, rank as u32)),
+            Some(rank) => {
+                round.heard = Instant::now();
+                Ok((round, rank as u32))
+            }
             None => Err(PsError::WrongState(format!(
                 "rotate: worker {} is not in round {} of model '{}'",
                 r.worker, round.number, r.model
@@ -479,7 +502,7 @@ impl Rotations {
 
     fn now_us(&self) -> u64 {
         let since_start = self.epoch.elapsed().as_micros().max(1) as u64;
-        self.base_us.load(Ordering::Relaxed) + since_start
+        (self.base_us.load(Ordering::Relaxed)).saturating_add(since_start)
     }
 }
 
@@ -535,6 +558,33 @@ mod tests {
             rotation_slices: 2 * workers,
             ..Sync::default()
         }
+    }
+
+    /// A full round none of whose workers called for the job lease gives way to a new worker
+    /// (its job was killed and run again): the newcomer starts the next round, where before
+    /// the silence it is refused a place.
+    #[tokio::test]
+    async fn a_silent_full_round_gives_way_to_a_new_worker() {
+        let rotations = Rotations::default();
+        for w in [1, 2] {
+            let join = request(w, RotatePhase::Join, 0);
+            rotations.rotate(&join, &sync(2)).await.unwrap();
+        }
+        let newcomer = request(3, RotatePhase::Join, 0);
+        let refused = rotations.rotate(&newcomer, &sync(2)).await.unwrap_err();
+        assert!(refused.to_string().contains("all have joined"), "{refused}");
+        let silent = Instant::now().checked_sub(ABANDONED_AFTER).unwrap();
+        (rotations
+            .models
+            .lock()
+            .get_mut("m")
+            .unwrap()
+            .round
+            .as_mut()
+            .unwrap())
+        .heard = silent;
+        let joined = rotations.rotate(&newcomer, &sync(2)).await.unwrap();
+        assert_eq!((joined.round, joined.rank), (2, 0));
     }
 
     /// Three workers rotate six slices at random speeds; the record shows no slice held by

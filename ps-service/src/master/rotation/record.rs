@@ -71,9 +71,16 @@ impl Model {
         round: Option<RoundRecord>,
         leases: Vec<Lease>,
     ) -> std::result::Result<Model, String> {
-        let round = round
-            .map(|r| Rotation::resumed(r, leases.len()))
-            .transpose()?;
+        let late = |l: &Lease| l.start_us.max(l.end_us) > MAX_TIME_US;
+        if rounds == u32::MAX || leases.iter().any(late) {
+            return Err(format!(
+                "has {rounds} rounds, or a lease time past {MAX_TIME_US} µs"
+            ));
+        }
+        let round = round.map(|r| Rotation::resumed(r, &leases)).transpose()?;
+        if round.as_ref().is_some_and(|r| r.number > rounds) {
+            return Err(format!("runs a round past its {rounds} rounds"));
+        }
         Ok(Model {
             round,
             rounds,
@@ -106,9 +113,10 @@ impl Rotation {
         }
     }
 
-    /// The round of a saved record whose model kept `leases` leases, checked so that no later
-    /// call indexes past what it holds; its workers get a fresh grace to join.
-    fn resumed(r: RoundRecord, leases: usize) -> std::result::Result<Rotation, String> {
+    /// The round of a saved record whose model kept `leases`, checked so that no later call
+    /// indexes past what it holds or waits for a slice nobody holds; its workers get a fresh
+    /// grace to join.
+    fn resumed(r: RoundRecord, leases: &[Lease]) -> std::result::Result<Rotation, String> {
         let ranks = r.joined.len();
         if [r.runs.len(), r.done.len(), r.left.len()] != [ranks; 3] {
             return Err(format!(
@@ -138,12 +146,37 @@ impl Rotation {
         if !order.iter().all(|group| is_permutation(group)) {
             return Err("has a group whose order is not each slice once".into());
         }
-        if r.holder.len() != r.order.len() || r.holder.iter().any(|&h| h as usize > leases) {
+        if r.holder.len() != r.order.len() {
             return Err(format!(
-                "has {} holders of {} slices, or one past its {leases} leases",
+                "has {} holders of {} slices",
                 r.holder.len(),
                 r.order.len()
             ));
+        }
+        let ranks_per_group = r.workers / r.groups;
+        let member = |l: &Lease| {
+            l.round == r.number
+                && (l.step as usize) < slices
+                && (l.slice as usize) < slices
+                && l.group < r.groups
+                && l.rank < ranks_per_group
+        };
+        if !leases.iter().all(member) {
+            return Err(format!(
+                "keeps a lease of another round, or past its {slices} steps, slices, {} groups \
+                 or {ranks_per_group} ranks a group",
+                r.groups
+            ));
+        }
+        for (slot, &h) in r.holder.iter().enumerate() {
+            let (group, slice) = (slot / slices, slot % slices);
+            let fits = |l: &Lease| (l.group as usize, l.slice as usize) == (group, slice);
+            let held = h.checked_sub(1).map(|i| leases.get(i as usize));
+            if held.is_some_and(|lease| !lease.is_some_and(fits)) {
+                return Err(format!(
+                    "has slice {slice} of group {group} held by a lease that is not of it"
+                ));
+            }
         }
         if r.done.iter().any(|&done| done as usize > slices) {
             return Err(format!("has a rank past the round's {slices} steps"));
@@ -156,6 +189,7 @@ impl Rotation {
             done: r.done,
             left: r.left,
             started: Instant::now(),
+            heard: Instant::now(),
             order,
             holder: (r.holder.iter())
                 .map(|&h| h.checked_sub(1).map(|i| i as usize))
@@ -165,6 +199,10 @@ impl Rotation {
         })
     }
 }
+
+/// Latest lease time a saved record may hold (µs, about 36 years), so later times cannot
+/// overflow.
+const MAX_TIME_US: u64 = 1 << 60;
 
 /// Whether `order` holds each of `0..order.len()` once.
 fn is_permutation(order: &[u32]) -> bool {
@@ -233,26 +271,46 @@ mod tests {
     }
 
     /// A saved round that does not hold together is refused naming its model, never
-    /// resumed into a panic later.
+    /// resumed into a panic or a slice held forever later.
     #[tokio::test]
     async fn a_broken_record_is_refused_naming_its_model() {
         let before = Rotations::default();
-        before
-            .rotate(&request(1, RotatePhase::Join, 0), &sync(2))
-            .await
-            .unwrap();
+        for w in [1, 2] {
+            let join = request(w, RotatePhase::Join, 0);
+            before.rotate(&join, &sync(2)).await.unwrap();
+        }
+        let acquire = request(1, RotatePhase::Acquire, 0);
+        before.rotate(&acquire, &sync(2)).await.unwrap();
         let good = before.records();
-        let breaks: [fn(&mut RoundRecord); 6] = [
-            |r| r.runs.clear(),
-            |r| r.workers = 0,
-            |r| r.groups = 3,
-            |r| r.order[0] = r.order[1],
-            |r| r.holder[0] = 7,
-            |r| r.done[0] = 99,
+        Rotations::default()
+            .resume(good.clone())
+            .expect("the record as saved");
+        fn round(r: &mut RotationRecord) -> &mut RoundRecord {
+            r.round.as_mut().unwrap()
+        }
+        let breaks: [fn(&mut RotationRecord); 13] = [
+            |r| round(r).runs.clear(),
+            |r| round(r).workers = 0,
+            |r| round(r).groups = 3,
+            |r| round(r).order[0] = round(r).order[1],
+            |r| round(r).holder[0] = 7,
+            |r| round(r).done[0] = 99,
+            |r| round(r).number = 9,
+            |r| r.rounds = u32::MAX,
+            |r| r.leases[0].start_us = u64::MAX,
+            |r| r.leases[0].step = u32::MAX,
+            |r| r.leases[0].round = 7,
+            |r| r.leases[0].rank = 5,
+            // Held by a lease of another slice.
+            |r| {
+                let slice = r.leases[0].slice as usize;
+                round(r).holder[slice] = 0;
+                round(r).holder[(slice + 1) % 4] = 1;
+            },
         ];
         for broken in breaks {
             let mut records = good.clone();
-            broken(records[0].round.as_mut().unwrap());
+            broken(&mut records[0]);
             let error = Rotations::default()
                 .resume(records)
                 .unwrap_err()
