@@ -552,6 +552,20 @@ mod tests {
         }
     }
 
+    /// Changes the running round of model `m` with `change`.
+    fn with_round(rotations: &Rotations, change: impl FnOnce(&mut Rotation)) {
+        change(
+            rotations
+                .models
+                .lock()
+                .get_mut("m")
+                .unwrap()
+                .round
+                .as_mut()
+                .unwrap(),
+        );
+    }
+
     pub(super) fn sync(workers: u32) -> Sync {
         Sync {
             workers,
@@ -574,15 +588,7 @@ mod tests {
         let refused = rotations.rotate(&newcomer, &sync(2)).await.unwrap_err();
         assert!(refused.to_string().contains("all have joined"), "{refused}");
         let silent = Instant::now().checked_sub(ABANDONED_AFTER).unwrap();
-        (rotations
-            .models
-            .lock()
-            .get_mut("m")
-            .unwrap()
-            .round
-            .as_mut()
-            .unwrap())
-        .heard = silent;
+        with_round(&rotations, |round| round.heard = silent);
         let joined = rotations.rotate(&newcomer, &sync(2)).await.unwrap();
         assert_eq!((joined.round, joined.rank), (2, 0));
     }
@@ -766,15 +772,9 @@ mod tests {
             .rotate(&request(1, RotatePhase::Join, 0), &sync(2))
             .await
             .unwrap();
-        rotations
-            .models
-            .lock()
-            .get_mut("m")
-            .unwrap()
-            .round
-            .as_mut()
-            .unwrap()
-            .started = Instant::now() - JOIN_GRACE;
+        with_round(&rotations, |round| {
+            round.started = Instant::now() - JOIN_GRACE
+        });
         let err = rotations
             .rotate(&request(1, RotatePhase::Acquire, 0), &sync(2))
             .await
