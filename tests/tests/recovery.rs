@@ -331,18 +331,7 @@ const SAME_AUC: f64 = 0.01;
 
 /// Starts the CTR job (3 epochs) on `data` against the service at `master`.
 fn ctr_job(master: &str, data: &std::path::Path) -> Job {
-    let job = repo("examples/ctr/job.sql");
-    let data = format!("data={}", data.display());
-    let args = [
-        job.to_str().unwrap(),
-        "--master",
-        master,
-        "--namespace",
-        "ctr",
-        "--var",
-        "epochs=3",
-    ];
-    start_job(&[&args[..], &["--var", &data]].concat(), &[])
+    start_job(&strs(&ctr_args(master, data, "ctr", 3)), &[])
 }
 
 /// The CTR example's arguments for `epochs` epochs in `namespace` against the service at
