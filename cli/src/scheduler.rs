@@ -45,8 +45,8 @@ pub struct SchedulerArgs {
     /// Times a task may fail (for example with its executor) before the job fails.
     #[arg(long, default_value_t = 4)]
     pub task_max_failures: usize,
-    /// Seconds a running job may have no task running or waiting before it is cancelled as
-    /// stalled, so its client runs it again (0: never); see `stall_watchdog`.
+    /// Seconds a running job may run no task (with none waiting, or the cluster idle) before it
+    /// is cancelled as stalled, so its client runs it again (0: never); see `stall_watchdog`.
     #[arg(long, default_value_t = 30)]
     pub stall_secs: u64,
 }

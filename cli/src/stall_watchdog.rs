@@ -3,8 +3,10 @@
 //!
 //! Ballista 55's scheduler can lose a job when an executor dies after a stage succeeded: it
 //! resets the dead executor's finished tasks, rolls the next stage back, and then sometimes
-//! never resolves that stage again (docs/cluster.md, "When an executor dies mid-job"). Such a
-//! job has no task running and none waiting to run, while its stages are not all done: no
+//! never resolves that stage again, or never offers its tasks to the executors left
+//! (docs/cluster.md, "A job Ballista's scheduler stops scheduling"; `ballista-stall-repro` in
+//! `tests/` reproduces the second on a stock scheduler). Such a job has no task running, and
+//! none waiting or tasks waiting on an idle cluster, while its stages are not all done: no
 //! event will ever move it. The watchdog looks at every running job a few times per bound and
 //! cancels one that stayed so for the whole bound, logging its stages. Clients run a
 //! cancelled job again ([`angel_sql::ballista::resubmit`]), under the same change names, so
@@ -35,10 +37,20 @@ pub async fn watch(scheduler: Scheduler, bound: Duration, shutdown: Cancellation
         }
         let jobs = scheduler.state.task_manager.get_running_job_cache();
         idle_since.retain(|job, _| jobs.contains_key(job.as_str()));
+        let executors =
+            (scheduler.state.executor_manager.get_executors_state().await).map_or(0, |e| e.len());
+        let mut graphs = Vec::with_capacity(jobs.len());
         for (job, info) in jobs.iter() {
+            graphs.push((job.clone(), info.execution_graph.clone()));
+        }
+        let mut idle_cluster = executors > 0;
+        for (_, graph) in &graphs {
+            idle_cluster &= graph.read().await.running_tasks().is_empty();
+        }
+        for (job, graph) in graphs {
             let stages = {
-                let graph = info.execution_graph.read().await;
-                match stalled(&**graph) {
+                let graph = graph.read().await;
+                match stalled(&**graph, idle_cluster) {
                     true => describe(graph.stages()),
                     false => {
                         idle_since.remove(job.as_str());
@@ -53,7 +65,7 @@ pub async fn watch(scheduler: Scheduler, bound: Duration, shutdown: Cancellation
                 continue;
             }
             tracing::warn!(
-                "job {job} stalled: no task running or waiting for {:.0} s, its stages {stages}; \
+                "job {job} stalled: no task running for {:.0} s, its stages {stages}; \
                  cancelling it so its client can run it again",
                 bound.as_secs_f64()
             );
@@ -65,14 +77,17 @@ pub async fn watch(scheduler: Scheduler, bound: Duration, shutdown: Cancellation
     }
 }
 
-/// Whether `graph`, a running job, can no longer move: no task running, none waiting, and
-/// some stage not done.
-fn stalled(graph: &dyn ExecutionGraph) -> bool {
+/// Whether `graph`, a running job, can no longer move: some stage not done, no task running,
+/// and either none waiting, or tasks waiting while the cluster is idle (`idle_cluster`: live
+/// executors, and no job runs a task), so free slots are not being offered them. Ballista 55
+/// leaves a job in either form after an executor dies (`ballista-stall-repro` shows the
+/// second); a job waiting for slots other jobs hold is neither.
+fn stalled(graph: &dyn ExecutionGraph, idle_cluster: bool) -> bool {
     let running = matches!(graph.status().status, Some(Status::Running(_)) | None);
     running
         && !graph.is_successful()
         && graph.running_tasks().is_empty()
-        && graph.available_tasks() == 0
+        && (graph.available_tasks() == 0 || idle_cluster)
 }
 
 /// The stages of a job by state, as `stage 2 successful, stage 3 unresolved`.

@@ -214,8 +214,8 @@ const EXECUTOR_ATTEMPTS: usize = 3;
 
 /// Starts an executor of `slots` task slots on free ports and waits until it accepts
 /// connections on its Flight port; one that exits first (a port taken meanwhile) is started
-/// again on other ports.
-fn executor(
+/// again on other ports. `scheduler` is the scheduler's `HOST:PORT`.
+pub fn executor(
     binary: &Path,
     scheduler: &str,
     slots: usize,

@@ -93,6 +93,21 @@ pub fn stock_scheduler() -> PathBuf {
     ))
 }
 
+/// Runs `scenario` of `angel-ps bench chaos` once with this build's binary; it must finish
+/// (meet every expectation) with no value lost or applied twice.
+pub async fn survives(scenario: angel_bench::chaos::Scenario) {
+    let outcome = scenario
+        .run(&binary())
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", scenario.name()));
+    assert_eq!(outcome.tally.lost, 0, "nothing lost: {outcome:?}");
+    assert_eq!(
+        outcome.tally.doubled, 0,
+        "nothing applied twice: {outcome:?}"
+    );
+    eprintln!("{}: recovered in {:?}", scenario.name(), outcome.recovery);
+}
+
 /// A child process running `angel-ps`, killed when dropped.
 pub use angel_local_cluster::Process as Node;
 

@@ -7,11 +7,12 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Instant;
 
+use angel_bench::chaos::Scenario;
 use angel_client::{PsClient, worker_pid};
 use angel_local_cluster::{LocalCluster, Options, Process};
 use angel_tests::{
-    Job, binary, finished, json_lines, repo, result_row, result_value, run_job, start_job,
-    stock_scheduler,
+    binary, finished, json_lines, repo, result_row, result_value, run_job, start_job,
+    stock_scheduler, survives,
 };
 
 /// Runs `angel-ps run args...` to the end; returns its pid and output.
@@ -369,43 +370,6 @@ fn a_job_finishes_on_the_executors_left_when_one_dies() {
     );
 }
 
-/// Trains a hashed-feature model for one epoch, then runs one more pass that also counts
-/// three columns' values, and seals the counter so its counts can be read.
-const RERUN_JOB: &str = "
-CREATE TABLE train AS SELECT label,
-  ps_hash(make_array(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13), 18) AS idx,
-  make_array(c1, c2, c3) AS features
-FROM read_csv('${data}', 'header=true');
-CREATE MODEL m OPTIONS (kind = 'logistic', dim = 262144, epochs = 1, batch_size = 256)
-  AS SELECT label, idx FROM train;
-SELECT ps_train('m', label, idx) AS loss, ps_counter_add('seen', features) AS counted FROM train;
-SELECT ps_counter_seal('seen', 1) AS seen;
-";
-
-/// What a run of [`RERUN_JOB`] left on the PS: the counter's (key, count) pairs, the changes
-/// the model's partitions applied, and the duplicates servers refused (model and counter).
-async fn rerun_job_effects(master: &str) -> (Vec<(String, i64)>, u64, u64) {
-    let c = PsClient::connect(master).await.unwrap();
-    let mut counts: Vec<(String, i64)> = c
-        .counter_indexed("t/seen")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(key, count, _)| (key, count))
-        .collect();
-    counts.sort();
-    let status = c.status().await.unwrap();
-    let model = c.matrix("t/m").await.unwrap().meta.id;
-    let stats: Vec<_> = status.servers.iter().flat_map(|s| &s.partitions).collect();
-    let applied = stats
-        .iter()
-        .filter(|p| p.matrix_id == model)
-        .map(|p| p.version)
-        .sum();
-    let duplicates = stats.iter().map(|p| p.duplicates).sum();
-    (counts, applied, duplicates)
-}
-
 /// The `angel-ps run` arguments of job `text` (written to `dir`) on `cluster` with
 /// `partitions` target partitions, its `${data}` being `data`.
 fn on_cluster(
@@ -434,85 +398,25 @@ fn on_cluster(
     .to_vec()
 }
 
-/// Starts [`RERUN_JOB`] on `cluster` over `data`, 8 partitions.
-fn start_rerun_job(cluster: &LocalCluster, dir: &Path, data: &Path) -> Job {
-    let args = on_cluster(cluster, dir, RERUN_JOB, 8, data);
-    start_job(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
-}
-
-/// An executor killed in the middle of a pass that trains and counts: its tasks run again on
-/// the other executor, and the job ends with every value counted once and every mini-batch
-/// applied once. Sometimes Ballista's scheduler resets the dead executor's tasks of a stage
-/// that had succeeded and then runs nothing more, and sometimes a task reading the dead
-/// executor's shuffle output fails the job (docs/cluster.md): the stall watchdog (here after
-/// 5 s) cancels the first, and the client submits either again under the same change names,
-/// so the assertions hold every way.
+/// An executor killed in the middle of a pass that trains and counts (the `executor-killed`
+/// scenario of `angel-ps bench chaos`): its tasks run again on the other executor, and the job
+/// ends with every value counted once and every mini-batch applied once, against the same job
+/// run without the failure. Sometimes Ballista's scheduler resets the dead executor's tasks of
+/// a stage that had succeeded and then runs nothing more, and sometimes a task reading the
+/// dead executor's shuffle output fails the job (docs/cluster.md): the stall watchdog (here
+/// after 5 s) cancels the first, and the client submits either again under the same change
+/// names, so the assertions hold every way.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_run_again_after_its_executor_dies_counts_and_trains_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("ctr.csv");
-    angel_datagen::ctr_data::generate(&data, 60_000, 11).unwrap();
-    let options = Options {
-        scheduler_args: ["--executor-timeout-secs", "3", "--stall-secs", "5"]
-            .map(String::from)
-            .to_vec(),
-        ..Options::default()
-    };
+    survives(Scenario::ExecutorKilled).await;
+}
 
-    let reference = LocalCluster::start_with(&binary(), 2, 2, 1, &options).unwrap();
-    finished(start_rerun_job(&reference, dir.path(), &data));
-    let (counts, applied, duplicates) = rerun_job_effects(&reference.master.addr).await;
-    assert_eq!(duplicates, 0, "nothing ran twice without a failure");
-    assert!(!counts.is_empty() && applied > 0);
-
-    let mut cluster = LocalCluster::start_with(&binary(), 2, 2, 1, &options).unwrap();
-    let job = start_rerun_job(&cluster, dir.path(), &data);
-    // Kill an executor once it has trained in the counting pass (pushed to the model after the
-    // counter appeared: every push of the statement before was recorded by then) and tasks
-    // have finished (3 counter flushes): its finished tasks' output is lost with it, and its
-    // running task stops halfway; Ballista runs them again, and they send again what it had
-    // sent.
-    let c = PsClient::connect(&cluster.master.addr).await.unwrap();
-    let victim = u64::from(cluster.executors[1].pid());
-    let deadline = Instant::now() + std::time::Duration::from_secs(300);
-    let mut before_the_pass = None;
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the executor never trained in the pass"
-        );
-        let status = c.status().await.unwrap();
-        let map = status.map.clone().unwrap_or_default();
-        let seen = map.counters.iter().find(|k| k.name == "t/seen");
-        let counting = seen.is_some();
-        let space = seen.and_then(|k| k.space.as_ref().map(|s| s.id));
-        let flushed = (status.servers.iter().flat_map(|s| &s.partitions))
-            .filter(|p| Some(p.matrix_id) == space)
-            .map(|p| p.version)
-            .max()
-            .unwrap_or(0);
-        let model = map.matrices.iter().find(|m| m.name == "t/m").map(|m| m.id);
-        let pushed: u64 = (angel_proto::pushes::totals(&status).iter())
-            .filter(|p| Some(p.matrix_id) == model && worker_pid(p.worker_id) == victim)
-            .map(|p| p.pushes)
-            .sum();
-        match before_the_pass {
-            None if counting => before_the_pass = Some(pushed),
-            Some(before) if pushed > before && flushed >= 3 => break,
-            _ => {}
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    cluster.executors[1].kill();
-    finished(job);
-    let (rerun_counts, rerun_applied, rerun_duplicates) =
-        rerun_job_effects(&cluster.master.addr).await;
-    assert!(
-        rerun_duplicates > 0,
-        "a task ran again and its resends were refused"
-    );
-    assert_eq!(rerun_counts, counts, "every value counted once");
-    assert_eq!(rerun_applied, applied, "every mini-batch applied once");
+/// The same with the executor frozen (SIGSTOP) instead: its ports still accept connections,
+/// so the scheduler learns it is gone only from its silence (3 s here), and then its tasks
+/// run again as above.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_executors_tasks_run_again_and_count_and_train_once() {
+    survives(Scenario::ExecutorFrozen).await;
 }
 
 /// a9a trained by two workers on the executors under SSP with staleness 1.

@@ -4,18 +4,7 @@
 //! applied twice.
 
 use angel_bench::chaos::Scenario;
-use angel_tests::binary;
-
-/// Runs `scenario` once; it must finish with no value lost or doubled.
-async fn survives(scenario: Scenario) {
-    let outcome = scenario
-        .run(&binary())
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", scenario.name()));
-    assert_eq!(outcome.tally.lost, 0, "{outcome:?}");
-    assert_eq!(outcome.tally.doubled, 0, "{outcome:?}");
-    eprintln!("{}: recovered in {:?}", scenario.name(), outcome.recovery);
-}
+use angel_tests::{binary, survives};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_master_restarted_without_its_state_refuses_changes_and_no_server_drops_data() {

@@ -30,6 +30,11 @@ impl Lab {
         })
     }
 
+    /// The binary its processes run.
+    pub fn binary(&self) -> &Path {
+        &self.binary
+    }
+
     /// The snapshot directory.
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -10,8 +10,10 @@
 //!
 //! - [`lab`]: processes, waits and checks.
 //! - [`probe`]: the data written and read back.
-//! - [`master`], [`kills`], [`freeze`], [`writers`], [`rotation`]: the scenarios.
+//! - [`master`], [`kills`], [`freeze`], [`writers`], [`rotation`], [`executors`]: the
+//!   scenarios.
 
+pub mod executors;
 pub mod freeze;
 pub mod kills;
 pub mod lab;
@@ -68,6 +70,9 @@ pub enum Scenario {
     KilledMidStream,
     /// A server killed after the writer made its changes durable and left.
     WriterLeft,
+    /// A server killed after a Python writer (the `angel_ps` package, run by `python3` or
+    /// `$ANGEL_PS_PYTHON`) left its `with` block and exited.
+    PythonWriterLeft,
     /// A writer's replay buffer full: it asks for snapshots; then a server is killed.
     FullReplayBuffer,
     /// A server frozen past the timeout, woken, then a new owner killed.
@@ -80,6 +85,12 @@ pub enum Scenario {
     /// The master frozen 3 s in the middle of a rotation round, then woken: every step of
     /// every round trained once.
     MasterFrozenMidRotation,
+    /// A Ballista executor killed in the middle of a pass that trains and counts: every value
+    /// counted once and every mini-batch applied once, against a run without the failure.
+    ExecutorKilled,
+    /// A Ballista executor frozen (SIGSTOP) in the middle of that pass: only its silence tells
+    /// it is gone.
+    ExecutorFrozen,
 }
 
 impl Scenario {
@@ -102,11 +113,14 @@ impl Scenario {
             Scenario::EveryServerKilled => kills::every_server(&lab).await,
             Scenario::KilledMidStream => kills::mid_stream(&lab).await,
             Scenario::WriterLeft => writers::writer_left(&lab).await,
+            Scenario::PythonWriterLeft => writers::python_writer_left(&lab).await,
             Scenario::FullReplayBuffer => writers::full_replay_buffer(&lab).await,
             Scenario::FrozenServer => freeze::frozen(&lab).await,
             Scenario::FrozenMaster => freeze::frozen_master(&lab).await,
             Scenario::MasterKilledMidRotation => rotation::master_killed(&lab).await,
             Scenario::MasterFrozenMidRotation => rotation::master_frozen(&lab).await,
+            Scenario::ExecutorKilled => executors::executor_killed(&lab).await,
+            Scenario::ExecutorFrozen => executors::executor_frozen(&lab).await,
         }
     }
 }
@@ -116,7 +130,8 @@ impl Scenario {
 pub struct Outcome {
     /// Values lost and doubled, matrix and counter together.
     pub tally: Tally,
-    /// From the fault to the first exact read (or acknowledged change, under a stream).
+    /// From the fault to the first exact read (or acknowledged change, under a stream; or the
+    /// job's end, for a job on a cluster).
     pub recovery: Duration,
 }
 

@@ -89,6 +89,19 @@ impl Probe {
         Ok(())
     }
 
+    /// Records a [`Probe::add`] of `value` another writer made (a Python process, say), sending
+    /// [`Probe::changes`].
+    pub fn added_elsewhere(&mut self, value: f32) {
+        self.value += value;
+        self.count += 1;
+    }
+
+    /// What a [`Probe::add`] sends: the matrix's name and keys (row 0), the counter's name and
+    /// words (each increased by 1).
+    pub fn changes(&self) -> (&str, Vec<u64>, String, Vec<String>) {
+        (&self.name, keys(), self.counter(), words())
+    }
+
     /// Row 0 of the matrix against what it must hold.
     pub async fn tally(&self, c: &PsClient) -> Result<Tally> {
         let values = c.pull_keys::<f32>(&self.name, 0, &keys()).await?;

@@ -1,8 +1,10 @@
-//! Changes whose writer cannot replay them: a server killed after its writer left, and a
-//! writer whose replay buffer filled. Snapshots asked for at the job's end, or when the
-//! buffer fills, keep them.
+//! Changes whose writer cannot replay them: a server killed after its writer left (a Rust
+//! client, or a Python process), and a writer whose replay buffer filled. Snapshots asked for
+//! at the job's end, when a Python writer leaves its `with` block, or when the buffer fills,
+//! keep them.
 
-use std::time::Instant;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use angel_client::ClientConfig;
 
@@ -24,6 +26,59 @@ pub async fn writer_left(lab: &Lab) -> Result<Outcome> {
         format!("nothing made durable: {written:?}")
     })?;
     drop(writer);
+
+    servers[1].kill();
+    let fault = Instant::now();
+    let reader = connect(&bind).await?;
+    let tally = probe.seal_and_tally(&reader).await?;
+    Ok(Outcome {
+        tally,
+        recovery: fault.elapsed(),
+    })
+}
+
+/// The Python a Python writer runs on: `$ANGEL_PS_PYTHON`, or `python3`.
+const PYTHON: &str = "ANGEL_PS_PYTHON";
+
+/// How long the Python writer may take.
+const PYTHON_LIMIT: Duration = Duration::from_secs(60);
+
+/// A Python process connects, makes the probe's changes inside a `with` block, leaves it (which
+/// makes them durable) and exits; a server dies; a Rust client reads every change. The
+/// snapshot interval (an hour) never comes.
+pub async fn python_writer_left(lab: &Lab) -> Result<Outcome> {
+    let bind = free_addr()?;
+    let _master = lab.master(&bind, true, "30", &[])?;
+    let mut servers = lab.servers(&bind, 2)?;
+    let c = connect(&bind).await?;
+    let mut probe = Probe::create(&c, "w").await?;
+    let (matrix, keys, counter, words) = probe.changes();
+    let script = format!(
+        "import sys, angel_ps\n\
+         with angel_ps.connect(sys.argv[1]) as ps:\n\
+         \x20   ps.push({matrix:?}, {keys:?}, [1.0] * {n}, row=0)\n\
+         \x20   ps.counter_add({counter:?}, {words:?})\n",
+        n = keys.len(),
+    );
+    let python = std::env::var(PYTHON).unwrap_or_else(|_| "python3".into());
+    let writer = tokio::process::Command::new(&python)
+        .args(["-c", &script, &bind])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("{python} (set {PYTHON}) cannot be started: {e}"))?;
+    let output = tokio::time::timeout(PYTHON_LIMIT, writer.wait_with_output())
+        .await
+        .map_err(|_| format!("the Python writer did not end within {PYTHON_LIMIT:?}"))??;
+    ensure(output.status.success(), || {
+        format!(
+            "the Python writer failed (does {python} have the angel_ps package? see \
+             docs/python.md, or set {PYTHON}): {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )
+    })?;
+    probe.added_elsewhere(1.0);
 
     servers[1].kill();
     let fault = Instant::now();
