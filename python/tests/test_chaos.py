@@ -28,8 +28,7 @@ def test_a_server_killed_after_a_python_writer_left_keeps_its_changes():
     )
     ran = subprocess.run(
         [str(binary), "bench", "chaos", "--runs", "1", "--output", "json",
-         "--scenario", "python-writer-left"],
-        env={**os.environ, "ANGEL_PS_PYTHON": sys.executable},
+         "--scenario", "python-writer-left", "--python", sys.executable],
         capture_output=True, text=True, timeout=300,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -381,21 +381,7 @@ fn on_cluster(
 ) -> Vec<String> {
     let job = dir.join("job.sql");
     std::fs::write(&job, text).unwrap();
-    [
-        &job.display().to_string(),
-        "--ballista",
-        cluster.scheduler_url(),
-        "--master",
-        &cluster.master.addr,
-        "--partitions",
-        &partitions.to_string(),
-        "--namespace",
-        NS,
-        "--var",
-        &format!("data={}", data.display()),
-    ]
-    .map(String::from)
-    .to_vec()
+    angel_bench::chaos::executors::job_args(cluster, &job, partitions, NS, data)
 }
 
 /// An executor killed in the middle of a pass that trains and counts (the `executor-killed`

@@ -33,7 +33,7 @@ SELECT ps_counter_seal('seen', 1) AS seen;
 /// Rows of the job's click log.
 const ROWS: u64 = 60_000;
 /// The job's partitions: its tasks per stage.
-const PARTITIONS: &str = "8";
+const PARTITIONS: usize = 8;
 /// How long a run of the job may take.
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -77,9 +77,9 @@ async fn around(lab: &Lab, fault: Fault) -> Result<Outcome> {
     let mut cluster = LocalCluster::start_with(lab.binary(), 2, 2, 1, &options)?;
     let c = connect(&cluster.master.addr).await?;
     let run = |namespace: &'static str| {
-        let args = job_args(&cluster, &job, &data, namespace);
         tokio::process::Command::new(lab.binary())
-            .args(args)
+            .arg("run")
+            .args(job_args(&cluster, &job, PARTITIONS, namespace, &data))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
@@ -111,17 +111,23 @@ async fn around(lab: &Lab, fault: Fault) -> Result<Outcome> {
     })
 }
 
-/// The `angel-ps run` arguments of `job` on `cluster` in `namespace`, its `${data}` `data`.
-fn job_args(cluster: &LocalCluster, job: &Path, data: &Path, namespace: &str) -> Vec<String> {
+/// The `angel-ps run` arguments of `job` on `cluster` with `partitions` target partitions, in
+/// `namespace`, its `${data}` being `data`.
+pub fn job_args(
+    cluster: &LocalCluster,
+    job: &Path,
+    partitions: usize,
+    namespace: &str,
+    data: &Path,
+) -> Vec<String> {
     [
-        "run",
         &job.display().to_string(),
         "--ballista",
         cluster.scheduler_url(),
         "--master",
         &cluster.master.addr,
         "--partitions",
-        PARTITIONS,
+        &partitions.to_string(),
         "--namespace",
         namespace,
         "--var",

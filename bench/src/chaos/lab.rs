@@ -14,20 +14,27 @@ use angel_local_cluster::{Process, free_port};
 /// A scenario's error: an expectation it did not meet, or a call that failed.
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// The binary scenarios start and the folder their master keeps its state and snapshots in
-/// (removed when dropped).
+/// The binary scenarios start, the Python a Python writer runs on, and the folder their master
+/// keeps its state and snapshots in (removed when dropped).
 pub struct Lab {
     binary: PathBuf,
+    python: PathBuf,
     dir: tempfile::TempDir,
 }
 
 impl Lab {
-    /// A lab starting `binary`, with a fresh snapshot directory.
-    pub fn new(binary: &Path) -> Result<Lab> {
+    /// A lab starting `binary` and Python writers on `python`, with a fresh snapshot directory.
+    pub fn new(binary: &Path, python: &Path) -> Result<Lab> {
         Ok(Lab {
             binary: binary.to_path_buf(),
+            python: python.to_path_buf(),
             dir: tempfile::tempdir()?,
         })
+    }
+
+    /// The Python a Python writer runs on (one with the `angel_ps` package).
+    pub fn python(&self) -> &Path {
+        &self.python
     }
 
     /// The binary its processes run.

@@ -46,6 +46,9 @@ pub struct ChaosBenchArgs {
     /// Scenarios to run, comma separated (all by default).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenario: Vec<Scenario>,
+    /// A Python with the `angel_ps` package, for `python-writer-left` (`pip install ./python`).
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
     /// Also write the table, as Markdown, to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -70,8 +73,8 @@ pub enum Scenario {
     KilledMidStream,
     /// A server killed after the writer made its changes durable and left.
     WriterLeft,
-    /// A server killed after a Python writer (the `angel_ps` package, run by `python3` or
-    /// `$ANGEL_PS_PYTHON`) left its `with` block and exited.
+    /// A server killed after a Python writer (the `angel_ps` package, on `--python`) left its
+    /// `with` block and exited.
     PythonWriterLeft,
     /// A writer's replay buffer full: it asks for snapshots; then a server is killed.
     FullReplayBuffer,
@@ -101,9 +104,15 @@ impl Scenario {
             .unwrap_or_default()
     }
 
-    /// Runs the scenario once, starting processes of `binary`.
+    /// Runs the scenario once, starting processes of `binary` (and Python writers on
+    /// `python3`).
     pub async fn run(self, binary: &Path) -> lab::Result<Outcome> {
-        let lab = Lab::new(binary)?;
+        self.run_with(binary, Path::new("python3")).await
+    }
+
+    /// [`Scenario::run`], Python writers running on `python`.
+    pub async fn run_with(self, binary: &Path, python: &Path) -> lab::Result<Outcome> {
+        let lab = Lab::new(binary, python)?;
         match self {
             Scenario::MasterWithoutState => master::without_state(&lab).await,
             Scenario::MasterOlderState => master::older_state(&lab).await,
@@ -153,7 +162,7 @@ pub async fn run(args: ChaosBenchArgs) -> Result<(), Box<dyn Error>> {
         let mut outcomes = Vec::new();
         for run in 1..=args.runs {
             bar.set_message(format!("{} (run {run})", scenario.name()));
-            match scenario.run(&binary).await {
+            match scenario.run_with(&binary, &args.python).await {
                 Ok(outcome) => outcomes.push(outcome),
                 Err(e) => failures.push(format!("{} run {run}: {e}", scenario.name())),
             }

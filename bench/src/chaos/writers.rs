@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use angel_client::ClientConfig;
+use angel_local_cluster::Process;
 
 use super::Outcome;
 use super::lab::{Lab, Result, connect, ensure, free_addr};
@@ -26,19 +27,8 @@ pub async fn writer_left(lab: &Lab) -> Result<Outcome> {
         format!("nothing made durable: {written:?}")
     })?;
     drop(writer);
-
-    servers[1].kill();
-    let fault = Instant::now();
-    let reader = connect(&bind).await?;
-    let tally = probe.seal_and_tally(&reader).await?;
-    Ok(Outcome {
-        tally,
-        recovery: fault.elapsed(),
-    })
+    killed_then_read(&mut servers[1], &bind, &probe).await
 }
-
-/// The Python a Python writer runs on: `$ANGEL_PS_PYTHON`, or `python3`.
-const PYTHON: &str = "ANGEL_PS_PYTHON";
 
 /// How long the Python writer may take.
 const PYTHON_LIMIT: Duration = Duration::from_secs(60);
@@ -60,29 +50,34 @@ pub async fn python_writer_left(lab: &Lab) -> Result<Outcome> {
          \x20   ps.counter_add({counter:?}, {words:?})\n",
         n = keys.len(),
     );
-    let python = std::env::var(PYTHON).unwrap_or_else(|_| "python3".into());
-    let writer = tokio::process::Command::new(&python)
+    let python = lab.python().display();
+    let writer = tokio::process::Command::new(lab.python())
         .args(["-c", &script, &bind])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("{python} (set {PYTHON}) cannot be started: {e}"))?;
+        .map_err(|e| format!("{python} (--python) cannot be started: {e}"))?;
     let output = tokio::time::timeout(PYTHON_LIMIT, writer.wait_with_output())
         .await
         .map_err(|_| format!("the Python writer did not end within {PYTHON_LIMIT:?}"))??;
     ensure(output.status.success(), || {
         format!(
             "the Python writer failed (does {python} have the angel_ps package? see \
-             docs/python.md, or set {PYTHON}): {}",
+             docs/python.md, or name another with --python): {}",
             String::from_utf8_lossy(&output.stderr).trim()
         )
     })?;
     probe.added_elsewhere(1.0);
+    killed_then_read(&mut servers[1], &bind, &probe).await
+}
 
-    servers[1].kill();
+/// Kills `server`, then reads `probe` back through a new client of the master at `bind`, which
+/// holds nothing to replay.
+async fn killed_then_read(server: &mut Process, bind: &str, probe: &Probe) -> Result<Outcome> {
+    server.kill();
     let fault = Instant::now();
-    let reader = connect(&bind).await?;
+    let reader = connect(bind).await?;
     let tally = probe.seal_and_tally(&reader).await?;
     Ok(Outcome {
         tally,
