@@ -1,13 +1,13 @@
 //! Tables a job creates, kept at each storage level (memory, disk, memory-and-disk within a
 //! limit): the same rows and the same model from each, files where the level says, none left
-//! after the job.
+//! after the job; and a run drops each table after its last use.
 
 mod common;
 
 use angel_sql::job::Job;
 use angel_sql::spilling_table::SpillingTable;
 use angel_sql::storage_level::{StorageLevel, TableStorage};
-use common::{ctr_job_keeping, scalar};
+use common::{ctr_job_keeping, empty_job, scalar};
 use datafusion::prelude::SessionContext;
 
 /// Tables of the CTR job (click logs through features and the counter).
@@ -91,4 +91,47 @@ async fn a_created_table_is_replaced_only_when_asked() {
     job.execute(doubled).await.unwrap();
     let sum = job.execute("SELECT sum(x) FROM t").await.unwrap();
     assert_eq!(scalar(&sum, 0), 12.0);
+}
+
+/// A job that builds two tables from a third through a view, and counts each.
+const LAST_USES: &str = "
+CREATE TABLE logs AS SELECT * FROM (VALUES (1, 'a'), (2, 'b'), (3, 'c')) AS t(id, c);
+CREATE VIEW examples AS SELECT id, c FROM logs;
+CREATE TABLE train AS SELECT id FROM examples WHERE id <> 2;
+CREATE TABLE test AS SELECT id FROM examples WHERE id = 2;
+SELECT count(*) AS n FROM train;
+SELECT count(*) AS n FROM test;
+";
+
+/// A run drops each table and view it created after the last statement naming it, and
+/// nothing else holds the table then (its memory is freed); the answers are those of the
+/// statements run one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_drops_each_table_after_its_last_use_and_frees_it() {
+    use futures::FutureExt;
+    let (_service, job) = empty_job().await;
+    let ctx = job.context().clone();
+    let names = ["logs", "examples", "train", "test"];
+    let mut present = Vec::new();
+    let mut logs = None;
+    let vars = Default::default();
+    let reports = (job.run("lifetimes.sql", LAST_USES, &vars, |_| {
+        let exists = names.map(|n| ctx.table_exist(n).unwrap());
+        present.push(exists.iter().filter(|e| **e).count());
+        if logs.is_none() && exists[0] {
+            let provider = ctx.table_provider("logs").now_or_never().unwrap().unwrap();
+            logs = Some(std::sync::Arc::downgrade(&provider));
+        }
+    }))
+    .await
+    .unwrap();
+    // logs; logs and the view; + train; test built and the view and logs dropped; then train
+    // and test go after their counts.
+    assert_eq!(present, vec![1, 2, 3, 2, 1, 0]);
+    assert!(
+        logs.unwrap().upgrade().is_none(),
+        "nothing holds the dropped logs"
+    );
+    assert_eq!(scalar(&reports[4].output, 0), 2.0);
+    assert_eq!(scalar(&reports[5].output, 0), 1.0);
 }

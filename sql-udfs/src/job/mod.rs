@@ -13,6 +13,8 @@
 //!   options), [`train_rows`] (its rows and where each epoch reads them), [`caching`]
 //!   (keeping batches and workers across epochs), [`progress`] (the bar moved as tasks
 //!   report), [`answers`] (one-row answers), [`epoch_table`] (the epoch table registered).
+//! - [`lifetimes`]: the statement after which each table or view the job created is used no
+//!   more, where a run drops it.
 //! - [`resume`]: a run's hold on its job at the master, and what an earlier run that was
 //!   killed completed, so the job resumes after it.
 //! - [`saved`]: `SAVE MODEL` / `LOAD MODEL`: the files of the tables each kind saves, their
@@ -24,6 +26,7 @@ mod caching;
 pub mod counters;
 pub mod depth;
 mod epoch_table;
+pub mod lifetimes;
 mod parquet_file;
 mod plan;
 mod progress;
@@ -44,7 +47,7 @@ use angel_client::PsClient;
 use angel_etl::bad_rows::Skipped;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::common::{DataFusionError, Result, TableReference, plan_err};
 use datafusion::functions_aggregate::expr_fn::sum;
 use datafusion::prelude::{DataFrame, SessionContext, col};
 
@@ -169,7 +172,8 @@ impl Job {
         self
     }
 
-    /// The session, for queries after the job.
+    /// The session, for queries after the job. A [`Job::run`] has dropped the tables it
+    /// created after their last use in the job ([`lifetimes`]); [`Job::execute`] keeps them.
     pub fn context(&self) -> &SessionContext {
         &self.ctx
     }
@@ -224,7 +228,10 @@ impl Job {
         mut each: impl FnMut(&StatementReport),
     ) -> Result<Vec<StatementReport>> {
         let mut reports = Vec::new();
-        for (index, (line, sql)) in script::statements(text).into_iter().enumerate() {
+        let statements = script::statements(text);
+        let sqls: Vec<String> = statements.iter().map(|(_, sql)| sql.clone()).collect();
+        let drops = lifetimes::drops_after(&sqls);
+        for (index, (line, sql)) in statements.into_iter().enumerate() {
             resume.check()?;
             let started = Instant::now();
             let replays_before = self.replay_counts().await;
@@ -250,6 +257,7 @@ impl Job {
                 None => (Vec::new(), true),
             };
             resume.statement_done(index).await?;
+            self.drop_tables(&drops[index])?;
             let report = StatementReport {
                 line,
                 label: match earlier {
@@ -270,6 +278,20 @@ impl Job {
         }
         self.finish(file, &reports).await?;
         Ok(reports)
+    }
+
+    /// Drops tables and views of the job that no later statement uses ([`lifetimes`]): their
+    /// memory, or their files, are freed as the job goes on.
+    fn drop_tables(&self, names: &[String]) -> Result<()> {
+        for name in names {
+            let dropped = self
+                .ctx
+                .deregister_table(TableReference::bare(name.as_str()))?;
+            if dropped.is_some() {
+                tracing::debug!(table = %name, "dropped after its last use in the job");
+            }
+        }
+        Ok(())
     }
 
     /// A job's end: what it changed is snapshotted before it says it succeeded (nobody is left

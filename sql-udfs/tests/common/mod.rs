@@ -10,6 +10,7 @@ use angel_datagen::ratings_data::RatingsSpec;
 use angel_proto::{Lease, StatusRequest};
 use angel_ps_service::{Standalone, StandaloneConfig};
 use angel_sql::job::Job;
+use angel_sql::job::script;
 use angel_sql::storage_level::TableStorage;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Float64Type;
@@ -65,9 +66,12 @@ pub async fn ctr_job_keeping(rows: u64, tables: TableStorage) -> (Standalone, Jo
     let text = std::fs::read_to_string("../examples/ctr/job.sql").unwrap();
     let prepare = &text[..text.find("CREATE OR REPLACE MODEL").unwrap()];
     let vars = [("data".to_string(), logs.display().to_string())].into();
-    job.run("ctr/job.sql", prepare, &vars, |_| {})
-        .await
-        .unwrap();
+    // Statement by statement, so the tables stay for the tests (a run drops each after its
+    // last use in the job).
+    let prepare = script::substitute(prepare, &vars).unwrap();
+    for (_, sql) in script::statements(&prepare) {
+        job.execute(&sql).await.unwrap();
+    }
     (service, job)
 }
 
