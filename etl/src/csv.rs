@@ -619,6 +619,9 @@ impl Column {
         }
     }
 
+    /// The column as an Arrow array. Text bytes are copied into a buffer of their exact size
+    /// when the estimate left spare room: a table keeps its arrays for the whole job, and the
+    /// allocator would keep a grown buffer's whole block (shrinking in place frees nothing).
     fn finish(self) -> Result<ArrayRef, EtlError> {
         let nulls = Some(NullBuffer::from(self.valid)).filter(|n| n.null_count() > 0);
         Ok(match self.values {
@@ -626,6 +629,10 @@ impl Column {
             Values::Float(values) => Arc::new(Float64Array::new(values.into(), nulls)),
             Values::Text(bytes, ends) => {
                 let offsets = OffsetBuffer::new(std::iter::once(0).chain(ends).collect());
+                let bytes = match bytes.capacity() > bytes.len() + bytes.len() / 8 {
+                    true => bytes.as_slice().to_vec(),
+                    false => bytes,
+                };
                 Arc::new(StringArray::try_new(offsets, bytes.into(), nulls)?)
             }
         })
